@@ -1,0 +1,23 @@
+# admit: run `make test` for the test suite and `make bench` for the quick comparison.
+GO ?= go
+STATICCHECK_VERSION := v0.8.2
+
+.PHONY: test lint fuzz
+
+# go vet and the race-enabled tests, over the core module and bench/.
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+# gofmt, vet and staticcheck (pinned, run through the go command).
+lint:
+	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd bench && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+# A longer fuzz run of the differential fuzz test (the seed corpus runs in `make test`).
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./buckettest/

@@ -1,0 +1,147 @@
+package admit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limiter is the contract every token bucket in this module satisfies
+// (mutexbucket, casbucket and shardedbucket). Switching one constructor for
+// another changes nothing else in the calling code.
+//
+// All methods are safe for concurrent use.
+type Limiter interface {
+	// TryAcquire consumes one token if one is available now and reports
+	// whether it did. It never blocks.
+	TryAcquire() bool
+	// TryAcquireN consumes n tokens if all n are available now and reports
+	// whether it did; it consumes nothing otherwise. TryAcquireN(0) is true
+	// and consumes nothing; n < 0 and n > capacity are false.
+	TryAcquireN(n int64) bool
+	// Acquire is the blocking form of TryAcquire: AcquireN(ctx, 1).
+	Acquire(ctx context.Context) error
+	// AcquireN blocks until n tokens are consumed or ctx ends. It returns an
+	// error wrapping ErrUnsatisfiable at once if n can never be satisfied,
+	// an error wrapping ErrDeadline at once if ctx's deadline comes before
+	// the earliest possible admission, and ctx.Err() unchanged if ctx ends
+	// while it waits. It consumes nothing when it returns an error.
+	AcquireN(ctx context.Context, n int64) error
+	// Tokens reports the balance at this instant, for observability only:
+	// by the time it returns, other callers may have changed it.
+	Tokens() float64
+}
+
+// Clock is a monotonic time source. Limiters read it on every call; tests
+// inject a fake one with WithClock.
+type Clock interface {
+	// Now returns nanoseconds from an arbitrary fixed origin. Readings
+	// should not decrease; a limiter ignores any that do (it adds no tokens
+	// for them and never moves its own notion of time back).
+	Now() int64
+	// Sleep pauses the caller for d, or until ctx ends, in which case it
+	// returns ctx.Err(). It returns nil at once for d <= 0 when ctx has not
+	// ended.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// Sentinel errors. Errors returned by this module wrap one of these with the
+// offending value; test for them with errors.Is.
+var (
+	// ErrInvalidConfig is wrapped by every constructor error: a capacity
+	// below 1, a rate that is negative, NaN or infinite, an option value
+	// out of range, or any value the implementation cannot represent
+	// exactly.
+	ErrInvalidConfig = errors.New("admit: invalid configuration")
+	// ErrUnsatisfiable is wrapped when a blocking request can never
+	// succeed: n above the capacity, n negative, or a zero rate with too
+	// few tokens left.
+	ErrUnsatisfiable = errors.New("admit: request can never be satisfied")
+	// ErrDeadline is wrapped when a context's deadline comes before the
+	// earliest moment the request could be admitted. Such errors also
+	// satisfy errors.Is(err, context.DeadlineExceeded).
+	ErrDeadline = errors.New("admit: context deadline comes before the earliest admission")
+)
+
+// Config holds what Options set. Users never build one; constructors in this
+// module call NewConfig.
+type Config struct {
+	// Clock is the time source; nil means the system's monotonic clock.
+	Clock Clock
+	// Shards is read only by shardedbucket (see shardedbucket.WithShards);
+	// 0 means its default. Other limiters ignore it.
+	Shards int
+
+	err error // first invalid option seen
+}
+
+// Option configures a limiter at construction.
+type Option func(*Config)
+
+// WithClock makes the limiter read time from c instead of the system's
+// monotonic clock. A nil c is a configuration error.
+func WithClock(c Clock) Option {
+	return func(cfg *Config) {
+		if c == nil {
+			cfg.fail(fmt.Errorf("%w: WithClock(nil)", ErrInvalidConfig))
+			return
+		}
+		cfg.Clock = c
+	}
+}
+
+// NewConfig applies opts in order and returns the result, or an error
+// wrapping ErrInvalidConfig for the first invalid option (a nil Option
+// included). It is for implementations of Limiter.
+func NewConfig(opts ...Option) (Config, error) {
+	var cfg Config
+	for i, o := range opts {
+		if o == nil {
+			return Config{}, fmt.Errorf("%w: option %d is nil", ErrInvalidConfig, i)
+		}
+		o(&cfg)
+		if cfg.err != nil {
+			return Config{}, cfg.err
+		}
+	}
+	return cfg, nil
+}
+
+// Fail records err as the configuration error if none was recorded before.
+// Package-specific options call it for values they reject; err should wrap
+// ErrInvalidConfig.
+func (c *Config) Fail(err error) { c.fail(err) }
+
+func (c *Config) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// origin is the fixed point SystemClock counts from. time.Since on a Time
+// that carries a monotonic reading reads only the monotonic clock, once.
+var origin = time.Now()
+
+type systemClock struct{}
+
+// SystemClock returns the process's monotonic clock, the default Clock.
+func SystemClock() Clock { return systemClock{} }
+
+// Now returns monotonic nanoseconds since the package was initialised.
+func (systemClock) Now() int64 { return int64(time.Since(origin)) }
+
+// Sleep waits on a runtime timer; it never spins.
+func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,139 @@
+// Package casbucket implements a lock-free token bucket: a compare-and-swap
+// loop on an atomic.Pointer to an immutable (tokens, last) state.
+//
+// A call reads the clock, loads the current state, derives the refilled
+// balance from it, and, to admit, publishes a freshly allocated state with
+// CompareAndSwap. A failed swap means another caller published first, so the
+// loop reloads and decides again; it never gives up and admits. A reject
+// only loads: it writes nothing and allocates nothing, so rejections scale
+// across cores.
+//
+// Why a pointer to a pair and not two atomics: the balance is only meaningful
+// together with the time it was computed for. With tokens and last in
+// separate atomic words, a caller could swap tokens and, before it stores
+// last, another caller loads the new tokens with the old last and refills
+// the same interval a second time, over-admitting; no order of the two
+// stores avoids every such interleaving. Publishing both behind one pointer
+// makes the pair change together, at the cost of one 16-byte allocation per
+// admission.
+//
+// Pick it over mutexbucket when many goroutines share a bucket that rejects
+// often, or when a preempted lock holder must not stall everyone else. Its
+// admit path costs one allocation and one CAS; under contention on admits it
+// retries instead of queueing, and the shared word's cache line still moves
+// between cores on every admission, so it does not scale admits: for that,
+// see shardedbucket. See the README for measured numbers.
+package casbucket
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/internal/refill"
+)
+
+// state is immutable once published: the pair changes together, so it lives
+// behind one pointer.
+type state struct {
+	tokens int64 // balance in units as of last
+	last   int64 // elapsed ns of the latest clock reading applied
+}
+
+// Bucket is a lock-free token bucket. It is safe for concurrent use. The
+// zero value is not usable; create one with New. A Bucket must not be
+// copied after first use.
+//
+// Fairness: blocked AcquireN calls are not queued. Each sleeps for its own
+// computed wait and retries; waiters that wake together race, so a large
+// request can be overtaken by small ones.
+type Bucket struct {
+	_  noCopy
+	st atomic.Pointer[state]
+
+	p   refill.Params // immutable after New
+	clk refill.Clock  // immutable after New
+}
+
+var _ admit.Limiter = (*Bucket)(nil)
+
+// noCopy makes go vet's copylocks check flag copies of a Bucket.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}
+
+// New returns a full bucket holding capacity tokens that refills at
+// refillPerSecond tokens per second. It returns an error wrapping
+// admit.ErrInvalidConfig for a capacity below 1, a rate that is negative,
+// NaN or infinite, or one the bucket cannot represent (2e9/s or more, or too
+// small for the capacity); every capacity in [1, 1e9] and every rate 0 or in
+// [1e-6, 1e9] is accepted.
+func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket, error) {
+	cfg, err := admit.NewConfig(opts...)
+	if err != nil {
+		return nil, err
+	}
+	p, err := refill.NewParams(capacity, refillPerSecond)
+	if err != nil {
+		return nil, err
+	}
+	b := &Bucket{p: p, clk: refill.NewClock(cfg.Clock)}
+	b.st.Store(&state{tokens: p.Cap})
+	return b, nil
+}
+
+// TryAcquire consumes one token if one is available and reports whether it
+// did.
+func (b *Bucket) TryAcquire() bool { return b.take(b.p.Units(1)) == 0 }
+
+// TryAcquireN consumes n tokens if all are available and reports whether it
+// did. TryAcquireN(0) is true; n < 0 or n > capacity is false.
+func (b *Bucket) TryAcquireN(n int64) bool {
+	if n == 0 {
+		return true
+	}
+	return b.p.ValidN(n) && b.take(b.p.Units(n)) == 0
+}
+
+// Acquire blocks until one token is consumed; see AcquireN.
+func (b *Bucket) Acquire(ctx context.Context) error { return b.AcquireN(ctx, 1) }
+
+// AcquireN blocks until n tokens are consumed or ctx ends, as documented on
+// admit.Limiter. It sleeps on the bucket's Clock for the computed wait.
+func (b *Bucket) AcquireN(ctx context.Context, n int64) error {
+	return refill.Acquire(ctx, &b.clk, &b.p, n, b.take)
+}
+
+// Tokens returns the current balance.
+func (b *Bucket) Tokens() float64 {
+	s := b.st.Load()
+	bal, _ := b.p.Refill(s.tokens, s.last, b.clk.Now())
+	return b.p.Float(bal)
+}
+
+// take consumes need units and returns 0, or returns the wait in ns until
+// need units will be there (refill.Never if never) and consumes nothing.
+func (b *Bucket) take(need int64) int64 {
+	// One clock reading serves every retry. A later-published state may
+	// carry a later time than now; Refill then adds nothing and keeps that
+	// time, so a retry decides on fewer tokens, never more.
+	now := b.clk.Now()
+	var next *state
+	for {
+		s := b.st.Load()
+		bal, at := b.p.Refill(s.tokens, s.last, now)
+		if bal < need {
+			return refill.Wait(now, b.p.When(at, b.p.V(at)+need-bal))
+		}
+		// The one allocation of the admit path: the new immutable state.
+		// Until a swap publishes it, it is private and reused by retries.
+		if next == nil {
+			next = new(state)
+		}
+		*next = state{tokens: bal - need, last: at}
+		if b.st.CompareAndSwap(s, next) {
+			return 0
+		}
+	}
+}

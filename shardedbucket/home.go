@@ -1,0 +1,27 @@
+//go:build !admit_purego
+
+package shardedbucket
+
+import _ "unsafe" // for go:linkname
+
+// home returns a hint for the caller's home shard: the id of the processor
+// (P) it runs on. Goroutines running at the same moment are on different Ps,
+// so they start on different shards and write different cache lines; the
+// goroutine may migrate right after, which costs only locality, never
+// correctness.
+//
+// runtime.procPin is not API, but the runtime keeps it reachable by
+// go:linkname for the packages that rely on it. It is the only linkname in
+// this module; it is isolated here and the admit_purego build tag swaps in
+// home_purego.go. BenchmarkHome in home_bench_test.go measures the choices.
+func home() uint {
+	p := procPin()
+	procUnpin()
+	return uint(p)
+}
+
+//go:linkname procPin runtime.procPin
+func procPin() int
+
+//go:linkname procUnpin runtime.procUnpin
+func procUnpin()

@@ -1,0 +1,295 @@
+// Package shardedbucket implements a token bucket split into cache-line
+// padded shards, each a single atomic word, with an exact global bound.
+//
+// Capacity and rate are divided among a power-of-two number of shards in
+// integer units of 2^-k tokens, so that the parts add up exactly to the whole
+// (100 tokens over 8 shards is 12.5 tokens each, exactly). The rate is split
+// without remainder too: shard i receives every unit of the bucket's refill
+// stream V whose index is i modulo the shard count, so the shards together
+// refill exactly as fast as one bucket would.
+//
+// A shard stores one int64, z: the point on its refill stream at which it
+// would be empty. Its balance at time t is min(cap_i, V_i(t) − z); taking u
+// units is one CompareAndSwap of z to max(z, V_i(t) − cap_i) + u. Time lives
+// in V, a pure function of the clock, so one word holds the whole state: no
+// allocation, no lock, and a stale clock reading can only see fewer tokens.
+//
+// A caller starts at its home shard, picked from the processor (P) it runs
+// on, so that goroutines on different cores touch different cache lines and
+// an admission writes no shared word other than its own shard's. If the home
+// shard is short, the caller first sums every shard with loads only; if the
+// sum is short too it rejects, having written nothing. Otherwise it gathers
+// the units from several shards, fractions included, and if a concurrent
+// caller won the race for them it puts back what it took and rejects.
+//
+// The bound: never more than capacity + rate × elapsed (+1 unit for
+// rounding), under any concurrency. A shard that is full while its siblings
+// are not discards its share of the refill, which one bucket would have
+// kept; with demand spread over the shards (as when every core calls) this
+// costs less than a token per shard, but a single caller that drains only
+// its home shard while the others sit full can see up to (1 − 1/shards) of
+// the capacity less burst than mutexbucket would give it. It never admits
+// more than mutexbucket.
+//
+// Pick it when many cores admit from one bucket at high rates: admissions
+// proceed in parallel instead of bouncing one cache line between cores. Its
+// costs are memory (a cache line per shard), rejections that read every
+// shard, and the burst caveat above. See the README for measured numbers.
+package shardedbucket
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/internal/refill"
+)
+
+// shard is one cache line: z is written by admissions, cap and off are
+// read-only and ride along on the same line for free.
+type shard struct {
+	z   atomic.Int64 // empty point on this shard's stream: balance = min(cap, V_i(now) - z)
+	cap int64        // this shard's capacity in units; immutable
+	off int64        // shards-1-i, so that V_i(t) = (V(t) + off) >> shift; immutable
+	_   [unsafe.Sizeof(cpu.CacheLinePad{}) - 24]byte
+}
+
+// avail returns the shard's balance for the bucket-wide stream value v,
+// the z to swap out and the clamped z to build on: units beyond cap
+// are discarded by moving z up to vi - cap.
+func (s *shard) avail(v int64, shift uint) (bal, z, base int64) {
+	vi := (v + s.off) >> shift
+	z = s.z.Load()
+	base = max(z, vi-s.cap)
+	return max(vi-base, 0), z, base
+}
+
+// Bucket is a sharded token bucket. It is safe for concurrent use. The zero
+// value is not usable; create one with New. A Bucket must not be copied after
+// first use.
+//
+// Fairness: blocked AcquireN calls are not queued. Each sleeps for its own
+// computed wait and retries; waiters that wake together race, so a large
+// request can be overtaken by small ones.
+type Bucket struct {
+	_      noCopy
+	shards []shard // power-of-two length; the backing array is line-aligned in practice (power-of-two sizes)
+	mask   uint    // len(shards) - 1
+	shift  uint    // log2(len(shards))
+
+	p   refill.Params // immutable after New
+	clk refill.Clock  // immutable after New
+}
+
+var _ admit.Limiter = (*Bucket)(nil)
+
+// noCopy makes go vet's copylocks check flag copies of a Bucket.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}
+
+// maxShards bounds WithShards; the default is at most the next power of two
+// at or above GOMAXPROCS.
+const maxShards = 1 << 16
+
+// WithShards sets the number of shards: a power of two, at most the bucket's
+// capacity and at most 65536. Without it, New uses the smallest power of two
+// at or above GOMAXPROCS, lowered to fit the capacity.
+func WithShards(n int) admit.Option {
+	return func(c *admit.Config) {
+		if n < 1 || n > maxShards || n&(n-1) != 0 {
+			c.Fail(fmt.Errorf("%w: WithShards(%d): want a power of two in [1, %d]", admit.ErrInvalidConfig, n, maxShards))
+			return
+		}
+		c.Shards = n
+	}
+}
+
+// New returns a full bucket holding capacity tokens that refills at
+// refillPerSecond tokens per second. It returns an error wrapping
+// admit.ErrInvalidConfig for a capacity below 1, a rate that is negative,
+// NaN or infinite, one the bucket cannot represent (2e9/s or more, or too
+// small for the capacity), or a WithShards count above the capacity; every
+// capacity in [1, 1e9] and every rate 0 or in [1e-6, 1e9] is accepted.
+func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket, error) {
+	cfg, err := admit.NewConfig(opts...)
+	if err != nil {
+		return nil, err
+	}
+	p, err := refill.NewParams(capacity, refillPerSecond)
+	if err != nil {
+		return nil, err
+	}
+	n := cfg.Shards
+	switch {
+	case n == 0:
+		n = 1 << bits.Len(uint(runtime.GOMAXPROCS(0)-1))
+		for int64(n) > capacity {
+			n >>= 1
+		}
+	case int64(n) > capacity:
+		return nil, fmt.Errorf("%w: WithShards(%d) exceeds the capacity %d", admit.ErrInvalidConfig, n, capacity)
+	}
+	b := &Bucket{
+		shards: make([]shard, n),
+		mask:   uint(n - 1),
+		shift:  uint(bits.TrailingZeros(uint(n))),
+		p:      p,
+		clk:    refill.NewClock(cfg.Clock),
+	}
+	// Split the capacity exactly: the first cap%n shards get one unit more.
+	// Every shard starts full: V_i(0) = 0, so z = -cap_i.
+	each, extra := p.Cap/int64(n), p.Cap%int64(n)
+	for i := range b.shards {
+		s := &b.shards[i]
+		s.cap = each
+		if int64(i) < extra {
+			s.cap++
+		}
+		s.off = int64(n - 1 - i)
+		s.z.Store(-s.cap)
+	}
+	return b, nil
+}
+
+// Shards returns the number of shards. It is also the most by which the
+// bucket may trail mutexbucket when demand reaches every shard.
+func (b *Bucket) Shards() int { return len(b.shards) }
+
+// TryAcquire consumes one token if one is available and reports whether it
+// did.
+func (b *Bucket) TryAcquire() bool { return b.take(b.p.Units(1)) == 0 }
+
+// TryAcquireN consumes n tokens if all are available and reports whether it
+// did. TryAcquireN(0) is true; n < 0 or n > capacity is false.
+func (b *Bucket) TryAcquireN(n int64) bool {
+	if n == 0 {
+		return true
+	}
+	return b.p.ValidN(n) && b.take(b.p.Units(n)) == 0
+}
+
+// Acquire blocks until one token is consumed; see AcquireN.
+func (b *Bucket) Acquire(ctx context.Context) error { return b.AcquireN(ctx, 1) }
+
+// AcquireN blocks until n tokens are consumed or ctx ends, as documented on
+// admit.Limiter. It sleeps on the bucket's Clock for the computed wait.
+func (b *Bucket) AcquireN(ctx context.Context, n int64) error {
+	return refill.Acquire(ctx, &b.clk, &b.p, n, b.take)
+}
+
+// Tokens returns the current balance, summed over the shards.
+func (b *Bucket) Tokens() float64 {
+	v := b.p.V(b.clk.Now())
+	var sum int64
+	for i := range b.shards {
+		bal, _, _ := b.shards[i].avail(v, b.shift)
+		sum += bal
+	}
+	return b.p.Float(sum)
+}
+
+// take consumes need units and returns 0, or returns the wait in ns until
+// need units will be there (refill.Never if never) and consumes nothing.
+func (b *Bucket) take(need int64) int64 {
+	now := b.clk.Now()
+	v := b.p.V(now)
+	start := home()
+	h := &b.shards[start&b.mask]
+	for {
+		bal, z, base := h.avail(v, b.shift)
+		if bal < need {
+			break
+		}
+		if h.z.CompareAndSwap(z, base+need) {
+			return 0
+		}
+	}
+	return b.gather(need, now, v, start)
+}
+
+// gather is the slow path: the home shard is short. It reads every shard
+// first and writes nothing unless their sum covers need.
+func (b *Bucket) gather(need, now, v int64, start uint) int64 {
+	var sum int64
+	for i := range b.shards {
+		bal, _, _ := b.shards[i].avail(v, b.shift)
+		sum += bal
+	}
+	if sum < need {
+		return b.wait(need, now, v)
+	}
+	// Take from each shard in turn, starting at home. The amounts are
+	// recorded so that a shortfall caused by a concurrent caller can be put
+	// back where it came from; they live on the stack for up to 64 shards.
+	var buf [64]int64
+	taken := buf[:]
+	if len(b.shards) > len(buf) {
+		taken = make([]int64, len(b.shards))
+	}
+	got := int64(0)
+	for i := range b.shards {
+		s := &b.shards[(start+uint(i))&b.mask]
+		for {
+			bal, z, base := s.avail(v, b.shift)
+			if bal == 0 {
+				break
+			}
+			t := min(bal, need-got)
+			if s.z.CompareAndSwap(z, base+t) {
+				taken[i] = t
+				got += t
+				break
+			}
+		}
+		if got == need {
+			return 0
+		}
+	}
+	// Lost a race: put everything back. Adding to a shard that has since
+	// filled up only loses the excess to its cap, never creates tokens.
+	for i := range b.shards {
+		if t := taken[i]; t > 0 {
+			b.shards[(start+uint(i))&b.mask].z.Add(-t)
+		}
+	}
+	return b.wait(need, now, v)
+}
+
+// wait returns the ns from now until the shards, as loaded now, hold need
+// units in total, or refill.Never. It searches on the stream value, since
+// each shard's balance depends on the time only through V.
+func (b *Bucket) wait(need, now, v int64) int64 {
+	total := func(v int64) int64 {
+		var sum int64
+		for i := range b.shards {
+			bal, _, _ := b.shards[i].avail(v, b.shift)
+			sum += bal
+		}
+		return sum
+	}
+	hi := b.p.V(refill.Horizon)
+	if total(hi) < need {
+		return refill.Never
+	}
+	lo := v // total(lo) < need <= total(hi)
+	if total(lo) >= need {
+		return 1 // freed meanwhile: retry at once
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if total(mid) >= need {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return refill.Wait(now, b.p.When(now, hi))
+}
