@@ -10,8 +10,8 @@ import _ "unsafe" // for go:linkname
 // goroutine may migrate right after, which costs only locality, never
 // correctness.
 //
-// runtime.procPin is not API, but the runtime keeps it reachable by
-// go:linkname for the packages that rely on it. It is the only linkname in
+// runtime.procPin is not API, but the runtime keeps it reachable through a
+// linkname directive for the packages that rely on it. It is the only one in
 // this module; it is isolated here and the admit_purego build tag swaps in
 // home_purego.go. BenchmarkHome in home_bench_test.go measures the choices.
 func home() uint {

@@ -18,7 +18,8 @@
 // within one unit of rate × elapsed, which gives the exact long-run rate.
 //
 // V(t) = t·w + ⌊t·f / 2^64⌋, where w + f/2^64 is the rate in units per
-// nanosecond, with f rounded up. Rounding f up makes V exact wherever the true
+// nanosecond, with f rounded up. The rate is read as the decimal number the
+// caller wrote (its shortest round-trip form), so 1e-6 is exactly 10^-6. Rounding f up makes V exact wherever the true
 // value is a whole unit (1 s at 1 token/s yields exactly one token) and early
 // by less than one unit elsewhere, well inside the bound's "+1 for rounding".
 //
@@ -38,6 +39,7 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+	"strconv"
 
 	"github.com/admit-go/admit"
 )
@@ -78,7 +80,13 @@ func NewParams(capacity int64, rate float64) (Params, error) {
 	// Lower k until the rate is under 2 units per ns; rate < 2e9 makes
 	// k = 0 always qualify. The rate in units/ns, scaled by 2^64, is
 	// rate · 2^(k+64) / 1e9, computed exactly and rounded up.
-	r := new(big.Rat).SetFloat64(rate) // exact: a float64 is a dyadic rational
+	// The rate is taken at its shortest decimal form, the one the caller
+	// wrote: 1e-6 means exactly one token per 10^6 s, not the binary
+	// float64 nearest to it, which is a hair less.
+	r, ok := new(big.Rat).SetString(strconv.FormatFloat(rate, 'g', -1, 64))
+	if !ok {
+		return Params{}, fmt.Errorf("%w: rate %v per second cannot be represented", admit.ErrInvalidConfig, rate)
+	}
 	billion := new(big.Rat).SetInt64(1e9)
 	two := new(big.Rat).SetInt64(2)
 	var scaled *big.Int

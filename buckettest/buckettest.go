@@ -1,0 +1,566 @@
+// Package buckettest is the conformance suite every token bucket in this
+// module passes, exported so that other implementations of admit.Limiter
+// can run it too, and the FakeClock it runs on.
+//
+// A bucket package calls it from one test:
+//
+//	func TestConformance(t *testing.T) { buckettest.Run(t, mutexbucket.New) }
+//
+// Deterministic cases run on a FakeClock with explicit time steps; storm
+// cases run on the real clock under many goroutines and check only the
+// bound that must hold whatever the scheduling: never more than
+// capacity + rate × elapsed admitted.
+//
+// A limiter with a Shards() int method is allowed to trail the exact
+// reference by up to that many tokens where the contract allows it (rule 4
+// of the design); every other limiter must be exact.
+package buckettest
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/admit-go/admit"
+)
+
+// Factory is a bucket constructor with the signature every bucket package
+// exports as New.
+type Factory[L admit.Limiter] func(capacity int64, refillPerSecond float64, opts ...admit.Option) (L, error)
+
+// Run runs the conformance suite against newBucket.
+func Run[L admit.Limiter](t *testing.T, newBucket Factory[L]) {
+	s := suite{t: t, make: func(c int64, r float64, opts ...admit.Option) (admit.Limiter, error) {
+		return newBucket(c, r, opts...)
+	}}
+	t.Run("Burst", s.burst)
+	t.Run("Refill", s.refill)
+	t.Run("ClampAfterIdle", s.clampAfterIdle)
+	t.Run("HundredYearIdle", s.hundredYearIdle)
+	t.Run("FractionalRates", s.fractionalRates)
+	t.Run("EveryWholeToken", s.everyWholeToken)
+	t.Run("ZeroRate", s.zeroRate)
+	t.Run("BackwardClock", s.backwardClock)
+	t.Run("TryAcquireNEdges", s.tryAcquireNEdges)
+	t.Run("InvalidConfig", s.invalidConfig)
+	t.Run("ValidConfig", s.validConfig)
+	t.Run("WaitFromDeficit", s.waitFromDeficit)
+	t.Run("DeadlineTooEarly", s.deadlineTooEarly)
+	t.Run("Unsatisfiable", s.unsatisfiable)
+	t.Run("Cancel", s.cancel)
+	t.Run("Waiters", s.waiters)
+	t.Run("Storm", s.storm)
+	t.Run("NoGoroutines", s.noGoroutines)
+}
+
+type suite struct {
+	t    *testing.T
+	make func(capacity int64, rate float64, opts ...admit.Option) (admit.Limiter, error)
+}
+
+// start is an arbitrary non-zero origin: buckets must not assume the clock
+// starts at 0.
+const start = int64(1) << 40
+
+// Time spans used in the tables.
+const (
+	second  = int64(time.Second)
+	hundred = 36525 * 24 * 3600 * second // 100 Julian years
+)
+
+// fake returns a bucket on a new FakeClock reading start.
+func (s suite) fake(t *testing.T, capacity int64, rate float64) (admit.Limiter, *FakeClock) {
+	t.Helper()
+	clk := NewFakeClock(start)
+	l, err := s.make(capacity, rate, admit.WithClock(clk))
+	require.NoError(t, err, "New(%d, %v)", capacity, rate)
+	return l, clk
+}
+
+// slack is how many tokens l may trail an exact bucket by.
+func slack(l admit.Limiter) int64 {
+	if sh, ok := l.(interface{ Shards() int }); ok {
+		return int64(sh.Shards())
+	}
+	return 0
+}
+
+// drain takes every whole token and returns how many it took.
+func drain(l admit.Limiter) int64 {
+	var n int64
+	for l.TryAcquire() {
+		n++
+	}
+	return n
+}
+
+func (s suite) burst(t *testing.T) {
+	for _, c := range []int64{1, 2, 3, 10, 100, 1e9} {
+		t.Run(fmt.Sprintf("capacity=%d", c), func(t *testing.T) {
+			l, _ := s.fake(t, c, 1)
+			assert.Equal(t, float64(c), l.Tokens())
+			require.True(t, l.TryAcquireN(c), "a new bucket holds its capacity")
+			assert.False(t, l.TryAcquire(), "and no more")
+			assert.Equal(t, 0.0, l.Tokens())
+		})
+	}
+	t.Run("one-by-one", func(t *testing.T) {
+		l, _ := s.fake(t, 7, 1)
+		assert.Equal(t, int64(7), drain(l))
+	})
+}
+
+// step is one move of a refill table: advance the clock, then TryAcquireN(n)
+// and expect want, then expect the balance to be tokens.
+type step struct {
+	advance time.Duration
+	n       int64
+	want    bool
+	tokens  float64
+}
+
+func (s suite) refill(t *testing.T) {
+	cases := []struct {
+		name     string
+		capacity int64
+		rate     float64
+		steps    []step
+	}{
+		{"rate=1/capacity=1", 1, 1, []step{
+			{0, 1, true, 0},
+			{0, 1, false, 0},
+			{999_999_999, 1, false, 0.999999999},
+			{1, 1, true, 0},
+			{time.Second, 1, true, 0},
+		}},
+		{"rate=10/capacity=5", 5, 10, []step{
+			{0, 5, true, 0},
+			{100 * time.Millisecond, 1, true, 0},
+			{250 * time.Millisecond, 2, true, 0.5},
+			{0, 1, false, 0.5},
+			{50 * time.Millisecond, 1, true, 0},
+			{time.Hour, 5, true, 0},
+		}},
+		{"rate=0.5/capacity=2", 2, 0.5, []step{
+			{0, 2, true, 0},
+			{time.Second, 1, false, 0.5},
+			{time.Second, 1, true, 0},
+			{3 * time.Second, 2, false, 1.5},
+			{time.Second, 2, true, 0},
+		}},
+		{"rate=3/capacity=3", 3, 3, []step{
+			{0, 3, true, 0},
+			{333_333_333, 1, false, 0.999999999},
+			{1, 1, true, 0.000000002},
+			{666_666_666, 2, true, 0},
+		}},
+		{"rate=1e9/capacity=10", 10, 1e9, []step{
+			{0, 10, true, 0},
+			{3, 4, false, 3},
+			{1, 4, true, 0},
+			{time.Second, 10, true, 0},
+		}},
+		{"rate=1e-6/capacity=1", 1, 1e-6, []step{
+			{0, 1, true, 0},
+			{999_999 * time.Second, 1, false, 0.999999},
+			{time.Second, 1, true, 0},
+		}},
+		{"TryAcquireN-all-or-nothing", 10, 1, []step{
+			{0, 7, true, 3},
+			{0, 4, false, 3},
+			{0, 3, true, 0},
+			{2 * time.Second, 3, false, 2},
+			{time.Second, 3, true, 0},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, clk := s.fake(t, tc.capacity, tc.rate)
+			for i, st := range tc.steps {
+				clk.Advance(st.advance)
+				require.Equal(t, st.want, l.TryAcquireN(st.n), "step %d: advance %v, TryAcquireN(%d)", i, st.advance, st.n)
+				assert.InDelta(t, st.tokens, l.Tokens(), 1e-6, "step %d: balance", i)
+			}
+		})
+	}
+}
+
+func (s suite) clampAfterIdle(t *testing.T) {
+	l, clk := s.fake(t, 5, 1)
+	require.True(t, l.TryAcquireN(3))
+	clk.Advance(time.Hour)
+	assert.Equal(t, 5.0, l.Tokens(), "an hour's refill is capped at the capacity")
+	assert.True(t, l.TryAcquireN(5))
+	assert.False(t, l.TryAcquire(), "the clamp kept nothing beyond the capacity")
+}
+
+func (s suite) hundredYearIdle(t *testing.T) {
+	for _, tc := range []struct {
+		capacity int64
+		rate     float64
+	}{{1e9, 1e9}, {1, 1e-6}, {1e9, 1e-6}, {1, 1e9}, {10, 1e5}} {
+		t.Run(fmt.Sprintf("capacity=%d/rate=%v", tc.capacity, tc.rate), func(t *testing.T) {
+			l, clk := s.fake(t, tc.capacity, tc.rate)
+			require.True(t, l.TryAcquireN(tc.capacity))
+			clk.Advance(time.Duration(hundred))
+			// Full, unless the rate is too slow to refill it in 100 years.
+			want := min(float64(tc.capacity), math.Floor(tc.rate*float64(hundred)/1e9))
+			assert.InDelta(t, want, math.Floor(l.Tokens()), 0, "after 100 years")
+			assert.True(t, l.TryAcquireN(int64(want)))
+			assert.False(t, l.TryAcquire(), "and not beyond: no overflow")
+			// Refill still works after the idle span.
+			clk.Advance(time.Duration(math.Ceil(1 / tc.rate * 1e9)))
+			assert.True(t, l.TryAcquire(), "refills after the idle span")
+		})
+	}
+}
+
+// fractionalRates runs each rate for up to 1e6 tokens' worth of time (or 100
+// years, whichever is shorter) in many uneven steps, taking every whole token
+// as soon as it exists. An implementation that rounds each refill on its own
+// loses a fraction per step and falls behind by many tokens.
+func (s suite) fractionalRates(t *testing.T) {
+	for _, rate := range []float64{0.5, 1.0 / 3, 1e-6, 7.3} {
+		t.Run(fmt.Sprintf("rate=%v", rate), func(t *testing.T) {
+			// The capacity exceeds any one step's refill (at most 35
+			// tokens), so no refill is lost to the cap.
+			const capacity = 100
+			l, clk := s.fake(t, capacity, rate)
+			span := min(1e6/rate*1e9, float64(hundred))
+			const steps = 50_000
+			require.True(t, l.TryAcquireN(capacity))
+			admitted, elapsed := int64(capacity), int64(0)
+			for i := range steps {
+				// Uneven steps averaging span/steps, none a multiple of the token period.
+				d := int64(span/steps*float64(1+i%7)/4) + 1
+				clk.Advance(time.Duration(d))
+				elapsed += d
+				if n := int64(l.Tokens()); n > 0 && l.TryAcquireN(n) {
+					admitted += n
+				}
+				admitted += drain(l)
+			}
+			exact := capacity + rate*float64(elapsed)/1e9 // the initial burst plus the refill
+			got := float64(admitted) + l.Tokens()
+			assert.InDelta(t, exact, got, 1, "admitted %d + balance %v over %v", admitted, l.Tokens(), time.Duration(elapsed))
+			assert.LessOrEqual(t, float64(admitted), exact, "never above the bound")
+		})
+	}
+}
+
+// everyWholeToken checks rule 4's lower bound: a caller that asks at every
+// whole token gets at least capacity + rate × T − 1 (− the shard count).
+func (s suite) everyWholeToken(t *testing.T) {
+	for _, tc := range []struct {
+		capacity int64
+		rate     float64
+		step     time.Duration
+	}{
+		// Each step refills less than capacity − 1, or (capacity 1) exactly
+		// one token, so asking at every step asks at every whole token and
+		// nothing is lost to the cap.
+		{5, 1000, time.Millisecond},
+		{10, 1e5, 7 * time.Microsecond},
+		{2, 3, 100 * time.Millisecond},
+		{1, 4, 250 * time.Millisecond},
+	} {
+		t.Run(fmt.Sprintf("capacity=%d/rate=%v", tc.capacity, tc.rate), func(t *testing.T) {
+			l, clk := s.fake(t, tc.capacity, tc.rate)
+			const steps = 2000
+			admitted := drain(l)
+			for range steps {
+				clk.Advance(tc.step)
+				admitted += drain(l)
+			}
+			bound := float64(tc.capacity) + tc.rate*float64(steps)*tc.step.Seconds()
+			assert.LessOrEqual(t, float64(admitted), bound+1)
+			assert.GreaterOrEqual(t, float64(admitted), math.Floor(bound)-1-float64(slack(l)))
+		})
+	}
+}
+
+func (s suite) zeroRate(t *testing.T) {
+	l, clk := s.fake(t, 3, 0)
+	assert.Equal(t, int64(3), drain(l), "a zero-rate bucket still starts full")
+	clk.Advance(time.Duration(hundred))
+	assert.False(t, l.TryAcquire(), "and never refills")
+	assert.Equal(t, 0.0, l.Tokens())
+	err := l.AcquireN(context.Background(), 1)
+	require.ErrorIs(t, err, admit.ErrUnsatisfiable, "waiting cannot help at rate 0")
+}
+
+func (s suite) backwardClock(t *testing.T) {
+	l, clk := s.fake(t, 2, 1)
+	clk.Advance(10 * time.Second)
+	require.True(t, l.TryAcquireN(2))
+	clk.Advance(-5 * time.Second)
+	assert.False(t, l.TryAcquire(), "a reading from the past adds nothing")
+	assert.Equal(t, 0.0, l.Tokens())
+	clk.Advance(5*time.Second + 500*time.Millisecond)
+	assert.False(t, l.TryAcquire(), "half a second after the latest reading")
+	clk.Advance(500 * time.Millisecond)
+	// Had the bucket remembered the earlier reading, 6 s of refill would
+	// have filled it.
+	assert.False(t, l.TryAcquireN(2), "the backward reading was not remembered")
+	assert.True(t, l.TryAcquire(), "exactly one second's refill")
+
+	// A clock that starts before its origin and jumps around the int64 range.
+	l2, clk2 := s.fake(t, 1, 1)
+	clk2.Set(math.MinInt64)
+	assert.True(t, l2.TryAcquire())
+	clk2.Set(math.MaxInt64)
+	assert.True(t, l2.TryAcquire(), "a far-future reading clamps at the capacity")
+	clk2.Set(start)
+	assert.False(t, l2.TryAcquire())
+}
+
+func (s suite) tryAcquireNEdges(t *testing.T) {
+	l, _ := s.fake(t, 5, 1)
+	assert.True(t, l.TryAcquireN(0), "n=0 is always true")
+	assert.Equal(t, 5.0, l.Tokens(), "n=0 consumes nothing")
+	for _, n := range []int64{-1, math.MinInt64, 6, math.MaxInt64} {
+		assert.False(t, l.TryAcquireN(n), "TryAcquireN(%d)", n)
+	}
+	assert.Equal(t, 5.0, l.Tokens(), "rejected requests consume nothing")
+	require.True(t, l.TryAcquireN(5))
+	assert.True(t, l.TryAcquireN(0), "n=0 is true on an empty bucket too")
+}
+
+func (s suite) invalidConfig(t *testing.T) {
+	for _, tc := range []struct {
+		capacity int64
+		rate     float64
+		opts     []admit.Option
+		mention  string
+	}{
+		{0, 1, nil, "0"},
+		{-1, 1, nil, "-1"},
+		{math.MinInt64, 1, nil, strconv.FormatInt(math.MinInt64, 10)},
+		{1, -1, nil, "-1"},
+		{1, -1e-9, nil, "-1e-09"},
+		{1, math.NaN(), nil, "NaN"},
+		{1, math.Inf(1), nil, "+Inf"},
+		{1, math.Inf(-1), nil, "-Inf"},
+		{1, math.MaxFloat64, nil, "1.7976931348623157e+308"},
+		{1, 5e-324, nil, "5e-324"},
+		{1, 1, []admit.Option{admit.WithClock(nil)}, "WithClock(nil)"},
+		{1, 1, []admit.Option{nil}, "nil"},
+	} {
+		t.Run(fmt.Sprintf("capacity=%d/rate=%v/%s", tc.capacity, tc.rate, tc.mention), func(t *testing.T) {
+			_, err := s.make(tc.capacity, tc.rate, tc.opts...)
+			require.ErrorIs(t, err, admit.ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tc.mention, "the error names the bad value")
+		})
+	}
+}
+
+func (s suite) validConfig(t *testing.T) {
+	for _, c := range []int64{1, 2, 1000, 1e9} {
+		for _, r := range []float64{0, 1e-6, 1.0 / 3, 1, 1e5, 1e9} {
+			l, err := s.make(c, r)
+			require.NoError(t, err, "New(%d, %v) must be accepted", c, r)
+			assert.Equal(t, float64(c), l.Tokens())
+		}
+	}
+}
+
+// waitFor blocks until clk has n sleepers, failing the test if that takes
+// unreasonably long (a hang guard, not a timing assertion).
+func waitFor(t *testing.T, clk *FakeClock, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, clk.WaitForSleepers(ctx, n), "waiting for %d sleepers (have %d)", n, clk.Sleepers())
+}
+
+func (s suite) waitFromDeficit(t *testing.T) {
+	for _, tc := range []struct {
+		capacity, take, n int64
+		rate              float64
+		wait              time.Duration
+	}{
+		{1, 1, 1, 2, 500 * time.Millisecond},
+		{10, 10, 4, 1, 4 * time.Second},
+		{10, 8, 4, 1, 2 * time.Second},
+		{3, 3, 1, 3, 333_333_334},
+		{10, 10, 10, 1e9, 10},
+	} {
+		t.Run(fmt.Sprintf("capacity=%d/take=%d/n=%d/rate=%v", tc.capacity, tc.take, tc.n, tc.rate), func(t *testing.T) {
+			l, clk := s.fake(t, tc.capacity, tc.rate)
+			require.True(t, l.TryAcquireN(tc.take))
+			done := make(chan error, 1)
+			go func() { done <- l.AcquireN(context.Background(), tc.n) }()
+			waitFor(t, clk, 1)
+			wake, ok := clk.NextWake()
+			require.True(t, ok)
+			assert.Equal(t, tc.wait, time.Duration(wake-start), "the wait follows from the deficit and the rate")
+			clk.Advance(tc.wait)
+			require.NoError(t, <-done)
+			assert.InDelta(t, float64(tc.capacity-tc.take)+tc.rate*tc.wait.Seconds()-float64(tc.n), l.Tokens(), 1e-6)
+		})
+	}
+}
+
+func (s suite) deadlineTooEarly(t *testing.T) {
+	l, clk := s.fake(t, 2, 0.1)
+	require.True(t, l.TryAcquire())
+	// One token is there; two need 10 s more, and the deadline is in 1 s.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := l.AcquireN(ctx, 2)
+	require.ErrorIs(t, err, admit.ErrDeadline)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "also a DeadlineExceeded for generic callers")
+	assert.Equal(t, 0, clk.Sleepers(), "returned at once, without sleeping")
+	assert.Equal(t, 1.0, l.Tokens(), "consumed nothing")
+	assert.NoError(t, l.AcquireN(ctx, 1), "a request the deadline allows still succeeds")
+}
+
+func (s suite) unsatisfiable(t *testing.T) {
+	l, clk := s.fake(t, 5, 1)
+	ctx := context.Background()
+	for _, n := range []int64{6, math.MaxInt64, -1} {
+		err := l.AcquireN(ctx, n)
+		require.ErrorIs(t, err, admit.ErrUnsatisfiable, "AcquireN(%d)", n)
+		assert.Contains(t, err.Error(), strconv.FormatInt(n, 10))
+	}
+	assert.NoError(t, l.AcquireN(ctx, 0))
+	assert.Equal(t, 5.0, l.Tokens())
+	assert.Equal(t, 0, clk.Sleepers())
+
+	z, _ := s.fake(t, 2, 0)
+	require.NoError(t, z.AcquireN(ctx, 1), "rate 0 with enough tokens admits")
+	require.ErrorIs(t, z.AcquireN(ctx, 2), admit.ErrUnsatisfiable)
+	assert.Equal(t, 1.0, z.Tokens(), "and consumed nothing")
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	assert.Equal(t, context.Canceled, l.AcquireN(canceled, 1), "a done context admits nothing")
+	assert.Equal(t, 5.0, l.Tokens())
+}
+
+func (s suite) cancel(t *testing.T) {
+	l, clk := s.fake(t, 1, 1)
+	require.True(t, l.TryAcquire())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Acquire(ctx) }()
+	waitFor(t, clk, 1)
+	cancel()
+	err := <-done
+	assert.Equal(t, context.Canceled, err, "ctx.Err() returned unchanged")
+	assert.Equal(t, 0, clk.Sleepers())
+	clk.Advance(time.Second)
+	assert.True(t, l.TryAcquire(), "the cancelled request's token went to someone else")
+}
+
+// waiters starts 50 blocked Acquires on an empty bucket and advances the
+// clock one token period at a time: exactly one must be admitted per step.
+// Admitted goroutines park on the clock, so that "every goroutine is asleep"
+// marks the end of each step without polling.
+func (s suite) waiters(t *testing.T) {
+	const n = 50
+	const period = 100 * time.Millisecond
+	l, clk := s.fake(t, 1, float64(time.Second/period))
+	require.True(t, l.TryAcquire())
+	park, unpark := context.WithCancel(context.Background())
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			if err := l.Acquire(context.Background()); err != nil {
+				errs <- err
+				return
+			}
+			admitted.Add(1)
+			_ = clk.Sleep(park, time.Duration(math.MaxInt64/2))
+		})
+	}
+	defer func() { unpark(); wg.Wait() }()
+	waitFor(t, clk, n)
+	require.Zero(t, admitted.Load())
+	for k := int64(1); k <= n; k++ {
+		clk.Advance(period)
+		waitFor(t, clk, n)
+		require.Equal(t, k, admitted.Load(), "after %d token periods, %d admitted", k, k)
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// storm hammers a bucket on the real clock and checks the bound that no
+// scheduling can excuse: admitted <= capacity + rate × elapsed + 1, where
+// elapsed runs from before the first goroutine starts to after the last ends.
+func (s suite) storm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-clock storm")
+	}
+	for _, mix := range []struct {
+		capacity int64
+		rate     float64
+	}{{10, 1e5}, {100, 1e3}, {1, 1e6}, {1000, 0}} {
+		for _, g := range []int{2, 8, 64} {
+			t.Run(fmt.Sprintf("capacity=%d/rate=%v/goroutines=%d", mix.capacity, mix.rate, g), func(t *testing.T) {
+				t.Parallel()
+				l, err := s.make(mix.capacity, mix.rate)
+				require.NoError(t, err)
+				var stop atomic.Bool
+				var admitted atomic.Int64
+				var wg sync.WaitGroup
+				begin := time.Now()
+				for i := range g {
+					wg.Go(func() {
+						var mine int64
+						for !stop.Load() {
+							if i%2 == 0 {
+								if l.TryAcquire() {
+									mine++
+								}
+							} else if n := int64(1 + i%3); l.TryAcquireN(n) {
+								mine += n
+							}
+						}
+						admitted.Add(mine)
+					})
+				}
+				time.Sleep(20 * time.Millisecond) // how long to storm, not an assertion
+				stop.Store(true)
+				wg.Wait()
+				elapsed := time.Since(begin)
+				bound := float64(mix.capacity) + mix.rate*elapsed.Seconds() + 1
+				assert.LessOrEqual(t, float64(admitted.Load()), bound, "admitted over %v", elapsed)
+				tok := l.Tokens()
+				assert.True(t, tok >= 0 && tok <= float64(mix.capacity), "Tokens() = %v outside [0, %d]", tok, mix.capacity)
+			})
+		}
+	}
+}
+
+// noGoroutines checks that a bucket starts no goroutine of its own: not in
+// New, not on any path, blocking ones included once they return.
+func (s suite) noGoroutines(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	l, clk := s.fake(t, 2, 1)
+	l.TryAcquireN(2)
+	l.Tokens()
+	done := make(chan error, 1)
+	go func() { done <- l.Acquire(context.Background()) }()
+	waitFor(t, clk, 1)
+	clk.Advance(time.Second)
+	require.NoError(t, <-done)
+	rl, err := s.make(1, 1e3)
+	require.NoError(t, err)
+	require.NoError(t, rl.AcquireN(context.Background(), 1))
+	require.NoError(t, rl.AcquireN(context.Background(), 1), "a real-clock wait of 1 ms")
+}
