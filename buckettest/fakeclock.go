@@ -16,7 +16,7 @@ import (
 type FakeClock struct {
 	mu       sync.Mutex
 	now      int64
-	sleepers []*sleeper   // requires mu
+	sleepers []*sleeper    // requires mu
 	changed  chan struct{} // closed and replaced whenever sleepers change; requires mu
 }
 
