@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"math/bits"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -216,51 +217,85 @@ func (b *Bucket) take(need int64) int64 {
 }
 
 // gather is the slow path: the home shard is short. It reads every shard
-// first and writes nothing unless their sum covers need.
+// first and writes nothing unless their sum covers need. It then takes from
+// the fullest shards so that what remains is spread as evenly as possible
+// (water-filling): a shard left full beside empty ones would discard its
+// share of the refill.
 func (b *Bucket) gather(need, now, v int64, start uint) int64 {
+	// Balances and planned takes, indexed from home. They live on the stack
+	// for up to 64 shards; more shards cost an allocation on this path.
+	var balBuf, takeBuf [64]int64
+	bal, take := balBuf[:], takeBuf[:]
+	if n := len(b.shards); n > len(balBuf) {
+		bal, take = make([]int64, n), make([]int64, n)
+	}
+	bal, take = bal[:len(b.shards)], take[:len(b.shards)]
 	var sum int64
-	for i := range b.shards {
-		bal, _, _ := b.shards[i].avail(v, b.shift)
-		sum += bal
+	for i := range bal {
+		bal[i], _, _ = b.shards[(start+uint(i))&b.mask].avail(v, b.shift)
+		sum += bal[i]
 	}
 	if sum < need {
 		return b.wait(need, now, v)
 	}
-	// Take from each shard in turn, starting at home. The amounts are
-	// recorded so that a shortfall caused by a concurrent caller can be put
-	// back where it came from; they live on the stack for up to 64 shards.
-	var buf [64]int64
-	taken := buf[:]
-	if len(b.shards) > len(buf) {
-		taken = make([]int64, len(b.shards))
-	}
-	got := int64(0)
-	for i := range b.shards {
+	level(bal, take, sum-need)
+
+	for i, t := range take {
+		if t == 0 {
+			continue
+		}
 		s := &b.shards[(start+uint(i))&b.mask]
 		for {
-			bal, z, base := s.avail(v, b.shift)
-			if bal == 0 {
-				break
+			have, z, base := s.avail(v, b.shift)
+			if have < t {
+				// A concurrent caller took these units first: put back
+				// what this call took and reject. Adding to a shard that
+				// has since filled up only loses the excess to its cap;
+				// it never creates tokens.
+				for j := range i {
+					if take[j] > 0 {
+						b.shards[(start+uint(j))&b.mask].z.Add(-take[j])
+					}
+				}
+				return b.wait(need, now, v)
 			}
-			t := min(bal, need-got)
 			if s.z.CompareAndSwap(z, base+t) {
-				taken[i] = t
-				got += t
 				break
 			}
 		}
-		if got == need {
-			return 0
+	}
+	return 0
+}
+
+// level fills take so that taking take[i] from bal[i] leaves keep units in
+// total, with the remainders as even as possible: every shard keeps
+// min(bal[i], L) or one unit less, for the lowest such water level L.
+// It requires 0 <= keep <= sum(bal).
+func level(bal, take []int64, keep int64) {
+	kept := func(l int64) (sum int64) {
+		for _, b := range bal {
+			sum += min(b, l)
+		}
+		return sum
+	}
+	lo, hi := int64(-1), slices.Max(bal) // kept(lo) < keep <= kept(hi) when keep > 0
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if kept(mid) >= keep {
+			hi = mid
+		} else {
+			lo = mid
 		}
 	}
-	// Lost a race: put everything back. Adding to a shard that has since
-	// filled up only loses the excess to its cap, never creates tokens.
-	for i := range b.shards {
-		if t := taken[i]; t > 0 {
-			b.shards[(start+uint(i))&b.mask].z.Add(-t)
+	over := kept(hi) - keep // fewer than the shards holding hi or more
+	for i, b := range bal {
+		k := min(b, hi)
+		if over > 0 && b >= hi && hi > 0 {
+			k--
+			over--
 		}
+		take[i] = b - k
 	}
-	return b.wait(need, now, v)
 }
 
 // wait returns the ns from now until the shards, as loaded now, hold need

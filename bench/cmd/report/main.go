@@ -1,0 +1,262 @@
+// Command report runs the benchmarks of package bench and summarises them
+// with benchstat, one row per case and mode and one column per
+// implementation (benchstat -col /impl).
+//
+// Run it from the bench directory:
+//
+//	go run ./cmd/report -quick        # make bench: a subset, table to stdout
+//	go run ./cmd/report               # make bench-full: writes ../results/
+//
+// The full run writes two files into -results:
+//
+//	<YYYY-MM-DD>-<short host>-<short commit>.txt            raw go test output
+//	<YYYY-MM-DD>-<short host>-<short commit>-benchstat.txt  the benchstat table
+//
+// The raw file starts with a header of "key: value" lines (machine, CPU
+// model, cores, Go version, commit, date and the exact command), which
+// benchstat and benchfmt read as configuration, so the table repeats them.
+//
+// benchstat is run with "go run golang.org/x/perf/cmd/benchstat" from this
+// module, so its version is the one bench/go.mod requires and a fresh clone
+// needs nothing but the go command.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// The full run: every benchmark of package bench at four GOMAXPROCS values,
+// ten samples each, as DESIGN.md asks of committed results.
+//
+// Sizing, for the 2-core machine this was written on: BenchmarkTryAcquire
+// has 4 cases × 2 modes × 8 implementations and floors = 64 sub-benchmarks,
+// BenchmarkAcquire 1 × 2 × 9 = 18, 82 in all; × 4 -cpu values × 10 counts =
+// 3280 runs. A serial run (b.Loop) takes about one benchtime, a parallel run
+// (RunParallel's b.N ramp) up to about twice that, plus roughly 30 ms of
+// set-up, so 150ms gives about 3280 × 0.25 s ≈ 14 minutes.
+// Benchmarks added to the package later (the pool's) come on top.
+const (
+	fullBench     = "."
+	fullCPU       = "1,2,4,8"
+	fullCount     = 10
+	fullBenchtime = "150ms"
+)
+
+// The quick run behind make bench: the two cases that bracket a limiter's
+// cost (every call admitted, every call rejected), both modes, every
+// implementation and floor; -cpu 1,2; six samples, the fewest for which
+// benchstat prints a confidence interval. About a minute on the same
+// machine.
+const (
+	quickBench     = "TryAcquire/case=(admit|reject)/"
+	quickCPU       = "1,2"
+	quickCount     = 6
+	quickBenchtime = "100ms"
+	quickOut       = "bench.tmp.txt" // in bench/, ignored by git
+)
+
+func main() {
+	log := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "report: "+format+"\n", args...) }
+
+	quick := flag.Bool("quick", false, "run the quick subset and print the table to stdout instead of writing results/")
+	results := flag.String("results", "../results", "directory for the full run's files")
+	bench := flag.String("bench", "", "go test -bench pattern (default: the mode's)")
+	cpu := flag.String("cpu", "", "go test -cpu list (default: the mode's)")
+	count := flag.Int("count", 0, "go test -count (default: the mode's)")
+	benchtime := flag.String("benchtime", "", "go test -benchtime (default: the mode's)")
+	flag.Parse()
+
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	if *quick {
+		def(bench, quickBench)
+		def(cpu, quickCPU)
+		def(benchtime, quickBenchtime)
+		if *count == 0 {
+			*count = quickCount
+		}
+	} else {
+		def(bench, fullBench)
+		def(cpu, fullCPU)
+		def(benchtime, fullBenchtime)
+		if *count == 0 {
+			*count = fullCount
+		}
+	}
+
+	goCmd := os.Getenv("GO")
+	if goCmd == "" {
+		goCmd = "go"
+	}
+	if _, err := os.Stat("go.mod"); err != nil {
+		log("run me from the bench directory (go run ./cmd/report): %v", err)
+		os.Exit(2)
+	}
+
+	args := []string{"test", "-run", "^$", "-bench", *bench, "-cpu", *cpu,
+		"-count", fmt.Sprint(*count), "-benchtime", *benchtime, "."}
+	command := "cd bench && " + goCmd + " " + shellJoin(args)
+
+	var rawPath, statPath string
+	if *quick {
+		rawPath = quickOut
+	} else {
+		if err := os.MkdirAll(*results, 0o755); err != nil {
+			log("%v", err)
+			os.Exit(1)
+		}
+		commit, _ := gitCommit()
+		stem := fmt.Sprintf("%s-%s-%s", time.Now().Format("2006-01-02"), shortHost(), commit)
+		rawPath = filepath.Join(*results, stem+".txt")
+		statPath = filepath.Join(*results, stem+"-benchstat.txt")
+		if _, err := os.Stat(rawPath); err == nil {
+			log("overwriting %s", rawPath)
+		}
+	}
+
+	raw, err := os.Create(rawPath)
+	if err != nil {
+		log("%v", err)
+		os.Exit(1)
+	}
+	header(raw, goCmd, command)
+
+	// The full run streams to the terminal too, as progress; it takes a
+	// quarter of an hour.
+	var out io.Writer = raw
+	if !*quick {
+		out = io.MultiWriter(raw, os.Stdout)
+	}
+	log("%s", command)
+	start := time.Now()
+	cmd := exec.Command(goCmd, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	runErr := cmd.Run()
+	if err := raw.Close(); err != nil {
+		log("%v", err)
+		os.Exit(1)
+	}
+	log("benchmarks took %v; raw output in %s", time.Since(start).Round(time.Second), rawPath)
+	if runErr != nil {
+		log("go test: %v", runErr)
+		os.Exit(1)
+	}
+
+	// benchstat. The quick table shows time and allocations only; the
+	// full one every unit, admit/op included.
+	statArgs := []string{"run", "golang.org/x/perf/cmd/benchstat", "-col", "/impl"}
+	if *quick {
+		statArgs = append(statArgs, "-filter", ".unit:(sec/op OR allocs/op)")
+	}
+	statArgs = append(statArgs, rawPath)
+	var table bytes.Buffer
+	st := exec.Command(goCmd, statArgs...)
+	st.Stdout, st.Stderr = &table, os.Stderr
+	if err := st.Run(); err != nil {
+		log("benchstat: %v", err)
+		os.Exit(1)
+	}
+	if *quick {
+		os.Stdout.Write(table.Bytes())
+		return
+	}
+	var f bytes.Buffer
+	fmt.Fprintf(&f, "# benchstat: cd bench && %s %s\n", goCmd, shellJoin(statArgs))
+	fmt.Fprintf(&f, "# benchmarks: %s\n\n", command)
+	f.Write(table.Bytes())
+	if err := os.WriteFile(statPath, f.Bytes(), 0o644); err != nil {
+		log("%v", err)
+		os.Exit(1)
+	}
+	os.Stdout.Write(table.Bytes())
+	log("table in %s", statPath)
+}
+
+// header writes the run's provenance as benchfmt configuration lines:
+// lower-case keys, a colon, the value.
+func header(w io.Writer, goCmd, command string) {
+	commit, dirty := gitCommit()
+	if dirty {
+		commit += " (tracked files modified)"
+	}
+	goVersion := "unknown"
+	if out, err := exec.Command(goCmd, "version").Output(); err == nil {
+		goVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "go version ")
+	}
+	host, _ := os.Hostname()
+	fmt.Fprintf(w, "machine: %s\n", host)
+	fmt.Fprintf(w, "cpu-model: %s\n", cpuModel())
+	fmt.Fprintf(w, "cores: %d\n", runtime.NumCPU())
+	fmt.Fprintf(w, "go: %s\n", goVersion)
+	fmt.Fprintf(w, "commit: %s\n", commit)
+	fmt.Fprintf(w, "date: %s\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "command: %s\n", command)
+	fmt.Fprintf(w, "note: GOMAXPROCS above the core count only adds goroutines\n")
+}
+
+// cpuModel reads the first "model name" of /proc/cpuinfo.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, v, ok := strings.Cut(s.Text(), ":")
+		if ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+// gitCommit returns the short commit of the checkout and whether tracked
+// files outside results/ differ from it. Without git it returns "nocommit".
+func gitCommit() (string, bool) {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "nocommit", false
+	}
+	status, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", "..", ":(exclude)../results").Output()
+	return strings.TrimSpace(string(out)), len(bytes.TrimSpace(status)) > 0
+}
+
+// shortHost is the host name up to its first dot.
+func shortHost() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "host"
+	}
+	h, _, _ = strings.Cut(h, ".")
+	return h
+}
+
+// shellJoin quotes args for a POSIX shell where they need it, so that the
+// recorded command can be pasted back.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./,=:", r))
+		}) < 0 {
+			q[i] = a
+			continue
+		}
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
