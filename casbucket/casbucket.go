@@ -85,7 +85,7 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket
 
 // TryAcquire consumes one token if one is available and reports whether it
 // did.
-func (b *Bucket) TryAcquire() bool { return b.take(b.p.Units(1)) == 0 }
+func (b *Bucket) TryAcquire() bool { return b.take(b.p.Units(1)) }
 
 // TryAcquireN consumes n tokens if all are available and reports whether it
 // did. TryAcquireN(0) is true; n < 0 or n > capacity is false.
@@ -93,7 +93,7 @@ func (b *Bucket) TryAcquireN(n int64) bool {
 	if n == 0 {
 		return true
 	}
-	return b.p.ValidN(n) && b.take(b.p.Units(n)) == 0
+	return b.p.ValidN(n) && b.take(b.p.Units(n))
 }
 
 // Acquire blocks until one token is consumed; see AcquireN.
@@ -102,7 +102,7 @@ func (b *Bucket) Acquire(ctx context.Context) error { return b.AcquireN(ctx, 1) 
 // AcquireN blocks until n tokens are consumed or ctx ends, as documented on
 // admit.Limiter. It sleeps on the bucket's Clock for the computed wait.
 func (b *Bucket) AcquireN(ctx context.Context, n int64) error {
-	return refill.Acquire(ctx, &b.clk, &b.p, n, b.take)
+	return refill.Acquire(ctx, &b.clk, &b.p, n, b.take, b.wait)
 }
 
 // Tokens returns the current balance.
@@ -112,9 +112,8 @@ func (b *Bucket) Tokens() float64 {
 	return b.p.Float(bal)
 }
 
-// take consumes need units and returns 0, or returns the wait in ns until
-// need units will be there (refill.Never if never) and consumes nothing.
-func (b *Bucket) take(need int64) int64 {
+// take consumes need units if they are there and reports whether it did.
+func (b *Bucket) take(need int64) bool {
 	// One clock reading serves every retry. A later-published state may
 	// carry a later time than now; Refill then adds nothing and keeps that
 	// time, so a retry decides on fewer tokens, never more.
@@ -124,7 +123,7 @@ func (b *Bucket) take(need int64) int64 {
 		s := b.st.Load()
 		bal, at := b.p.Refill(s.tokens, s.last, now)
 		if bal < need {
-			return refill.Wait(now, b.p.When(at, b.p.V(at)+need-bal))
+			return false // loads only: nothing written, nothing allocated
 		}
 		// The one allocation of the admit path: the new immutable state.
 		// Until a swap publishes it, it is private and reused by retries.
@@ -133,7 +132,15 @@ func (b *Bucket) take(need int64) int64 {
 		}
 		*next = state{tokens: bal - need, last: at}
 		if b.st.CompareAndSwap(s, next) {
-			return 0
+			return true
 		}
 	}
+}
+
+// wait returns the ns until need units will be there, or refill.Never.
+func (b *Bucket) wait(need int64) int64 {
+	now := b.clk.Now()
+	s := b.st.Load()
+	bal, at := b.p.Refill(s.tokens, s.last, now)
+	return refill.Wait(now, b.p.When(at, b.p.V(at)+need-bal))
 }

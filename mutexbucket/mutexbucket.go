@@ -64,7 +64,7 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket
 
 // TryAcquire consumes one token if one is available and reports whether it
 // did.
-func (b *Bucket) TryAcquire() bool { return b.take(b.p.Units(1)) == 0 }
+func (b *Bucket) TryAcquire() bool { return b.take(b.p.Units(1)) }
 
 // TryAcquireN consumes n tokens if all are available and reports whether it
 // did. TryAcquireN(0) is true; n < 0 or n > capacity is false.
@@ -72,7 +72,7 @@ func (b *Bucket) TryAcquireN(n int64) bool {
 	if n == 0 {
 		return true
 	}
-	return b.p.ValidN(n) && b.take(b.p.Units(n)) == 0
+	return b.p.ValidN(n) && b.take(b.p.Units(n))
 }
 
 // Acquire blocks until one token is consumed; see AcquireN.
@@ -81,7 +81,7 @@ func (b *Bucket) Acquire(ctx context.Context) error { return b.AcquireN(ctx, 1) 
 // AcquireN blocks until n tokens are consumed or ctx ends, as documented on
 // admit.Limiter. It sleeps on the bucket's Clock for the computed wait.
 func (b *Bucket) AcquireN(ctx context.Context, n int64) error {
-	return refill.Acquire(ctx, &b.clk, &b.p, n, b.take)
+	return refill.Acquire(ctx, &b.clk, &b.p, n, b.take, b.wait)
 }
 
 // Tokens returns the current balance.
@@ -92,19 +92,26 @@ func (b *Bucket) Tokens() float64 {
 	return b.p.Float(bal)
 }
 
-// take consumes need units and returns 0, or returns the wait in ns until
-// need units will be there (refill.Never if never) and consumes nothing.
-func (b *Bucket) take(need int64) int64 {
+// take consumes need units if they are there and reports whether it did.
+func (b *Bucket) take(need int64) bool {
 	b.mu.Lock()
 	now := b.clk.Now() // inside the lock: see the package doc
 	bal, at := b.p.Refill(b.tokens, b.last, now)
-	if bal >= need {
+	ok := bal >= need
+	if ok {
 		b.tokens, b.last = bal-need, at
-		b.mu.Unlock()
-		return 0
 	}
-	// Nothing is stored on a reject: the refill is recomputed next time
+	// A reject stores nothing: the next call recomputes the same refill
 	// from the same (tokens, last), exactly.
+	b.mu.Unlock()
+	return ok
+}
+
+// wait returns the ns until need units will be there, or refill.Never.
+func (b *Bucket) wait(need int64) int64 {
+	b.mu.Lock()
+	now := b.clk.Now()
+	bal, at := b.p.Refill(b.tokens, b.last, now)
 	b.mu.Unlock()
 	// V(at) + need - bal units must have been produced; at >= now.
 	return refill.Wait(now, b.p.When(at, b.p.V(at)+need-bal))

@@ -166,7 +166,7 @@ func (b *Bucket) Shards() int { return len(b.shards) }
 
 // TryAcquire consumes one token if one is available and reports whether it
 // did.
-func (b *Bucket) TryAcquire() bool { return b.take(b.p.Units(1)) == 0 }
+func (b *Bucket) TryAcquire() bool { return b.take(b.p.Units(1)) }
 
 // TryAcquireN consumes n tokens if all are available and reports whether it
 // did. TryAcquireN(0) is true; n < 0 or n > capacity is false.
@@ -174,7 +174,7 @@ func (b *Bucket) TryAcquireN(n int64) bool {
 	if n == 0 {
 		return true
 	}
-	return b.p.ValidN(n) && b.take(b.p.Units(n)) == 0
+	return b.p.ValidN(n) && b.take(b.p.Units(n))
 }
 
 // Acquire blocks until one token is consumed; see AcquireN.
@@ -183,7 +183,7 @@ func (b *Bucket) Acquire(ctx context.Context) error { return b.AcquireN(ctx, 1) 
 // AcquireN blocks until n tokens are consumed or ctx ends, as documented on
 // admit.Limiter. It sleeps on the bucket's Clock for the computed wait.
 func (b *Bucket) AcquireN(ctx context.Context, n int64) error {
-	return refill.Acquire(ctx, &b.clk, &b.p, n, b.take)
+	return refill.Acquire(ctx, &b.clk, &b.p, n, b.take, b.wait)
 }
 
 // Tokens returns the current balance, summed over the shards.
@@ -197,11 +197,9 @@ func (b *Bucket) Tokens() float64 {
 	return b.p.Float(sum)
 }
 
-// take consumes need units and returns 0, or returns the wait in ns until
-// need units will be there (refill.Never if never) and consumes nothing.
-func (b *Bucket) take(need int64) int64 {
-	now := b.clk.Now()
-	v := b.p.V(now)
+// take consumes need units if they are there and reports whether it did.
+func (b *Bucket) take(need int64) bool {
+	v := b.p.V(b.clk.Now())
 	start := home()
 	h := &b.shards[start&b.mask]
 	for {
@@ -210,18 +208,28 @@ func (b *Bucket) take(need int64) int64 {
 			break
 		}
 		if h.z.CompareAndSwap(z, base+need) {
-			return 0
+			return true
 		}
 	}
-	return b.gather(need, now, v, start)
+	return b.gather(need, v, start)
 }
 
-// gather is the slow path: the home shard is short. It reads every shard
-// first and writes nothing unless their sum covers need. It then takes from
-// the fullest shards so that what remains is spread as evenly as possible
-// (water-filling): a shard left full beside empty ones would discard its
-// share of the refill.
-func (b *Bucket) gather(need, now, v int64, start uint) int64 {
+// gather is the slow path: the home shard is short. It sums every shard
+// with loads only, so a rejection writes nothing.
+func (b *Bucket) gather(need, v int64, start uint) bool {
+	var sum int64
+	for i := range b.shards {
+		bal, _, _ := b.shards[i].avail(v, b.shift)
+		sum += bal
+	}
+	return sum >= need && b.spread(need, v, start)
+}
+
+// spread takes need units from the fullest shards so that what remains is
+// as even as possible (water-filling): a shard left full beside empty ones
+// would discard its share of the refill. It reports false, having put back
+// what it took, if a concurrent caller took the units first.
+func (b *Bucket) spread(need, v int64, start uint) bool {
 	// Balances and planned takes, indexed from home. They live on the stack
 	// for up to 64 shards; more shards cost an allocation on this path.
 	var balBuf, takeBuf [64]int64
@@ -236,7 +244,7 @@ func (b *Bucket) gather(need, now, v int64, start uint) int64 {
 		sum += bal[i]
 	}
 	if sum < need {
-		return b.wait(need, now, v)
+		return false
 	}
 	level(bal, take, sum-need)
 
@@ -257,14 +265,14 @@ func (b *Bucket) gather(need, now, v int64, start uint) int64 {
 						b.shards[(start+uint(j))&b.mask].z.Add(-take[j])
 					}
 				}
-				return b.wait(need, now, v)
+				return false
 			}
 			if s.z.CompareAndSwap(z, base+t) {
 				break
 			}
 		}
 	}
-	return 0
+	return true
 }
 
 // level fills take so that taking take[i] from bal[i] leaves keep units in
@@ -301,7 +309,9 @@ func level(bal, take []int64, keep int64) {
 // wait returns the ns from now until the shards, as loaded now, hold need
 // units in total, or refill.Never. It searches on the stream value, since
 // each shard's balance depends on the time only through V.
-func (b *Bucket) wait(need, now, v int64) int64 {
+func (b *Bucket) wait(need int64) int64 {
+	now := b.clk.Now()
+	v := b.p.V(now)
 	total := func(v int64) int64 {
 		var sum int64
 		for i := range b.shards {
@@ -316,7 +326,7 @@ func (b *Bucket) wait(need, now, v int64) int64 {
 	}
 	lo := v // total(lo) < need <= total(hi)
 	if total(lo) >= need {
-		return 1 // freed meanwhile: retry at once
+		return 0 // freed meanwhile: retry at once
 	}
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2

@@ -59,19 +59,21 @@ func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 	return c.c.Sleep(ctx, d)
 }
 
-// Never is what a take function returns when no amount of waiting helps.
+// Never is what a wait function returns when no amount of waiting helps.
 const Never = -1
 
 // Acquire is the blocking loop shared by every bucket. take tries to consume
-// need units now; it returns 0 if it did, Never if it never can, and
-// otherwise the nanoseconds after which it might. take must consume nothing
-// unless it returns 0.
+// need units now and reports whether it did; it consumes nothing otherwise.
+// wait returns the nanoseconds until need units could be there, from the
+// bucket as it is now (0 or less if they already are), or Never. It is only
+// called after take failed, so rejections on the non-blocking path never pay
+// for computing a wait.
 //
 // There is no queue: waiters sleep for their own computed wait and retry, so
 // cancelling one leaves nothing behind, and waiters that wake together race
 // for what the rate produced meanwhile. The rate bounds admissions, so they
 // come at the rate and never in a burst; order among waiters is not FIFO.
-func Acquire(ctx context.Context, clk *Clock, p *Params, n int64, take func(need int64) int64) error {
+func Acquire(ctx context.Context, clk *Clock, p *Params, n int64, take func(need int64) bool, wait func(need int64) int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -84,15 +86,15 @@ func Acquire(ctx context.Context, clk *Clock, p *Params, n int64, take func(need
 		return fmt.Errorf("%w: n=%d exceeds the capacity %d", admit.ErrUnsatisfiable, n, p.Cap>>p.Shift)
 	}
 	need := p.Units(n)
-	for {
-		wait := take(need)
+	for !take(need) {
+		w := wait(need)
 		switch {
-		case wait == 0:
-			return nil
-		case wait == Never:
+		case w == Never:
 			return fmt.Errorf("%w: n=%d: too few tokens and no refill (rate 0, or the clock is past its horizon)", admit.ErrUnsatisfiable, n)
+		case w <= 0:
+			continue // another caller put tokens back meanwhile: retry at once
 		}
-		d := time.Duration(wait)
+		d := time.Duration(w)
 		if dl, ok := ctx.Deadline(); ok {
 			if left := time.Until(dl); left < d {
 				return fmt.Errorf("%w: n=%d is %v away, the deadline %v: %w", admit.ErrDeadline, n, d, left, context.DeadlineExceeded)
@@ -102,6 +104,7 @@ func Acquire(ctx context.Context, clk *Clock, p *Params, n int64, take func(need
 			return err
 		}
 	}
+	return nil
 }
 
 // ValidN reports whether TryAcquireN(n) can proceed to the bucket: false
