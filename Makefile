@@ -2,7 +2,7 @@
 GO ?= go
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: test lint fuzz
+.PHONY: test lint fuzz bench bench-full plots storm
 
 # go vet and the race-enabled tests, over the core module and bench/.
 test:
@@ -21,3 +21,25 @@ lint:
 # A longer fuzz run of the differential fuzz test (the seed corpus runs in `make test`).
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./buckettest/
+
+# The quick comparison, about a minute: cases admit and reject, serial and
+# parallel, every implementation and floor, -cpu 1,2, six samples each. Prints
+# the benchstat table (one row per case, one column per implementation).
+bench:
+	cd bench && GO=$(GO) $(GO) run ./cmd/report -quick
+
+# The full comparison for results/, about 15 minutes on a quiet 2-core
+# machine: every case at -cpu 1,2,4,8, -count 10. Writes
+# results/<date>-<host>-<commit>.txt (with a header naming the machine, Go
+# version, commit and command) and the benchstat table beside it.
+bench-full:
+	cd bench && GO=$(GO) $(GO) run ./cmd/report -results ../results
+
+# SVG charts of the newest full result, into results/plots/.
+plots:
+	cd bench && $(GO) run ./cmd/plots -results ../results
+
+# Accuracy (admitted vs capacity + rate x elapsed) and waiter fairness, every
+# implementation on the real clock, under a minute; saves results/storm-<date>.txt.
+storm:
+	cd bench && $(GO) run ./cmd/storm -save ../results

@@ -1,0 +1,168 @@
+package shardedbucket
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/cpu"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/buckettest"
+)
+
+func TestShardIsOneCacheLine(t *testing.T) {
+	assert.Equal(t, unsafe.Sizeof(cpu.CacheLinePad{}), unsafe.Sizeof(shard{}),
+		"a shard fills exactly one cache line, so neighbours never share one")
+	b, err := New(64, 1, WithShards(8))
+	require.NoError(t, err)
+	for i := 1; i < len(b.shards); i++ {
+		d := uintptr(unsafe.Pointer(&b.shards[i].z)) - uintptr(unsafe.Pointer(&b.shards[i-1].z))
+		assert.Equal(t, unsafe.Sizeof(cpu.CacheLinePad{}), d)
+	}
+}
+
+func TestSplitIsExact(t *testing.T) {
+	for _, tc := range []struct {
+		capacity int64
+		rate     float64
+		shards   int
+	}{{100, 1, 8}, {100, 1e9, 8}, {7, 3, 4}, {1e9, 1e9, 64}, {3, 1e-6, 2}, {64, 1, 64}} {
+		b, err := New(tc.capacity, tc.rate, WithShards(tc.shards))
+		require.NoError(t, err)
+		var sum, lo, hi int64 = 0, b.shards[0].cap, b.shards[0].cap
+		for i := range b.shards {
+			sum += b.shards[i].cap
+			lo, hi = min(lo, b.shards[i].cap), max(hi, b.shards[i].cap)
+		}
+		assert.Equal(t, b.p.Cap, sum, "capacities add up to the whole: %+v", tc)
+		assert.LessOrEqual(t, hi-lo, int64(1), "and differ by at most a unit")
+		// The shards' streams add up to the bucket's, at any time.
+		r := rand.New(rand.NewPCG(1, uint64(tc.shards)))
+		for range 200 {
+			v := b.p.V(r.Int64N(1 << 62))
+			var vs int64
+			for i := range b.shards {
+				vs += (v + b.shards[i].off) >> b.shift
+			}
+			require.Equal(t, v, vs)
+		}
+	}
+	b, err := New(100, 1, WithShards(8))
+	require.NoError(t, err)
+	assert.Equal(t, int64(25)<<(b.p.Shift-1), b.shards[0].cap, "100 tokens over 8 shards is exactly 12.5 each")
+}
+
+func TestShardCount(t *testing.T) {
+	b, err := New(1e6, 1)
+	require.NoError(t, err)
+	n := b.Shards()
+	assert.Equal(t, 0, n&(n-1), "a power of two")
+	assert.GreaterOrEqual(t, n, runtime.GOMAXPROCS(0), "one per P by default")
+	b, err = New(3, 1)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, b.Shards(), 2, "never more shards than tokens")
+	for _, bad := range []int{0, -1, 3, 6, maxShards * 2} {
+		_, err := New(1e6, 1, WithShards(bad))
+		assert.ErrorIs(t, err, admit.ErrInvalidConfig, "WithShards(%d)", bad)
+	}
+	_, err = New(4, 1, WithShards(8))
+	assert.ErrorIs(t, err, admit.ErrInvalidConfig, "8 shards for 4 tokens")
+	assert.ErrorContains(t, err, "8")
+}
+
+func TestLevel(t *testing.T) {
+	for _, tc := range []struct {
+		bal  []int64
+		keep int64
+		want []int64 // remaining
+	}{
+		{[]int64{25, 25, 25, 25}, 26, []int64{6, 6, 7, 7}},
+		{[]int64{0, 10, 3}, 5, []int64{0, 2, 3}},
+		{[]int64{5, 5}, 0, []int64{0, 0}},
+		{[]int64{5, 5}, 10, []int64{5, 5}},
+		{[]int64{9, 1, 0, 4}, 7, []int64{3, 1, 0, 3}},
+		{[]int64{1}, 1, []int64{1}},
+	} {
+		take := make([]int64, len(tc.bal))
+		level(tc.bal, take, tc.keep)
+		var kept int64
+		for i := range take {
+			rem := tc.bal[i] - take[i]
+			require.GreaterOrEqual(t, take[i], int64(0))
+			kept += rem
+		}
+		require.Equal(t, tc.keep, kept, "%+v", tc)
+		got := make([]int64, len(take))
+		for i := range take {
+			got[i] = tc.bal[i] - take[i]
+		}
+		assert.ElementsMatch(t, tc.want, got, "%+v", tc)
+	}
+}
+
+// TestRejectWritesNothing checks that a rejection, slow path included, only
+// loads: every shard word is unchanged afterwards.
+func TestRejectWritesNothing(t *testing.T) {
+	clk := buckettest.NewFakeClock(0)
+	b, err := New(8, 1, WithShards(4), admit.WithClock(clk))
+	require.NoError(t, err)
+	require.True(t, b.TryAcquireN(7))
+	clk.Advance(500 * time.Millisecond) // 1.5 tokens, spread over four shards
+	before := make([]int64, len(b.shards))
+	for i := range b.shards {
+		before[i] = b.shards[i].z.Load()
+	}
+	assert.False(t, b.TryAcquireN(2))
+	for i := range b.shards {
+		assert.Equal(t, before[i], b.shards[i].z.Load(), "shard %d written by a rejection", i)
+	}
+	assert.True(t, b.TryAcquire(), "fractions held by several shards add up to a token")
+}
+
+// TestGatherStorm drives the slow path (requests larger than any shard)
+// and its put-back race from many goroutines: the global bound must hold.
+func TestGatherStorm(t *testing.T) {
+	const capacity, rate = 64, 1e5
+	b, err := New(capacity, rate, WithShards(16))
+	require.NoError(t, err)
+	var stop atomic.Bool
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for g := range 16 {
+		wg.Go(func() {
+			var mine int64
+			for n := int64(1 + g%9); !stop.Load(); {
+				if b.TryAcquireN(n) {
+					mine += n
+				}
+			}
+			admitted.Add(mine)
+		})
+	}
+	time.Sleep(30 * time.Millisecond) // how long to storm, not an assertion
+	stop.Store(true)
+	wg.Wait()
+	elapsed := time.Since(begin)
+	assert.LessOrEqual(t, float64(admitted.Load()), capacity+rate*elapsed.Seconds()+1)
+	tok := b.Tokens()
+	assert.True(t, tok >= 0 && tok <= capacity, "Tokens() = %v", tok)
+}
+
+func TestAllocs(t *testing.T) {
+	b, err := New(1e9, 1e9)
+	require.NoError(t, err)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { b.TryAcquire() }), "admit")
+	e, err := New(2, 1e-6, WithShards(2))
+	require.NoError(t, err)
+	e.TryAcquireN(2)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { e.TryAcquire() }), "reject")
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { e.TryAcquireN(2) }), "reject, slow path")
+}
