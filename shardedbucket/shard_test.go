@@ -166,3 +166,27 @@ func TestAllocs(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { e.TryAcquire() }), "reject")
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { e.TryAcquireN(2) }), "reject, slow path")
 }
+
+// TestStaleReadingPerShard is the conformance suite's backward-clock case on
+// one shard. A shard's balance is a function of the time (min(cap, V(t) −
+// z)), so a reading from before one already applied sees what the shard had
+// then: fewer tokens, never more, and it changes nothing. (Across shards
+// there is no shared clock word to compare with; see the package doc.)
+func TestStaleReadingPerShard(t *testing.T) {
+	clk := buckettest.NewFakeClock(0)
+	b, err := New(2, 1, WithShards(1), admit.WithClock(clk))
+	require.NoError(t, err)
+	clk.Advance(10 * time.Second)
+	require.True(t, b.TryAcquire())
+	z := b.shards[0].z.Load()
+	clk.Advance(-5 * time.Second)
+	assert.LessOrEqual(t, b.Tokens(), 1.0, "a reading from the past adds nothing")
+	assert.False(t, b.TryAcquire(), "it sees the balance of that time, when the token it took did not exist yet")
+	assert.Equal(t, z, b.shards[0].z.Load(), "and stores nothing")
+	clk.Advance(5*time.Second + 500*time.Millisecond)
+	require.True(t, b.TryAcquire(), "the token left at 10 s")
+	assert.False(t, b.TryAcquire(), "half a second after the latest reading")
+	clk.Advance(500 * time.Millisecond)
+	assert.False(t, b.TryAcquireN(2), "the backward reading was not remembered")
+	assert.True(t, b.TryAcquire(), "exactly one second's refill")
+}

@@ -14,6 +14,16 @@
 // in V, a pure function of the clock, so one word holds the whole state: no
 // allocation, no lock, and a stale clock reading can only see fewer tokens.
 //
+// Time. A shard keeps no timestamp: its balance is a function of the clock
+// reading. A reading older than one a shard has already applied sees the
+// smaller balance of that earlier moment, never more, and a rejection stores
+// nothing. The shards share no clock word (keeping one would be a shared
+// write on every call), so a stale reading can take from a shard that has not
+// seen the later reading as if it had arrived at its own time; every shard,
+// and so the bucket, still never admits more than its share of capacity +
+// rate × elapsed. mutexbucket and casbucket instead treat a stale reading as
+// the latest one applied.
+//
 // A caller starts at its home shard, picked from the processor (P) it runs
 // on, so that goroutines on different cores touch different cache lines and
 // an admission writes no shared word other than its own shard's. If the home

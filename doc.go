@@ -1,0 +1,26 @@
+// Package admit is admission control for Go: how often (token-bucket rate
+// limiters) and how many (bounded resource pools).
+//
+// The root package holds what the implementations share: the Limiter
+// interface, the Clock they read, Options, and the sentinel errors that
+// every error they return wraps. The implementations live in their own
+// packages and are drop-in replacements for one another:
+//
+//   - mutexbucket: one sync.Mutex around (tokens, last). The reference,
+//     the simplest to audit, fine when few goroutines share a bucket.
+//   - casbucket: a compare-and-swap loop on an atomic.Pointer to an
+//     immutable (tokens, last) pair. Lock-free; rejections only load, so they
+//     scale across cores; each admission allocates the new pair.
+//   - shardedbucket: the capacity and rate split exactly over cache-line
+//     padded shards of one atomic word each, with a home shard per processor.
+//     Admissions on different cores write different cache lines; the global
+//     bound stays exact.
+//   - chanpool: a generic bounded resource pool on one buffered channel.
+//
+// All three buckets refill lazily from a monotonic clock on each call (no
+// background goroutine), keep balances in integer sub-token units derived
+// from absolute time (no drift, no overflow over 146 years), ignore clock
+// readings older than one already applied, and never admit more than
+// capacity + rate × elapsed. The README compares them with each other and
+// with golang.org/x/time/rate on measured numbers.
+package admit
