@@ -1,4 +1,45 @@
 // Package bench compares the admit buckets and pool with the libraries Go
 // services use today. It is its own module so that peers and plotting never
 // enter the core module's dependency graph.
+//
+// # Implementations
+//
+// Impls lists the token buckets in the fixed order every table and chart
+// uses: mutexbucket, casbucket and shardedbucket from this module, then
+// golang.org/x/time/rate (xrate: Allow, AllowN, Wait), github.com/juju/ratelimit
+// (juju: TakeAvailable, Wait) and go.uber.org/ratelimit (uber: Take). Each is
+// wrapped in an adapter that satisfies Limiter, so all of them pay the same
+// interface dispatch. Where a peer cannot do what a case asks, the case
+// leaves it out and says so:
+//
+//   - uber's Take blocks until the caller's turn and never rejects; it
+//     appears only in the blocking benchmark and the waiters table.
+//   - juju's TakeAvailable(n) takes a part when fewer than n are left; the
+//     n=8 case runs on a bucket that never empties, where that never happens.
+//   - juju's Wait and uber's Take take no context.
+//
+// Floors are measured in the same run, through the same interface: one
+// time.Since on a fixed origin (the clock read every bucket here makes), one
+// atomic add on a counter all goroutines share, and one on a counter padded
+// to its own cache lines per goroutine.
+//
+// # Benchmarks
+//
+// Names are key=value, so that benchstat can pivot:
+//
+//	BenchmarkTryAcquire/case=<admit|reject|mixed|n=8>/mode=<serial|parallel>/impl=<name>
+//	BenchmarkAcquire/case=rarewait/mode=<serial|parallel>/impl=<name>
+//
+// and `benchstat -col /impl` gives one row per case and mode, one column per
+// implementation. mode=parallel uses RunParallel; GOMAXPROCS is set only
+// through -cpu. Every benchmark reports admit/op, the fraction of calls
+// admitted, which shows that admit never empties, reject never admits, and
+// what part mixed admits.
+//
+// # Commands
+//
+//	go run ./cmd/report -quick   quick subset, benchstat table to stdout (make bench)
+//	go run ./cmd/report          full run into ../results (make bench-full)
+//	go run ./cmd/plots           SVG charts of the newest full result (make plots)
+//	go run ./cmd/storm           accuracy and waiter fairness tables (make storm)
 package bench

@@ -421,6 +421,9 @@ func (s suite) waitFromDeficit(t *testing.T) {
 			require.True(t, ok)
 			assert.Equal(t, tc.wait, time.Duration(wake-start), "the wait follows from the deficit and the rate")
 			clk.Advance(tc.wait)
+			if !assert.Zero(t, clk.Sleepers(), "woken at the computed time") {
+				clk.Set(wake) // let the waiter finish rather than hang the suite
+			}
 			require.NoError(t, <-done)
 			assert.InDelta(t, float64(tc.capacity-tc.take)+tc.rate*tc.wait.Seconds()-float64(tc.n), l.Tokens(), 1e-6)
 		})
@@ -479,37 +482,52 @@ func (s suite) cancel(t *testing.T) {
 	assert.True(t, l.TryAcquire(), "the cancelled request's token went to someone else")
 }
 
-// waiters starts 50 blocked Acquires on an empty bucket and advances the
-// clock one token period at a time: exactly one must be admitted per step.
-// Admitted goroutines park on the clock, so that "every goroutine is asleep"
-// marks the end of each step without polling.
+// waiters starts 50 blocked Acquires on an empty bucket, one after another,
+// and advances the clock one token period at a time: exactly one must be
+// admitted per step, in arrival order, and TryAcquire must not overtake
+// them. Admitted goroutines park on the clock, so that "every goroutine is
+// asleep" marks the end of each step without polling.
 func (s suite) waiters(t *testing.T) {
 	const n = 50
 	const period = 100 * time.Millisecond
 	l, clk := s.fake(t, 1, float64(time.Second/period))
 	require.True(t, l.TryAcquire())
 	park, unpark := context.WithCancel(context.Background())
-	var admitted atomic.Int64
+	var mu sync.Mutex
+	var order []int
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
-	for range n {
+	defer func() { unpark(); wg.Wait() }()
+	for i := range n {
 		wg.Go(func() {
 			if err := l.Acquire(context.Background()); err != nil {
 				errs <- err
 				return
 			}
-			admitted.Add(1)
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
 			_ = clk.Sleep(park, time.Duration(math.MaxInt64/2))
 		})
+		waitFor(t, clk, i+1) // arrival order is launch order
 	}
-	defer func() { unpark(); wg.Wait() }()
-	waitFor(t, clk, n)
-	require.Zero(t, admitted.Load())
-	for k := int64(1); k <= n; k++ {
+	assert.InDelta(t, -float64(n), l.Tokens(), 1e-6, "every waiter holds a reservation")
+	for k := 1; k <= n; k++ {
 		clk.Advance(period)
+		assert.False(t, l.TryAcquire(), "step %d: the new token belongs to a waiter", k)
 		waitFor(t, clk, n)
-		require.Equal(t, k, admitted.Load(), "after %d token periods, %d admitted", k, k)
+		mu.Lock()
+		got := len(order)
+		mu.Unlock()
+		require.Equal(t, k, got, "after %d token periods, %d admitted", k, k)
 	}
+	assert.Equal(t, func() []int {
+		want := make([]int, n)
+		for i := range want {
+			want[i] = i
+		}
+		return want
+	}(), order, "admitted in arrival order")
 	close(errs)
 	for err := range errs {
 		t.Error(err)

@@ -36,7 +36,7 @@ import (
 // state is immutable once published: the pair changes together, so it lives
 // behind one pointer.
 type state struct {
-	tokens int64 // balance in units as of last
+	tokens int64 // balance in units as of last, below 0 while reservations wait
 	last   int64 // elapsed ns of the latest clock reading applied
 }
 
@@ -44,9 +44,11 @@ type state struct {
 // zero value is not usable; create one with New. A Bucket must not be
 // copied after first use.
 //
-// Fairness: blocked AcquireN calls are not queued. Each sleeps for its own
-// computed wait and retries; waiters that wake together race, so a large
-// request can be overtaken by small ones.
+// Fairness: a blocked AcquireN reserves its tokens when it starts waiting
+// (the balance goes below zero) and sleeps until they exist, so waiters are
+// admitted in the order their reservations land, exactly at the rate, and
+// no later caller, TryAcquire included, overtakes them. Cancelling gives the
+// tokens back.
 type Bucket struct {
 	_  noCopy
 	st atomic.Pointer[state]
@@ -102,10 +104,11 @@ func (b *Bucket) Acquire(ctx context.Context) error { return b.AcquireN(ctx, 1) 
 // AcquireN blocks until n tokens are consumed or ctx ends, as documented on
 // admit.Limiter. It sleeps on the bucket's Clock for the computed wait.
 func (b *Bucket) AcquireN(ctx context.Context, n int64) error {
-	return refill.Acquire(ctx, &b.clk, &b.p, n, b.take, b.wait)
+	return refill.Acquire(ctx, &b.clk, &b.p, n, b.reserve)
 }
 
-// Tokens returns the current balance.
+// Tokens returns the current balance. It is negative while blocked
+// AcquireN calls hold reservations.
 func (b *Bucket) Tokens() float64 {
 	s := b.st.Load()
 	bal, _ := b.p.Refill(s.tokens, s.last, b.clk.Now())
@@ -137,10 +140,40 @@ func (b *Bucket) take(need int64) bool {
 	}
 }
 
-// wait returns the ns until need units will be there, or refill.Never.
-func (b *Bucket) wait(need int64) int64 {
+// reserve is the blocking step; see refill.Reserve.
+func (b *Bucket) reserve(need, limit int64) (int64, func()) {
 	now := b.clk.Now()
-	s := b.st.Load()
-	bal, at := b.p.Refill(s.tokens, s.last, now)
-	return refill.Wait(now, b.p.When(at, b.p.V(at)+need-bal))
+	for {
+		s := b.st.Load()
+		bal, at := b.p.Refill(s.tokens, s.last, now)
+		wait := int64(0)
+		if bal < need {
+			deficit, ok := refill.Deficit(bal, need)
+			if !ok {
+				return refill.Never, nil
+			}
+			if wait = refill.Wait(now, b.p.When(at, b.p.V(at)+deficit)); wait == refill.Never || wait > limit {
+				return wait, nil
+			}
+		}
+		// Below zero when waiting: later callers queue behind.
+		if b.st.CompareAndSwap(s, &state{tokens: bal - need, last: at}) {
+			if wait == 0 {
+				return 0, nil
+			}
+			return wait, func() { b.refund(need) }
+		}
+	}
+}
+
+// refund gives back a reservation's units; the cap still applies.
+func (b *Bucket) refund(units int64) {
+	now := b.clk.Now()
+	for {
+		s := b.st.Load()
+		bal, at := b.p.Refill(s.tokens, s.last, now)
+		if b.st.CompareAndSwap(s, &state{tokens: min(bal+units, b.p.Cap), last: at}) {
+			return
+		}
+	}
 }

@@ -30,12 +30,13 @@ import (
 // is not usable; create one with New. A Bucket must not be copied after
 // first use.
 //
-// Fairness: blocked AcquireN calls are not queued. Each sleeps for its own
-// computed wait and retries; waiters that wake together race, so a large
-// request can be overtaken by small ones.
+// Fairness: a blocked AcquireN reserves its tokens when it starts waiting
+// (the balance goes below zero) and sleeps until they exist, so waiters are
+// admitted in arrival order, exactly at the rate, and no later caller,
+// TryAcquire included, overtakes them. Cancelling gives the tokens back.
 type Bucket struct {
 	mu     sync.Mutex
-	tokens int64 // balance in units as of last; requires mu
+	tokens int64 // balance in units as of last, below 0 while reservations wait; requires mu
 	last   int64 // elapsed ns of the latest clock reading applied; requires mu
 
 	p   refill.Params // immutable after New
@@ -81,10 +82,11 @@ func (b *Bucket) Acquire(ctx context.Context) error { return b.AcquireN(ctx, 1) 
 // AcquireN blocks until n tokens are consumed or ctx ends, as documented on
 // admit.Limiter. It sleeps on the bucket's Clock for the computed wait.
 func (b *Bucket) AcquireN(ctx context.Context, n int64) error {
-	return refill.Acquire(ctx, &b.clk, &b.p, n, b.take, b.wait)
+	return refill.Acquire(ctx, &b.clk, &b.p, n, b.reserve)
 }
 
-// Tokens returns the current balance.
+// Tokens returns the current balance. It is negative while blocked
+// AcquireN calls hold reservations.
 func (b *Bucket) Tokens() float64 {
 	b.mu.Lock()
 	bal, _ := b.p.Refill(b.tokens, b.last, b.clk.Now())
@@ -107,12 +109,32 @@ func (b *Bucket) take(need int64) bool {
 	return ok
 }
 
-// wait returns the ns until need units will be there, or refill.Never.
-func (b *Bucket) wait(need int64) int64 {
+// reserve is the blocking step; see refill.Reserve.
+func (b *Bucket) reserve(need, limit int64) (int64, func()) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	now := b.clk.Now()
 	bal, at := b.p.Refill(b.tokens, b.last, now)
+	if bal >= need {
+		b.tokens, b.last = bal-need, at
+		return 0, nil
+	}
+	deficit, ok := refill.Deficit(bal, need)
+	if !ok {
+		return refill.Never, nil
+	}
+	wait := refill.Wait(now, b.p.When(at, b.p.V(at)+deficit))
+	if wait == refill.Never || wait > limit {
+		return wait, nil
+	}
+	b.tokens, b.last = bal-need, at // below zero: later callers queue behind
+	return wait, func() { b.refund(need) }
+}
+
+// refund gives back a reservation's units; the cap still applies.
+func (b *Bucket) refund(units int64) {
+	b.mu.Lock()
+	bal, at := b.p.Refill(b.tokens, b.last, b.clk.Now())
+	b.tokens, b.last = min(bal+units, b.p.Cap), at
 	b.mu.Unlock()
-	// V(at) + need - bal units must have been produced; at >= now.
-	return refill.Wait(now, b.p.When(at, b.p.V(at)+need-bal))
 }

@@ -84,6 +84,8 @@ func TestLevel(t *testing.T) {
 		want []int64 // remaining
 	}{
 		{[]int64{25, 25, 25, 25}, 26, []int64{6, 6, 7, 7}},
+		{[]int64{0, 0, 0, 0}, -10, []int64{-3, -3, -2, -2}},
+		{[]int64{-5, 2, 0}, -4, []int64{-5, 0, 1}},
 		{[]int64{0, 10, 3}, 5, []int64{0, 2, 3}},
 		{[]int64{5, 5}, 0, []int64{0, 0}},
 		{[]int64{5, 5}, 10, []int64{5, 5}},
@@ -91,7 +93,7 @@ func TestLevel(t *testing.T) {
 		{[]int64{1}, 1, []int64{1}},
 	} {
 		take := make([]int64, len(tc.bal))
-		level(tc.bal, take, tc.keep)
+		level(tc.bal, take, tc.keep, func(rank int) int { return rank })
 		var kept int64
 		for i := range take {
 			rem := tc.bal[i] - take[i]
@@ -189,4 +191,26 @@ func TestStaleReadingPerShard(t *testing.T) {
 	clk.Advance(500 * time.Millisecond)
 	assert.False(t, b.TryAcquireN(2), "the backward reading was not remembered")
 	assert.True(t, b.TryAcquire(), "exactly one second's refill")
+}
+
+// TestSoonest checks the rank order level uses: rank r is the shard whose
+// stream receives a unit r+1 units of V from now.
+func TestSoonest(t *testing.T) {
+	b, err := New(64, 1, WithShards(8))
+	require.NoError(t, err)
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 100 {
+		v, start := r.Int64N(1<<40), uint(r.IntN(8))
+		at := b.soonest(v, start)
+		seen := map[int]bool{}
+		for rank := range 8 {
+			pos := at(rank)
+			require.False(t, seen[pos], "a permutation")
+			seen[pos] = true
+			s := &b.shards[(start+uint(pos))&b.mask]
+			before := (v + s.off) >> b.shift
+			assert.Equal(t, before, (v+int64(rank)+s.off)>>b.shift, "no unit before rank %d", rank)
+			assert.Equal(t, before+1, (v+int64(rank)+1+s.off)>>b.shift, "a unit at rank %d", rank)
+		}
+	}
 }

@@ -71,15 +71,18 @@ type shard struct {
 	_   [unsafe.Sizeof(cpu.CacheLinePad{}) - 24]byte
 }
 
-// avail returns the shard's balance for the bucket-wide stream value v,
-// the z to swap out and the clamped z to build on: units beyond cap
-// are discarded by moving z up to vi - cap.
-func (s *shard) avail(v int64, shift uint) (bal, z, base int64) {
+// state returns the shard's balance for the bucket-wide stream value v
+// (below zero while reservations wait), the z to swap out, and the clamped z
+// to build on: units beyond cap are discarded by moving z up to vi - cap.
+func (s *shard) state(v int64, shift uint) (bal, z, base int64) {
 	vi := (v + s.off) >> shift
 	z = s.z.Load()
 	base = max(z, vi-s.cap)
-	return max(vi-base, 0), z, base
+	return vi - base, z, base
 }
+
+// ready is the stream value at which a shard whose z is z holds need units.
+func (s *shard) ready(z, need int64, shift uint) int64 { return (z+need)<<shift - s.off }
 
 // Bucket is a sharded token bucket. It is safe for concurrent use. The zero
 // value is not usable; create one with New. A Bucket must not be copied after
@@ -96,6 +99,13 @@ type Bucket struct {
 
 	p   refill.Params // immutable after New
 	clk refill.Clock  // immutable after New
+
+	// debtUntil is the elapsed time until which reservations may hold
+	// shards below zero. Only blocking calls write it, so it sits on its own
+	// line, away from the fields every call reads.
+	_         cpu.CacheLinePad
+	debtUntil atomic.Int64
+	_         cpu.CacheLinePad
 }
 
 var _ admit.Limiter = (*Bucket)(nil)
@@ -193,27 +203,36 @@ func (b *Bucket) Acquire(ctx context.Context) error { return b.AcquireN(ctx, 1) 
 // AcquireN blocks until n tokens are consumed or ctx ends, as documented on
 // admit.Limiter. It sleeps on the bucket's Clock for the computed wait.
 func (b *Bucket) AcquireN(ctx context.Context, n int64) error {
-	return refill.Acquire(ctx, &b.clk, &b.p, n, b.take, b.wait)
+	return refill.Acquire(ctx, &b.clk, &b.p, n, b.reserve)
 }
 
-// Tokens returns the current balance, summed over the shards.
+// Tokens returns the current balance, summed over the shards. It is
+// negative while blocked AcquireN calls hold reservations.
 func (b *Bucket) Tokens() float64 {
-	v := b.p.V(b.clk.Now())
+	now := b.clk.Now()
+	v := b.p.V(now)
+	// Without reservations, a shard below zero is only a stale reading:
+	// it holds nothing.
+	debt := now < b.debtUntil.Load()
 	var sum int64
 	for i := range b.shards {
-		bal, _, _ := b.shards[i].avail(v, b.shift)
+		bal, _, _ := b.shards[i].state(v, b.shift)
+		if !debt {
+			bal = max(bal, 0)
+		}
 		sum += bal
 	}
 	return b.p.Float(sum)
 }
 
 // take consumes need units if they are there and reports whether it did.
-func (b *Bucket) take(need int64) bool {
-	v := b.p.V(b.clk.Now())
-	start := home()
+func (b *Bucket) take(need int64) bool { return b.takeAt(need, b.p.V(b.clk.Now()), home()) }
+
+// takeAt is take at stream value v, starting from shard start.
+func (b *Bucket) takeAt(need, v int64, start uint) bool {
 	h := &b.shards[start&b.mask]
 	for {
-		bal, z, base := h.avail(v, b.shift)
+		bal, z, base := h.state(v, b.shift)
 		if bal < need {
 			break
 		}
@@ -224,60 +243,123 @@ func (b *Bucket) take(need int64) bool {
 	return b.gather(need, v, start)
 }
 
-// gather is the slow path: the home shard is short. It sums every shard
-// with loads only, so a rejection writes nothing.
+// gather is the slow path: the home shard is short. It sums what every
+// shard holds with loads only, so a rejection writes nothing.
 func (b *Bucket) gather(need, v int64, start uint) bool {
 	var sum int64
 	for i := range b.shards {
-		bal, _, _ := b.shards[i].avail(v, b.shift)
-		sum += bal
-	}
-	return sum >= need && b.spread(need, v, start)
-}
-
-// spread takes need units from the fullest shards so that what remains is
-// as even as possible (water-filling): a shard left full beside empty ones
-// would discard its share of the refill. It reports false, having put back
-// what it took, if a concurrent caller took the units first.
-func (b *Bucket) spread(need, v int64, start uint) bool {
-	// Balances and planned takes, indexed from home. They live on the stack
-	// for up to 64 shards; more shards cost an allocation on this path.
-	var balBuf, takeBuf [64]int64
-	bal, take := balBuf[:], takeBuf[:]
-	if n := len(b.shards); n > len(balBuf) {
-		bal, take = make([]int64, n), make([]int64, n)
-	}
-	bal, take = bal[:len(b.shards)], take[:len(b.shards)]
-	var sum int64
-	for i := range bal {
-		bal[i], _, _ = b.shards[(start+uint(i))&b.mask].avail(v, b.shift)
-		sum += bal[i]
+		bal, _, _ := b.shards[i].state(v, b.shift)
+		sum += max(bal, 0)
 	}
 	if sum < need {
 		return false
 	}
-	level(bal, take, sum-need)
+	var balBuf, takeBuf [64]int64
+	bal, take := b.scratch(balBuf[:]), b.scratch(takeBuf[:])
+	sum = b.balances(v, start, bal, false)
+	if sum < need {
+		return false
+	}
+	level(bal, take, sum-need, b.soonest(v, start))
+	return b.commit(v, start, take, nil)
+}
 
+// reserve is the blocking step; see refill.Reserve. When the shards hold too
+// little, it spreads the debt over all of them as evenly as it spreads
+// takes, so that they all come back above zero together, after the deficit
+// divided by the rate.
+func (b *Bucket) reserve(need, limit int64) (int64, func()) {
+	now := b.clk.Now()
+	v := b.p.V(now)
+	start := home()
+	if b.takeAt(need, v, start) {
+		return 0, nil
+	}
+	var balBuf, takeBuf, zBuf [64]int64
+	bal, take, zs := b.scratch(balBuf[:]), b.scratch(takeBuf[:]), b.scratch(zBuf[:])
+	sum := b.balances(v, start, bal, true)
+	if _, ok := refill.Deficit(sum, need); !ok {
+		return refill.Never, nil
+	}
+	level(bal, take, sum-need, b.soonest(v, start))
+	// The planned wait: each shard left below zero must refill to zero.
+	// Its z after the take is vi - bal + take.
+	ready := int64(0)
+	for i, t := range take {
+		if t > 0 && bal[i] < t {
+			s := &b.shards[(start+uint(i))&b.mask]
+			ready = max(ready, s.ready((v+s.off)>>b.shift-bal[i]+t, 0, b.shift))
+		}
+	}
+	wait := refill.Wait(now, b.p.When(now, ready))
+	if wait == refill.Never || wait > limit {
+		return wait, nil
+	}
+	b.commit(v, start, take, zs)
+	// Concurrent callers may have moved the shards since the plan: the
+	// reservation is good once every z this call left behind is covered.
+	ready = 0
+	for i, t := range take {
+		if t > 0 {
+			s := &b.shards[(start+uint(i))&b.mask]
+			ready = max(ready, s.ready(zs[i], 0, b.shift))
+		}
+	}
+	taken := slices.Clone(take) // the undo outlives this frame
+	undo := func() { b.refund(start, taken) }
+	if wait = refill.Wait(now, b.p.When(now, ready)); wait == refill.Never || wait > limit {
+		undo()
+		return wait, nil
+	}
+	for until := b.debtUntil.Load(); until < now+wait && !b.debtUntil.CompareAndSwap(until, now+wait); {
+		until = b.debtUntil.Load()
+	}
+	return wait, undo
+}
+
+// scratch returns buf cut to the shard count, or a new slice if there are
+// more than 64 shards.
+func (b *Bucket) scratch(buf []int64) []int64 {
+	if n := len(b.shards); n <= len(buf) {
+		return buf[:n]
+	}
+	return make([]int64, len(b.shards))
+}
+
+// balances fills bal with every shard's balance, indexed from start, and
+// returns their sum. Without debt, balances below zero count as zero.
+func (b *Bucket) balances(v int64, start uint, bal []int64, debt bool) int64 {
+	var sum int64
+	for i := range bal {
+		bal[i], _, _ = b.shards[(start+uint(i))&b.mask].state(v, b.shift)
+		if !debt {
+			bal[i] = max(bal[i], 0)
+		}
+		sum += bal[i]
+	}
+	return sum
+}
+
+// commit takes take[i] units from shard start+i. With zs nil, it takes only
+// units that are there: if a concurrent caller took them first, it puts back
+// what it took and reports false. With zs non-nil it may take a shard below
+// zero (a reservation), always succeeds, and records each z it left behind.
+func (b *Bucket) commit(v int64, start uint, take, zs []int64) bool {
 	for i, t := range take {
 		if t == 0 {
 			continue
 		}
 		s := &b.shards[(start+uint(i))&b.mask]
 		for {
-			have, z, base := s.avail(v, b.shift)
-			if have < t {
-				// A concurrent caller took these units first: put back
-				// what this call took and reject. Adding to a shard that
-				// has since filled up only loses the excess to its cap;
-				// it never creates tokens.
-				for j := range i {
-					if take[j] > 0 {
-						b.shards[(start+uint(j))&b.mask].z.Add(-take[j])
-					}
-				}
+			bal, z, base := s.state(v, b.shift)
+			if zs == nil && bal < t {
+				b.refund(start, take[:i])
 				return false
 			}
 			if s.z.CompareAndSwap(z, base+t) {
+				if zs != nil {
+					zs[i] = base + t
+				}
 				break
 			}
 		}
@@ -285,18 +367,46 @@ func (b *Bucket) spread(need, v int64, start uint) bool {
 	return true
 }
 
+// refund gives back take[i] units to shard start+i. Adding to a shard that
+// has since filled up only loses the excess to its cap; it never creates
+// tokens.
+func (b *Bucket) refund(start uint, take []int64) {
+	for i, t := range take {
+		if t > 0 {
+			b.shards[(start+uint(i))&b.mask].z.Add(-t)
+		}
+	}
+}
+
+// soonest returns a function from rank to position (index from start): the
+// rank-th position is the shard that receives the rank-th next unit of the
+// refill stream after v. Shard i receives unit u when (u + off_i) is a
+// multiple of the shard count, so each rank names exactly one shard.
+func (b *Bucket) soonest(v int64, start uint) func(rank int) int {
+	return func(rank int) int {
+		off := (int64(len(b.shards)) - int64(rank) - 1 - v) & int64(b.mask)
+		return int((b.mask - uint(off) - start) & b.mask)
+	}
+}
+
 // level fills take so that taking take[i] from bal[i] leaves keep units in
-// total, with the remainders as even as possible: every shard keeps
-// min(bal[i], L) or one unit less, for the lowest such water level L.
-// It requires 0 <= keep <= sum(bal).
-func level(bal, take []int64, keep int64) {
+// total, as evenly as possible: every shard keeps min(bal[i], L) or one unit
+// less, for the lowest water level L that keeps enough. The shards that keep
+// one less are the first in the order at gives, the ones refilled soonest, so
+// that a reservation spread this way is covered as soon as the stream has
+// produced its deficit. Balances and keep may be negative (reservations).
+// It requires keep <= sum(bal).
+func level(bal, take []int64, keep int64, at func(rank int) int) {
 	kept := func(l int64) (sum int64) {
 		for _, b := range bal {
 			sum += min(b, l)
 		}
 		return sum
 	}
-	lo, hi := int64(-1), slices.Max(bal) // kept(lo) < keep <= kept(hi) when keep > 0
+	n := int64(len(bal))
+	// kept(lo) < keep <= kept(hi): below every balance, kept is n·lo.
+	lo := min(slices.Min(bal), keep/n-1) - 1
+	hi := slices.Max(bal)
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
 		if kept(mid) >= keep {
@@ -305,46 +415,16 @@ func level(bal, take []int64, keep int64) {
 			lo = mid
 		}
 	}
-	over := kept(hi) - keep // fewer than the shards holding hi or more
 	for i, b := range bal {
-		k := min(b, hi)
-		if over > 0 && b >= hi && hi > 0 {
-			k--
+		take[i] = b - min(b, hi)
+	}
+	// kept(hi) - kept(hi-1) counts the shards at or above hi, so fewer
+	// than that many keep one unit less.
+	over := kept(hi) - keep
+	for rank := 0; over > 0; rank++ {
+		if i := at(rank); bal[i] >= hi {
+			take[i]++
 			over--
 		}
-		take[i] = b - k
 	}
-}
-
-// wait returns the ns from now until the shards, as loaded now, hold need
-// units in total, or refill.Never. It searches on the stream value, since
-// each shard's balance depends on the time only through V.
-func (b *Bucket) wait(need int64) int64 {
-	now := b.clk.Now()
-	v := b.p.V(now)
-	total := func(v int64) int64 {
-		var sum int64
-		for i := range b.shards {
-			bal, _, _ := b.shards[i].avail(v, b.shift)
-			sum += bal
-		}
-		return sum
-	}
-	hi := b.p.V(refill.Horizon)
-	if total(hi) < need {
-		return refill.Never
-	}
-	lo := v // total(lo) < need <= total(hi)
-	if total(lo) >= need {
-		return 0 // freed meanwhile: retry at once
-	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if total(mid) >= need {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return refill.Wait(now, b.p.When(now, hi))
 }

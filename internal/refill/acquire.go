@@ -3,6 +3,7 @@ package refill
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/admit-go/admit"
@@ -59,21 +60,39 @@ func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 	return c.c.Sleep(ctx, d)
 }
 
-// Never is what a wait function returns when no amount of waiting helps.
+// Never is what a reserve function returns when no amount of waiting helps.
 const Never = -1
 
-// Acquire is the blocking loop shared by every bucket. take tries to consume
-// need units now and reports whether it did; it consumes nothing otherwise.
-// wait returns the nanoseconds until need units could be there, from the
-// bucket as it is now (0 or less if they already are), or Never. It is only
-// called after take failed, so rejections on the non-blocking path never pay
-// for computing a wait.
+// maxDebt bounds how far reservations may take a balance below zero: units
+// for 2^62 ns of refill or more, so no sum of a balance and a request
+// overflows.
+const maxDebt = -int64(1) << 62
+
+// Deficit returns how many units must be produced before a balance of bal
+// covers need, and false if that would take the balance below maxDebt.
+func Deficit(bal, need int64) (int64, bool) {
+	if bal-need < maxDebt {
+		return 0, false
+	}
+	return need - bal, true
+}
+
+// Reserve is a bucket's blocking step. It consumes need units now if they
+// are there and returns wait 0. Otherwise it returns the nanoseconds until
+// they will have been produced; if that is at most limit it also consumes
+// them now, taking the balance below zero (a reservation), and returns an
+// undo that gives them back. Over limit, or Never, it consumes nothing and
+// returns a nil undo.
+type Reserve func(need, limit int64) (wait int64, undo func())
+
+// Acquire is the blocking path shared by every bucket.
 //
-// There is no queue: waiters sleep for their own computed wait and retry, so
-// cancelling one leaves nothing behind, and waiters that wake together race
-// for what the rate produced meanwhile. The rate bounds admissions, so they
-// come at the rate and never in a burst; order among waiters is not FIFO.
-func Acquire(ctx context.Context, clk *Clock, p *Params, n int64, take func(need int64) bool, wait func(need int64) int64) error {
+// A caller that must wait reserves its tokens at once and sleeps until they
+// exist, so waiters are served in the order they arrived and later callers,
+// TryAcquire included, cannot overtake them; admissions follow the rate
+// exactly however late the timer wakes a sleeper. If ctx ends first, the
+// reservation is undone and the tokens are available to others at once.
+func Acquire(ctx context.Context, clk *Clock, p *Params, n int64, reserve Reserve) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -85,24 +104,23 @@ func Acquire(ctx context.Context, clk *Clock, p *Params, n int64, take func(need
 	case n > p.Cap>>p.Shift:
 		return fmt.Errorf("%w: n=%d exceeds the capacity %d", admit.ErrUnsatisfiable, n, p.Cap>>p.Shift)
 	}
-	need := p.Units(n)
-	for !take(need) {
-		w := wait(need)
-		switch {
-		case w == Never:
-			return fmt.Errorf("%w: n=%d: too few tokens and no refill (rate 0, or the clock is past its horizon)", admit.ErrUnsatisfiable, n)
-		case w <= 0:
-			continue // another caller put tokens back meanwhile: retry at once
-		}
-		d := time.Duration(w)
-		if dl, ok := ctx.Deadline(); ok {
-			if left := time.Until(dl); left < d {
-				return fmt.Errorf("%w: n=%d is %v away, the deadline %v: %w", admit.ErrDeadline, n, d, left, context.DeadlineExceeded)
-			}
-		}
-		if err := clk.Sleep(ctx, d); err != nil {
-			return err
-		}
+	limit := int64(math.MaxInt64)
+	dl, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		limit = int64(time.Until(dl))
+	}
+	wait, undo := reserve(p.Units(n), limit)
+	switch {
+	case wait == 0:
+		return nil
+	case wait == Never:
+		return fmt.Errorf("%w: n=%d: too few tokens and no refill in time (rate 0, or past the clock's horizon)", admit.ErrUnsatisfiable, n)
+	case undo == nil:
+		return fmt.Errorf("%w: n=%d is %v away, the deadline %v: %w", admit.ErrDeadline, n, time.Duration(wait), time.Until(dl), context.DeadlineExceeded)
+	}
+	if err := clk.Sleep(ctx, time.Duration(wait)); err != nil {
+		undo()
+		return err
 	}
 	return nil
 }

@@ -237,8 +237,10 @@ var palette = []color.Color{
 	color.RGBA{0xd6, 0x27, 0x28, 0xff}, // xrate
 	color.RGBA{0x94, 0x67, 0xbd, 0xff}, // juju
 	color.RGBA{0x8c, 0x56, 0x4b, 0xff}, // uber
-	color.RGBA{0xe3, 0x77, 0xc2, 0xff}, // anything else
+	color.RGBA{0xe3, 0x77, 0xc2, 0xff}, // anything else, in order of appearance
 	color.RGBA{0x17, 0xbe, 0xcf, 0xff},
+	color.RGBA{0xbc, 0xbd, 0x22, 0xff},
+	color.RGBA{0x39, 0x3b, 0x79, 0xff},
 }
 
 func draw1(file, format string, d *dataset, g *group, unit string) error {
@@ -342,8 +344,9 @@ func draw1(file, format string, d *dataset, g *group, unit string) error {
 	r := leg.Rectangle(dc)
 	legendWidth := r.Max.X - r.Min.X
 	leg.YOffs = -p.Title.TextStyle.FontExtents().Height * 4
+	leg.XOffs = -3 * vg.Millimeter
 	leg.Draw(dc)
-	p.Draw(draw.Crop(dc, 0, -legendWidth-vg.Millimeter*4, 0, 0))
+	p.Draw(draw.Crop(dc, 0, -legendWidth-7*vg.Millimeter, 0, 0))
 
 	f, err := os.Create(file)
 	if err != nil {

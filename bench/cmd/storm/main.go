@@ -15,17 +15,25 @@
 // configuration runs -trials times; the row shows the trial with the largest
 // excess, and over counts the trials with excess above 1.
 //
-// go.uber.org/ratelimit is not in the storm: its Take blocks until the
-// caller's turn and never rejects, so there is nothing to over-admit.
+// go.uber.org/ratelimit is not in the storm: its Take never rejects, it
+// blocks until the caller's slot, so a storm of Take would measure how long
+// callers queue rather than how many are admitted.
 //
 // The second table is fairness under blocking: -waiters goroutines call
 // Acquire together on a limiter of capacity 1 that was just drained at time
 // t0. The k-th admission can come no earlier than t0 + k/rate (the ideal
 // schedule); each admission time is read after Acquire returns, so it can
 // only be late, never spuriously early. The table gives the spread of the
-// sorted admission times against that schedule. uber is included here: Take
+// sorted admission times against that schedule: the last admission, the
+// ideal last (waiters/rate), the rate achieved (waiters/last), the largest
+// and the mean absolute deviation, the smallest deviation (negative is
+// early) and how many came more than 1µs early. uber is included here: Take
 // is a blocking limiter, and its first Take plays the drain. juju's Wait and
 // uber's Take take no context.
+//
+// The defaults finish in well under a minute. Run from the bench directory:
+//
+//	go run ./cmd/storm [-duration 250ms] [-trials 3] [-save ../results]
 package main
 
 import (
@@ -37,6 +45,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -61,7 +70,7 @@ func main() {
 	mixes := flag.String("mixes", "1e5:10,1e3:1,1e6:1000", "comma-separated rate:capacity pairs for the storm")
 	waiters := flag.Int("waiters", 50, "goroutines blocked in Acquire in the fairness table")
 	waitRates := flag.String("waitrates", "200,2000", "comma-separated rates for the fairness table")
-	outPath := flag.String("o", "", "also write the output to this file")
+	save := flag.String("save", "", "also write the output to <save>/storm-<YYYY-MM-DD>.txt")
 	flag.Parse()
 
 	gs, err := parseInts(*goroutines)
@@ -72,10 +81,15 @@ func main() {
 	check(err)
 
 	var out io.Writer = os.Stdout
-	if *outPath != "" {
-		f, err := os.Create(*outPath)
+	if *save != "" {
+		check(os.MkdirAll(*save, 0o755))
+		path := filepath.Join(*save, "storm-"+time.Now().Format("2006-01-02")+".txt")
+		f, err := os.Create(path)
 		check(err)
-		defer f.Close()
+		defer func() {
+			check(f.Close())
+			fmt.Fprintln(os.Stderr, "storm: wrote", path)
+		}()
 		out = io.MultiWriter(os.Stdout, f)
 	}
 
@@ -168,12 +182,16 @@ const earlyTolerance = time.Microsecond
 
 func waitTable(out io.Writer, waiters int, rates []float64) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "impl\twaiters\trate/s\tok\tlast\tideal last\tmax late\tmean |dev|\tmin dev\tearly>1µs\t")
+	fmt.Fprintln(tw, "impl\twaiters\trate/s\tok\tlast\tideal last\tachieved/s\tmax late\tmean |dev|\tmin dev\tearly>1µs\t")
 	for _, rate := range rates {
 		for _, im := range bench.Impls {
 			r := waiterRun(im, waiters, rate)
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%v\t%v\t%v\t%v\t%v\t%d\t\n",
-				im.Name, waiters, fmtRate(rate), r.ok, r.last, r.idealLast,
+			achieved := "-"
+			if r.last > 0 {
+				achieved = strconv.FormatFloat(float64(r.ok)/r.last.Seconds(), 'f', 0, 64)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%v\t%v\t%s\t%v\t%v\t%v\t%d\t\n",
+				im.Name, waiters, fmtRate(rate), r.ok, r.last, r.idealLast, achieved,
 				r.maxLate, r.meanAbs, r.minDev, r.early)
 		}
 	}
@@ -279,7 +297,22 @@ func header(w io.Writer) {
 	fmt.Fprintf(w, "go: %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(w, "commit: %s\n", commit)
 	fmt.Fprintf(w, "date: %s\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "loadavg-at-start: %s\n", loadavg())
 	fmt.Fprintf(w, "command: cd bench && go run ./cmd/storm %s\n", strings.Join(os.Args[1:], " "))
+}
+
+// loadavg is /proc/loadavg's 1, 5 and 15 minute figures: a busy machine
+// makes every number in the run suspect, and the header should say so.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func cpuModel() string {
