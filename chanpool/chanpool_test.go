@@ -103,9 +103,13 @@ func newPool(t *testing.T, capacity int, f *factory, opts ...chanpool.Option[*re
 	return p
 }
 
+// closeNow closes p, which must have no lease out: with a context that has
+// already ended, Close succeeds only if it has nothing to wait for.
 func closeNow(t *testing.T, p *chanpool.Pool[*res]) {
 	t.Helper()
-	require.NoError(t, p.Close(context.Background()))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, p.Close(ctx), "a lease is still out")
 }
 
 // waitBlocked returns once exactly n goroutines are parked in a select
@@ -248,6 +252,40 @@ func TestWaitersServedInArrivalOrder(t *testing.T) {
 	st := p.Stats()
 	assert.Equal(t, uint64(1), st.Created)
 	assert.Equal(t, uint64(waiters), st.Waits)
+	closeNow(t, p)
+	f.checkAllDestroyedOnce(t)
+}
+
+// TestReleaseGoesToWaiterNotNewcomer checks that a release with a caller
+// queued hands the resource to that caller inside the Release itself, so
+// that a newcomer asking right after finds nothing, even before the waiter
+// has run.
+func TestReleaseGoesToWaiterNotNewcomer(t *testing.T) {
+	f := &factory{}
+	p := newPool(t, 1, f)
+	held, err := p.Acquire(context.Background())
+	require.NoError(t, err)
+	proceed := make(chan struct{})
+	got := make(chan int, 1)
+	go func() {
+		l, err := p.Acquire(context.Background())
+		if err != nil {
+			close(got)
+			return
+		}
+		got <- l.Value().id
+		<-proceed
+		l.Release()
+	}()
+	waitBlocked(t, waitFrame, 1)
+	held.Release()
+	_, ok := p.TryAcquire()
+	assert.False(t, ok, "a newcomer took the resource released to a waiter")
+	assert.Equal(t, 1, <-got)
+	close(proceed)
+	l, err := p.Acquire(context.Background()) // after the waiter's release
+	require.NoError(t, err)
+	l.Release()
 	closeNow(t, p)
 	f.checkAllDestroyedOnce(t)
 }
@@ -679,6 +717,38 @@ func TestCloseWaitsForLeases(t *testing.T) {
 	f.checkAllDestroyedOnce(t)
 }
 
+// TestReleaseRacingCloseIsDestroyed plays the one interleaving the storm
+// can hardly hit: a Release reads the pool as open, then Close runs from
+// start to finish (it finds the lease out and gives up at once), then the
+// Release sends the resource on the channel. The resource must still be
+// destroyed, and the pool end with nothing left to wait for.
+func TestReleaseRacingCloseIsDestroyed(t *testing.T) {
+	f := &factory{}
+	p := newPool(t, 1, f)
+	l, ok := p.TryAcquire()
+	require.True(t, ok)
+
+	var closeErr error
+	ran := false
+	chanpool.SetTestHookBeforeSend(func() {
+		if ran {
+			return
+		}
+		ran = true
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		closeErr = p.Close(ctx)
+	})
+	defer chanpool.SetTestHookBeforeSend(nil)
+	l.Release()
+	require.True(t, ran)
+	require.ErrorIs(t, closeErr, context.Canceled)
+	assert.Contains(t, closeErr.Error(), "1 lease(s) still out")
+	assert.Equal(t, []int{1}, f.killedIDs(), "the late Release destroyed the resource")
+	closeNow(t, p)
+	f.checkAllDestroyedOnce(t)
+}
+
 func TestCloseWakesWaiters(t *testing.T) {
 	const waiters = 4
 	f := &factory{}
@@ -765,21 +835,21 @@ func TestAcquireReleaseAllocatesNothing(t *testing.T) {
 // with failing creates and validations, cancelled contexts and misuse, and
 // checks the pool's invariants: never more than capacity resources alive,
 // never one resource under two leases, no slot lost, every resource
-// destroyed exactly once after Close. With closeMid, one goroutine closes
-// the pool halfway through.
+// destroyed exactly once after Close. With close=wait, one goroutine closes
+// the pool halfway through and waits for the others' leases; with
+// close=nowait, it closes with a context that has already ended, so that
+// leases still out are destroyed by the Release calls racing with Close.
 func TestStorm(t *testing.T) {
-	for _, closeMid := range []bool{false, true} {
-		t.Run(fmt.Sprintf("closeMid=%v", closeMid), func(t *testing.T) {
-			storm(t, closeMid)
-		})
+	for _, mode := range []string{"none", "wait", "nowait"} {
+		t.Run("close="+mode, func(t *testing.T) { storm(t, mode) })
 	}
 }
 
-func storm(t *testing.T, closeMid bool) {
+func storm(t *testing.T, closeMode string) {
 	const (
 		capacity   = 4
 		goroutines = 16
-		ops        = 1500
+		ops        = 4000
 	)
 	f := &factory{}
 	var creates atomic.Int64
@@ -831,9 +901,14 @@ func storm(t *testing.T, closeMid bool) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 42))
 			for i := range ops {
-				if closeMid && g == 0 && i == ops/2 {
+				if closeMode != "none" && g == 0 && i == ops/2 {
 					isClosed.Store(true)
-					closeErr <- p.Close(context.Background())
+					ctx, cancel := context.WithCancel(context.Background())
+					if closeMode == "nowait" {
+						cancel()
+					}
+					closeErr <- p.Close(ctx)
+					cancel()
 				}
 				switch rng.IntN(10) {
 				case 0, 1, 2:
@@ -905,10 +980,17 @@ func storm(t *testing.T, closeMid bool) {
 	assert.Zero(t, misuse.Load(), "a double Release did not panic")
 	assert.LessOrEqual(t, f.peak.Load(), int64(capacity), "more than capacity resources alive")
 	assert.Positive(t, p.Stats().Created)
+	t.Logf("after the storm: %+v", p.Stats())
 
-	if closeMid {
+	switch closeMode {
+	case "wait":
 		require.NoError(t, <-closeErr)
-	} else {
+	case "nowait":
+		if err := <-closeErr; err != nil {
+			require.ErrorIs(t, err, context.Canceled)
+		}
+		closeNow(t, p) // every lease has ended since: nothing left to wait for
+	default:
 		// No slot lost: capacity acquires succeed at once.
 		failing.Store(false)
 		ls := make([]chanpool.Lease[*res], capacity)

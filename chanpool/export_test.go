@@ -3,3 +3,8 @@ package chanpool
 // LifetimeJitter exposes the lifetime jitter to the black-box tests, so that
 // the model in FuzzPool can predict expiry to the nanosecond.
 var LifetimeJitter = lifetimeJitter
+
+// SetTestHookBeforeSend sets the hook that runs in put between the first
+// read of the closed flag and the send on the channel. Tests set it only
+// while no pool is in use by another goroutine.
+func SetTestHookBeforeSend(f func()) { testHookBeforeSend = f }
