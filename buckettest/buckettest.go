@@ -550,36 +550,47 @@ func (s suite) storm(t *testing.T) {
 				t.Parallel()
 				l, err := s.make(mix.capacity, mix.rate)
 				require.NoError(t, err)
-				var stop atomic.Bool
-				var admitted atomic.Int64
-				var wg sync.WaitGroup
-				begin := time.Now()
-				for i := range g {
-					wg.Go(func() {
-						var mine int64
-						for !stop.Load() {
-							if i%2 == 0 {
-								if l.TryAcquire() {
-									mine++
-								}
-							} else if n := int64(1 + i%3); l.TryAcquireN(n) {
-								mine += n
-							}
-						}
-						admitted.Add(mine)
-					})
-				}
-				time.Sleep(20 * time.Millisecond) // how long to storm, not an assertion
-				stop.Store(true)
-				wg.Wait()
-				elapsed := time.Since(begin)
+				// Even goroutines take one token at a time, odd ones 2 or 3.
+				admitted, elapsed := Storm(l, g, 20*time.Millisecond, func(i int) int64 {
+					if i%2 == 0 {
+						return 1
+					}
+					return int64(2 + i%2*(i/2%2))
+				})
 				bound := float64(mix.capacity) + mix.rate*elapsed.Seconds() + 1
-				assert.LessOrEqual(t, float64(admitted.Load()), bound, "admitted over %v", elapsed)
+				assert.LessOrEqual(t, float64(admitted), bound, "admitted over %v", elapsed)
 				tok := l.Tokens()
 				assert.True(t, tok >= 0 && tok <= float64(mix.capacity), "Tokens() = %v outside [0, %d]", tok, mix.capacity)
 			})
 		}
 	}
+}
+
+// Storm runs g goroutines that call l.TryAcquireN(n(i)) (i is the
+// goroutine's index) as fast as they can for about d, and returns the tokens
+// admitted and the time from before the first goroutine started to after the
+// last one ended: the span over which capacity + rate × elapsed bounds what
+// any correct limiter admits, however the goroutines were scheduled.
+func Storm(l admit.Limiter, g int, d time.Duration, n func(i int) int64) (admitted int64, elapsed time.Duration) {
+	var stop atomic.Bool
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for i := range g {
+		wg.Go(func() {
+			var mine int64
+			for k := n(i); !stop.Load(); {
+				if l.TryAcquireN(k) {
+					mine += k
+				}
+			}
+			total.Add(mine)
+		})
+	}
+	time.Sleep(d) // how long to storm, not an assertion
+	stop.Store(true)
+	wg.Wait()
+	return total.Load(), time.Since(begin)
 }
 
 // noGoroutines checks that a bucket starts no goroutine of its own: not in

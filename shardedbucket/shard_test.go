@@ -3,8 +3,6 @@ package shardedbucket
 import (
 	"math/rand/v2"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -134,26 +132,8 @@ func TestGatherStorm(t *testing.T) {
 	const capacity, rate = 64, 1e5
 	b, err := New(capacity, rate, WithShards(16))
 	require.NoError(t, err)
-	var stop atomic.Bool
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	begin := time.Now()
-	for g := range 16 {
-		wg.Go(func() {
-			var mine int64
-			for n := int64(1 + g%9); !stop.Load(); {
-				if b.TryAcquireN(n) {
-					mine += n
-				}
-			}
-			admitted.Add(mine)
-		})
-	}
-	time.Sleep(30 * time.Millisecond) // how long to storm, not an assertion
-	stop.Store(true)
-	wg.Wait()
-	elapsed := time.Since(begin)
-	assert.LessOrEqual(t, float64(admitted.Load()), capacity+rate*elapsed.Seconds()+1)
+	admitted, elapsed := buckettest.Storm(b, 16, 30*time.Millisecond, func(i int) int64 { return int64(1 + i%9) })
+	assert.LessOrEqual(t, float64(admitted), capacity+rate*elapsed.Seconds()+1)
 	tok := b.Tokens()
 	assert.True(t, tok >= 0 && tok <= capacity, "Tokens() = %v", tok)
 }

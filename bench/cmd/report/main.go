@@ -22,7 +22,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"flag"
 	"fmt"
@@ -30,9 +29,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
+
+	"github.com/admit-go/admit/bench/internal/provenance"
 )
 
 // The full run: every benchmark of package bench at four GOMAXPROCS values,
@@ -119,7 +119,7 @@ func main() {
 			log("%v", err)
 			os.Exit(1)
 		}
-		commit, _ := gitCommit()
+		commit, _ := provenance.Commit()
 		stem := fmt.Sprintf("%s-%s-%s", time.Now().Format("2006-01-02"), shortHost(), commit)
 		rawPath = filepath.Join(*results, stem+".txt")
 		statPath = filepath.Join(*results, stem+"-benchstat.txt")
@@ -186,69 +186,13 @@ func main() {
 	log("table in %s", statPath)
 }
 
-// header writes the run's provenance as benchfmt configuration lines:
-// lower-case keys, a colon, the value.
+// header writes the run's provenance; see package provenance.
 func header(w io.Writer, goCmd, command string) {
-	commit, dirty := gitCommit()
-	if dirty {
-		commit += " (tracked files modified)"
-	}
 	goVersion := "unknown"
 	if out, err := exec.Command(goCmd, "version").Output(); err == nil {
 		goVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "go version ")
 	}
-	host, _ := os.Hostname()
-	fmt.Fprintf(w, "machine: %s\n", host)
-	fmt.Fprintf(w, "cpu-model: %s\n", cpuModel())
-	fmt.Fprintf(w, "cores: %d\n", runtime.NumCPU())
-	fmt.Fprintf(w, "go: %s\n", goVersion)
-	fmt.Fprintf(w, "commit: %s\n", commit)
-	fmt.Fprintf(w, "date: %s\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(w, "loadavg-at-start: %s\n", loadavg())
-	fmt.Fprintf(w, "command: %s\n", command)
-	fmt.Fprintf(w, "note: GOMAXPROCS above the core count only adds goroutines\n")
-}
-
-// loadavg is /proc/loadavg's 1, 5 and 15 minute figures: a busy machine
-// makes every number in the run suspect, and the header should say so.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-// cpuModel reads the first "model name" of /proc/cpuinfo.
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return runtime.GOARCH
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		k, v, ok := strings.Cut(s.Text(), ":")
-		if ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return runtime.GOARCH
-}
-
-// gitCommit returns the short commit of the checkout and whether tracked
-// files outside results/ differ from it. Without git it returns "nocommit".
-func gitCommit() (string, bool) {
-	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		return "nocommit", false
-	}
-	status, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", "..", ":(exclude)../results").Output()
-	return strings.TrimSpace(string(out)), len(bytes.TrimSpace(status)) > 0
+	provenance.Write(w, goVersion, command)
 }
 
 // shortHost is the host name up to its first dot.

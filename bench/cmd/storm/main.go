@@ -37,14 +37,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -56,6 +54,8 @@ import (
 	"time"
 
 	"github.com/admit-go/admit/bench"
+
+	"github.com/admit-go/admit/bench/internal/provenance"
 )
 
 type mix struct {
@@ -285,50 +285,9 @@ func schedule(k int, rate float64) time.Duration {
 }
 
 func header(w io.Writer) {
-	host, _ := os.Hostname()
-	commit := "nocommit"
-	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
-		commit = strings.TrimSpace(string(out))
-	}
-	fmt.Fprintf(w, "machine: %s\n", host)
-	fmt.Fprintf(w, "cpu-model: %s\n", cpuModel())
-	fmt.Fprintf(w, "cores: %d\n", runtime.NumCPU())
+	provenance.Write(w, fmt.Sprintf("%s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH),
+		"cd bench && go run ./cmd/storm "+strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(w, "gomaxprocs: %d\n", runtime.GOMAXPROCS(0))
-	fmt.Fprintf(w, "go: %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(w, "commit: %s\n", commit)
-	fmt.Fprintf(w, "date: %s\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(w, "loadavg-at-start: %s\n", loadavg())
-	fmt.Fprintf(w, "command: cd bench && go run ./cmd/storm %s\n", strings.Join(os.Args[1:], " "))
-}
-
-// loadavg is /proc/loadavg's 1, 5 and 15 minute figures: a busy machine
-// makes every number in the run suspect, and the header should say so.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return runtime.GOARCH
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		k, v, ok := strings.Cut(s.Text(), ":")
-		if ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return runtime.GOARCH
 }
 
 // fmtRate prints 100000 as 1e5 and 200 as 200.
