@@ -19,8 +19,10 @@
 //
 // All three buckets refill lazily from a monotonic clock on each call (no
 // background goroutine), keep balances in integer sub-token units derived
-// from absolute time (no drift, no overflow over 146 years), ignore clock
-// readings older than one already applied, and never admit more than
-// capacity + rate × elapsed. The README compares them with each other and
-// with golang.org/x/time/rate on measured numbers.
+// from absolute time (no drift, and no overflow within the 146-year horizon
+// from a bucket's creation), add nothing for clock readings older than one
+// already applied, never admit more than capacity + rate × elapsed, and
+// serve blocked callers in arrival order through reservations. The README
+// compares them with each other and with golang.org/x/time/rate on measured
+// numbers.
 package admit

@@ -68,7 +68,7 @@ func (*noCopy) Unlock() {}
 // New returns a full bucket holding capacity tokens that refills at
 // refillPerSecond tokens per second. It returns an error wrapping
 // admit.ErrInvalidConfig for a capacity below 1, a rate that is negative,
-// NaN or infinite, or one the bucket cannot represent (2e9/s or more, or too
+// NaN or infinite, or one the bucket cannot represent (above 1e9/s, or too
 // small for the capacity); every capacity in [1, 1e9] and every rate 0 or in
 // [1e-6, 1e9] is accepted.
 func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket, error) {
@@ -141,39 +141,48 @@ func (b *Bucket) take(need int64) bool {
 }
 
 // reserve is the blocking step; see refill.Reserve.
-func (b *Bucket) reserve(need, limit int64) (int64, func()) {
+func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 	now := b.clk.Now()
 	for {
 		s := b.st.Load()
 		bal, at := b.p.Refill(s.tokens, s.last, now)
-		wait := int64(0)
+		wake := now
 		if bal < need {
 			deficit, ok := refill.Deficit(bal, need)
 			if !ok {
 				return refill.Never, nil
 			}
-			if wait = refill.Wait(now, b.p.When(at, b.p.V(at)+deficit)); wait == refill.Never || wait > limit {
-				return wait, nil
+			target, ok := b.p.Target(at, deficit)
+			if !ok {
+				return refill.Never, nil
+			}
+			if wake = b.p.When(at, target); wake-now > limit {
+				return wake - now, nil
 			}
 		}
 		// Below zero when waiting: later callers queue behind.
 		if b.st.CompareAndSwap(s, &state{tokens: bal - need, last: at}) {
-			if wait == 0 {
+			if wake == now {
 				return 0, nil
 			}
-			return wait, func() { b.refund(need) }
+			return wake - now, func() bool { return b.refund(need, wake) }
 		}
 	}
 }
 
-// refund gives back a reservation's units; the cap still applies.
-func (b *Bucket) refund(units int64) {
+// refund gives back a reservation's units if its wake time has not come, by
+// the bucket's latest time as well as the clock's. Until then the balance
+// stays below zero, so the cap has discarded nothing and the refund is exact.
+func (b *Bucket) refund(units, wake int64) bool {
 	now := b.clk.Now()
 	for {
 		s := b.st.Load()
+		if now >= wake || s.last >= wake {
+			return false
+		}
 		bal, at := b.p.Refill(s.tokens, s.last, now)
 		if b.st.CompareAndSwap(s, &state{tokens: min(bal+units, b.p.Cap), last: at}) {
-			return
+			return true
 		}
 	}
 }

@@ -48,7 +48,7 @@ var _ admit.Limiter = (*Bucket)(nil)
 // New returns a full bucket holding capacity tokens that refills at
 // refillPerSecond tokens per second. It returns an error wrapping
 // admit.ErrInvalidConfig for a capacity below 1, a rate that is negative,
-// NaN or infinite, or one the bucket cannot represent (2e9/s or more, or too
+// NaN or infinite, or one the bucket cannot represent (above 1e9/s, or too
 // small for the capacity); every capacity in [1, 1e9] and every rate 0 or in
 // [1e-6, 1e9] is accepted.
 func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket, error) {
@@ -110,7 +110,7 @@ func (b *Bucket) take(need int64) bool {
 }
 
 // reserve is the blocking step; see refill.Reserve.
-func (b *Bucket) reserve(need, limit int64) (int64, func()) {
+func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clk.Now()
@@ -123,18 +123,29 @@ func (b *Bucket) reserve(need, limit int64) (int64, func()) {
 	if !ok {
 		return refill.Never, nil
 	}
-	wait := refill.Wait(now, b.p.When(at, b.p.V(at)+deficit))
-	if wait == refill.Never || wait > limit {
+	target, ok := b.p.Target(at, deficit)
+	if !ok {
+		return refill.Never, nil
+	}
+	wake := b.p.When(at, target)
+	if wait := wake - now; wait > limit {
 		return wait, nil
 	}
 	b.tokens, b.last = bal-need, at // below zero: later callers queue behind
-	return wait, func() { b.refund(need) }
+	return wake - now, func() bool { return b.refund(need, wake) }
 }
 
-// refund gives back a reservation's units; the cap still applies.
-func (b *Bucket) refund(units int64) {
+// refund gives back a reservation's units if its wake time has not come.
+// Until then the balance stays below zero, so the cap has discarded nothing
+// and the refund is exact.
+func (b *Bucket) refund(units, wake int64) bool {
 	b.mu.Lock()
-	bal, at := b.p.Refill(b.tokens, b.last, b.clk.Now())
+	defer b.mu.Unlock()
+	now := b.clk.Now()
+	if now >= wake {
+		return false
+	}
+	bal, at := b.p.Refill(b.tokens, b.last, now)
 	b.tokens, b.last = min(bal+units, b.p.Cap), at
-	b.mu.Unlock()
+	return true
 }

@@ -30,7 +30,9 @@
 // shard is short, the caller first sums every shard with loads only; if the
 // sum is short too it rejects, having written nothing. Otherwise it gathers
 // the units from several shards, fractions included, and if a concurrent
-// caller won the race for them it puts back what it took and rejects.
+// caller won the race for them it rejects, putting back what it took into
+// every shard nobody else has touched since (a put-back after another take
+// could resurrect refill the cap had discarded, so it is dropped instead).
 //
 // The bound: never more than capacity + rate × elapsed (+1 unit for
 // rounding), under any concurrency. A shard that is full while its siblings
@@ -81,16 +83,25 @@ func (s *shard) state(v int64, shift uint) (bal, z, base int64) {
 	return vi - base, z, base
 }
 
-// ready is the stream value at which a shard whose z is z holds need units.
-func (s *shard) ready(z, need int64, shift uint) int64 { return (z+need)<<shift - s.off }
+// ready is the bucket-wide stream value at which a shard whose z is z is
+// back at zero, or vmax+1 if that lies beyond vmax, the stream's value at the
+// horizon (the check comes first, so the shift cannot overflow).
+func (s *shard) ready(z int64, shift uint, vmax int64) int64 {
+	if z > (vmax+s.off)>>shift {
+		return vmax + 1
+	}
+	return z<<shift - s.off
+}
 
 // Bucket is a sharded token bucket. It is safe for concurrent use. The zero
 // value is not usable; create one with New. A Bucket must not be copied after
 // first use.
 //
-// Fairness: blocked AcquireN calls are not queued. Each sleeps for its own
-// computed wait and retries; waiters that wake together race, so a large
-// request can be overtaken by small ones.
+// Fairness: a blocked AcquireN reserves its tokens when it starts waiting,
+// spreading the debt over the shards so that they all come back above zero
+// after the deficit divided by the rate, and sleeps until then. Waiters are
+// admitted in arrival order, exactly at the rate, and TryAcquire does not
+// overtake them. Cancelling gives the tokens back.
 type Bucket struct {
 	_      noCopy
 	shards []shard // power-of-two length; the backing array is line-aligned in practice (power-of-two sizes)
@@ -136,7 +147,7 @@ func WithShards(n int) admit.Option {
 // New returns a full bucket holding capacity tokens that refills at
 // refillPerSecond tokens per second. It returns an error wrapping
 // admit.ErrInvalidConfig for a capacity below 1, a rate that is negative,
-// NaN or infinite, one the bucket cannot represent (2e9/s or more, or too
+// NaN or infinite, one the bucket cannot represent (above 1e9/s, or too
 // small for the capacity), or a WithShards count above the capacity; every
 // capacity in [1, 1e9] and every rate 0 or in [1e-6, 1e9] is accepted.
 func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket, error) {
@@ -254,67 +265,143 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 	if sum < need {
 		return false
 	}
-	var balBuf, takeBuf [64]int64
+	// Balances, planned takes, and each taken shard's z before and after.
+	// They live on the stack for up to 64 shards; more shards cost an
+	// allocation on this path.
+	var balBuf, takeBuf, oldBuf, newBuf [64]int64
 	bal, take := b.scratch(balBuf[:]), b.scratch(takeBuf[:])
+	olds, news := b.scratch(oldBuf[:]), b.scratch(newBuf[:])
 	sum = b.balances(v, start, bal, false)
 	if sum < need {
 		return false
 	}
 	level(bal, take, sum-need, b.soonest(v, start))
-	return b.commit(v, start, take, nil)
+	for i, t := range take {
+		if t == 0 {
+			continue
+		}
+		s := &b.shards[(start+uint(i))&b.mask]
+		for {
+			have, z, base := s.state(v, b.shift)
+			if have < t {
+				// A concurrent caller took these units first. Put back what
+				// this call took, but only into a shard nobody has touched
+				// since: a put-back after someone else's take could
+				// resurrect refill that their take's clamp discarded.
+				for j := range i {
+					if take[j] > 0 {
+						b.shards[(start+uint(j))&b.mask].z.CompareAndSwap(news[j], olds[j])
+					}
+				}
+				return false
+			}
+			if s.z.CompareAndSwap(z, base+t) {
+				olds[i], news[i] = z, base+t
+				break
+			}
+		}
+	}
+	return true
 }
 
 // reserve is the blocking step; see refill.Reserve. When the shards hold too
 // little, it spreads the debt over all of them as evenly as it spreads
 // takes, so that they all come back above zero together, after the deficit
 // divided by the rate.
-func (b *Bucket) reserve(need, limit int64) (int64, func()) {
+func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 	now := b.clk.Now()
 	v := b.p.V(now)
 	start := home()
 	if b.takeAt(need, v, start) {
 		return 0, nil
 	}
-	var balBuf, takeBuf, zBuf [64]int64
-	bal, take, zs := b.scratch(balBuf[:]), b.scratch(takeBuf[:]), b.scratch(zBuf[:])
+	var balBuf, takeBuf [64]int64
+	bal, take := b.scratch(balBuf[:]), b.scratch(takeBuf[:])
 	sum := b.balances(v, start, bal, true)
 	if _, ok := refill.Deficit(sum, need); !ok {
 		return refill.Never, nil
 	}
 	level(bal, take, sum-need, b.soonest(v, start))
-	// The planned wait: each shard left below zero must refill to zero.
+	// The planned wake: each shard left below zero must refill to zero.
 	// Its z after the take is vi - bal + take.
+	vmax := b.p.V(refill.Horizon)
 	ready := int64(0)
 	for i, t := range take {
 		if t > 0 && bal[i] < t {
 			s := &b.shards[(start+uint(i))&b.mask]
-			ready = max(ready, s.ready((v+s.off)>>b.shift-bal[i]+t, 0, b.shift))
+			ready = max(ready, s.ready((v+s.off)>>b.shift-bal[i]+t, b.shift, vmax))
 		}
 	}
-	wait := refill.Wait(now, b.p.When(now, ready))
-	if wait == refill.Never || wait > limit {
-		return wait, nil
+	wake := b.p.When(now, ready)
+	if wake > refill.Horizon {
+		return refill.Never, nil
 	}
-	b.commit(v, start, take, zs)
-	// Concurrent callers may have moved the shards since the plan: the
-	// reservation is good once every z this call left behind is covered.
+	if wake-now > limit {
+		return wake - now, nil
+	}
+	// Take, below zero where planned. Concurrent callers may have moved the
+	// shards since the plan, so the wake is computed again from the z each
+	// take left behind.
+	r := &reservation{b: b, start: start, take: slices.Clone(take), z: make([]int64, len(take))}
 	ready = 0
-	for i, t := range take {
-		if t > 0 {
-			s := &b.shards[(start+uint(i))&b.mask]
-			ready = max(ready, s.ready(zs[i], 0, b.shift))
+	for i, t := range r.take {
+		if t == 0 {
+			continue
+		}
+		s := &b.shards[(start+uint(i))&b.mask]
+		for {
+			_, z, base := s.state(v, b.shift)
+			if s.z.CompareAndSwap(z, base+t) {
+				r.z[i] = base + t
+				ready = max(ready, s.ready(base+t, b.shift, vmax))
+				break
+			}
 		}
 	}
-	taken := slices.Clone(take) // the undo outlives this frame
-	undo := func() { b.refund(start, taken) }
-	if wait = refill.Wait(now, b.p.When(now, ready)); wait == refill.Never || wait > limit {
-		undo()
-		return wait, nil
+	r.wake = b.p.When(now, ready)
+	if r.wake > refill.Horizon || r.wake-now > limit {
+		r.undo()
+		return max(r.wake-now, 1), nil
 	}
-	for until := b.debtUntil.Load(); until < now+wait && !b.debtUntil.CompareAndSwap(until, now+wait); {
+	for until := b.debtUntil.Load(); until < r.wake && !b.debtUntil.CompareAndSwap(until, r.wake); {
 		until = b.debtUntil.Load()
 	}
-	return wait, undo
+	if r.wake == now {
+		return 0, nil
+	}
+	return r.wake - now, r.undo
+}
+
+// reservation is what a blocked AcquireN took, for its undo.
+type reservation struct {
+	b     *Bucket
+	start uint
+	take  []int64 // units taken from shard start+i
+	z     []int64 // the z each take left behind
+	wake  int64   // elapsed time at which every take is covered
+}
+
+// undo gives the units back if the wake time has not come, from each shard
+// that has not yet refilled past what this reservation took from it: such a
+// shard has stayed below zero since, so its cap has discarded nothing and
+// the refund is exact. See refill.Reserve.
+func (r *reservation) undo() bool {
+	b := r.b
+	now := b.clk.Now()
+	if now >= r.wake {
+		return false
+	}
+	v := b.p.V(now)
+	for i, t := range r.take {
+		if t == 0 {
+			continue
+		}
+		s := &b.shards[(r.start+uint(i))&b.mask]
+		if (v+s.off)>>b.shift < r.z[i] {
+			s.z.Add(-t)
+		}
+	}
+	return true
 }
 
 // scratch returns buf cut to the shard count, or a new slice if there are
@@ -338,44 +425,6 @@ func (b *Bucket) balances(v int64, start uint, bal []int64, debt bool) int64 {
 		sum += bal[i]
 	}
 	return sum
-}
-
-// commit takes take[i] units from shard start+i. With zs nil, it takes only
-// units that are there: if a concurrent caller took them first, it puts back
-// what it took and reports false. With zs non-nil it may take a shard below
-// zero (a reservation), always succeeds, and records each z it left behind.
-func (b *Bucket) commit(v int64, start uint, take, zs []int64) bool {
-	for i, t := range take {
-		if t == 0 {
-			continue
-		}
-		s := &b.shards[(start+uint(i))&b.mask]
-		for {
-			bal, z, base := s.state(v, b.shift)
-			if zs == nil && bal < t {
-				b.refund(start, take[:i])
-				return false
-			}
-			if s.z.CompareAndSwap(z, base+t) {
-				if zs != nil {
-					zs[i] = base + t
-				}
-				break
-			}
-		}
-	}
-	return true
-}
-
-// refund gives back take[i] units to shard start+i. Adding to a shard that
-// has since filled up only loses the excess to its cap; it never creates
-// tokens.
-func (b *Bucket) refund(start uint, take []int64) {
-	for i, t := range take {
-		if t > 0 {
-			b.shards[(start+uint(i))&b.mask].z.Add(-t)
-		}
-	}
 }
 
 // soonest returns a function from rank to position (index from start): the

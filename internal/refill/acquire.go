@@ -63,9 +63,8 @@ func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 // Never is what a reserve function returns when no amount of waiting helps.
 const Never = -1
 
-// maxDebt bounds how far reservations may take a balance below zero: units
-// for 2^62 ns of refill or more, so no sum of a balance and a request
-// overflows.
+// maxDebt bounds how far reservations may take a balance below zero, so
+// that no sum of a balance, a request and a stream value overflows.
 const maxDebt = -int64(1) << 62
 
 // Deficit returns how many units must be produced before a balance of bal
@@ -81,9 +80,13 @@ func Deficit(bal, need int64) (int64, bool) {
 // are there and returns wait 0. Otherwise it returns the nanoseconds until
 // they will have been produced; if that is at most limit it also consumes
 // them now, taking the balance below zero (a reservation), and returns an
-// undo that gives them back. Over limit, or Never, it consumes nothing and
-// returns a nil undo.
-type Reserve func(need, limit int64) (wait int64, undo func())
+// undo. Over limit, or Never, it consumes nothing and returns a nil undo.
+//
+// undo gives the units back and reports true if the reservation's wake time
+// has not come yet; from then on the units exist and belong to the caller
+// (giving them back could resurrect refill that the cap has since
+// discarded), so it does nothing and reports false.
+type Reserve func(need, limit int64) (wait int64, undo func() bool)
 
 // Acquire is the blocking path shared by every bucket.
 //
@@ -91,7 +94,9 @@ type Reserve func(need, limit int64) (wait int64, undo func())
 // exist, so waiters are served in the order they arrived and later callers,
 // TryAcquire included, cannot overtake them; admissions follow the rate
 // exactly however late the timer wakes a sleeper. If ctx ends first, the
-// reservation is undone and the tokens are available to others at once.
+// reservation is undone and the tokens are available to others at once; if
+// ctx ends only after the tokens came due, the caller has them and Acquire
+// returns nil.
 func Acquire(ctx context.Context, clk *Clock, p *Params, n int64, reserve Reserve) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -118,8 +123,12 @@ func Acquire(ctx context.Context, clk *Clock, p *Params, n int64, reserve Reserv
 	case undo == nil:
 		return fmt.Errorf("%w: n=%d is %v away, the deadline %v: %w", admit.ErrDeadline, n, time.Duration(wait), time.Until(dl), context.DeadlineExceeded)
 	}
-	if err := clk.Sleep(ctx, time.Duration(wait)); err != nil {
-		undo()
+	// reserve may have waited for a lock or retried; the deadline was read
+	// before. A reservation the deadline no longer allows is given back.
+	if left := time.Until(dl); hasDeadline && left < time.Duration(wait) && undo() {
+		return fmt.Errorf("%w: n=%d is %v away, the deadline %v: %w", admit.ErrDeadline, n, time.Duration(wait), left, context.DeadlineExceeded)
+	}
+	if err := clk.Sleep(ctx, time.Duration(wait)); err != nil && undo() {
 		return err
 	}
 	return nil

@@ -4,10 +4,12 @@
 // # Units
 //
 // Balances are integers in units of 2^-k tokens. k is chosen per bucket as
-// large as the two int64 limits below allow, which makes one unit the refill
-// of at most one nanosecond: the representation is as fine as the clock, at
-// every rate. (At 1e9 tokens/s a unit is a whole token; at 1 token/s it is
-// 2^-30 of one, about a nano-token.)
+// large as the limits below allow: a unit is then the refill of at most one
+// nanosecond, so the representation is as fine as the clock, unless the
+// capacity is so large for its rate that finer units would not fit (at
+// capacity 1e9 and 1e-6 tokens/s a unit is about 233 µs of refill, still
+// 2^-32 of a token). At 1e9 tokens/s a unit is a whole token; at 1 token/s it
+// is 2^-29 of one.
 //
 // # Refill without drift
 //
@@ -19,19 +21,22 @@
 //
 // V(t) = t·w + ⌊t·f / 2^64⌋, where w + f/2^64 is the rate in units per
 // nanosecond, with f rounded up. The rate is read as the decimal number the
-// caller wrote (its shortest round-trip form), so 1e-6 is exactly 10^-6. Rounding f up makes V exact wherever the true
-// value is a whole unit (1 s at 1 token/s yields exactly one token) and early
-// by less than one unit elsewhere, well inside the bound's "+1 for rounding".
+// caller wrote (its shortest round-trip form), so 1e-6 is exactly 10^-6.
+// Rounding f up makes V exact wherever the true value is a whole unit (1 s at
+// 1 token/s yields exactly one token) and early by less than one unit
+// elsewhere, well inside the bound's "+1 for rounding".
 //
-// # Limits
+// # Limits and headroom
 //
-//   - capacity << k < 2^62, so balances and requests never overflow;
-//   - w + f/2^64 < 2, so V over the horizon of 2^62 ns (about 146 years from
-//     the bucket's creation) stays below 2^63. Past the horizon, time stops:
-//     the bucket keeps working but no longer refills.
+//   - capacity << k < 2^61;
+//   - w + f/2^64 <= 1 unit per ns, so V(t) <= t <= Horizon = 2^62 ns (about
+//     146 years from the bucket's creation). Past the horizon, time stops:
+//     the bucket keeps working but no longer refills;
+//   - reservations take a balance at most 2^62 units below zero (maxDebt).
 //
-// A rate of 2e9 tokens/s or more, or one so small that f would carry fewer
-// than 32 significant bits, cannot be represented and is rejected.
+// Every sum of two of these stays below 2^63, so no intermediate overflows.
+// A rate above 1e9 tokens/s, or one so small that f would carry fewer than
+// 32 significant bits, cannot be represented and is rejected.
 package refill
 
 import (
@@ -50,7 +55,7 @@ const Horizon = int64(1) << 62
 // Params is a bucket's immutable arithmetic: its capacity and rate in units.
 // The zero value is not usable; build one with NewParams.
 type Params struct {
-	Cap   int64 // capacity in units, < 2^62
+	Cap   int64 // capacity in units, < 2^61
 	Shift uint  // units per token is 1 << Shift
 	w, f  uint64
 	zero  bool // rate is 0: V is constantly 0
@@ -63,23 +68,24 @@ func NewParams(capacity int64, rate float64) (Params, error) {
 	switch {
 	case capacity < 1:
 		return Params{}, fmt.Errorf("%w: capacity %d is below 1", admit.ErrInvalidConfig, capacity)
-	case capacity >= 1<<62:
-		return Params{}, fmt.Errorf("%w: capacity %d is 2^62 or more", admit.ErrInvalidConfig, capacity)
+	case capacity >= 1<<61:
+		return Params{}, fmt.Errorf("%w: capacity %d is 2^61 or more", admit.ErrInvalidConfig, capacity)
 	case math.IsNaN(rate) || math.IsInf(rate, 0):
 		return Params{}, fmt.Errorf("%w: rate %v per second is not finite", admit.ErrInvalidConfig, rate)
 	case rate < 0:
 		return Params{}, fmt.Errorf("%w: rate %v per second is negative", admit.ErrInvalidConfig, rate)
-	case rate >= 2e9:
-		return Params{}, fmt.Errorf("%w: rate %v per second is 2e9 or more and cannot be represented", admit.ErrInvalidConfig, rate)
+	case rate > 1e9:
+		return Params{}, fmt.Errorf("%w: rate %v per second is above 1e9 and cannot be represented", admit.ErrInvalidConfig, rate)
 	}
-	// Largest k with capacity << k < 2^62.
-	k := uint(62 - bits.Len64(uint64(capacity)))
+	// Largest k with capacity << k < 2^61.
+	k := uint(61 - bits.Len64(uint64(capacity)))
 	if rate == 0 {
 		return Params{Cap: capacity << k, Shift: k, zero: true}, nil
 	}
-	// Lower k until the rate is under 2 units per ns; rate < 2e9 makes
+	// Lower k until the rate is at most 1 unit per ns; rate <= 1e9 makes
 	// k = 0 always qualify. The rate in units/ns, scaled by 2^64, is
 	// rate · 2^(k+64) / 1e9, computed exactly and rounded up.
+	//
 	// The rate is taken at its shortest decimal form, the one the caller
 	// wrote: 1e-6 means exactly one token per 10^6 s, not the binary
 	// float64 nearest to it, which is a hair less.
@@ -88,11 +94,11 @@ func NewParams(capacity int64, rate float64) (Params, error) {
 		return Params{}, fmt.Errorf("%w: rate %v per second cannot be represented", admit.ErrInvalidConfig, rate)
 	}
 	billion := new(big.Rat).SetInt64(1e9)
-	two := new(big.Rat).SetInt64(2)
+	one := new(big.Rat).SetInt64(1)
 	var scaled *big.Int
 	for ; ; k-- {
 		perNs := new(big.Rat).Quo(new(big.Rat).Mul(r, new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), k))), billion)
-		if perNs.Cmp(two) < 0 || k == 0 {
+		if perNs.Cmp(one) <= 0 || k == 0 {
 			num := new(big.Int).Lsh(perNs.Num(), 64)
 			q, m := new(big.Int).QuoRem(num, perNs.Denom(), new(big.Int))
 			if m.Sign() != 0 {
@@ -140,6 +146,14 @@ func (p *Params) Refill(tokens, last, now int64) (balance, at int64) {
 		return p.Cap, now
 	}
 	return tokens + add, now
+}
+
+// Target returns V(at) + deficit, the stream value at which a balance short
+// by deficit units at elapsed time at is covered, and false if the stream
+// never reaches it within the horizon.
+func (p *Params) Target(at, deficit int64) (int64, bool) {
+	v := p.V(at) + deficit // no overflow: V <= 2^62 and deficit <= 2^61 + 2^62
+	return v, v <= p.V(Horizon)
 }
 
 // When returns the smallest elapsed time t >= from with V(t) >= v, or
