@@ -26,7 +26,9 @@ type Limiter interface {
 	// error wrapping ErrUnsatisfiable at once if n can never be satisfied,
 	// an error wrapping ErrDeadline at once if ctx's deadline comes before
 	// the earliest possible admission, and ctx.Err() unchanged if ctx ends
-	// while it waits. It consumes nothing when it returns an error.
+	// while it waits (a ctx that ends only after the tokens came due loses
+	// the race: AcquireN returns nil). It consumes nothing when it returns
+	// an error. Blocked callers are admitted in arrival order.
 	AcquireN(ctx context.Context, n int64) error
 	// Tokens reports the balance at this instant, for observability only:
 	// by the time it returns, other callers may have changed it.
