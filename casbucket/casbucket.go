@@ -148,15 +148,11 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 		bal, at := b.p.Refill(s.tokens, s.last, now)
 		wake := now
 		if bal < need {
-			deficit, ok := refill.Deficit(bal, need)
-			if !ok {
+			var ok bool
+			if wake, ok = b.p.Wake(bal, at, need); !ok {
 				return refill.Never, nil
 			}
-			target, ok := b.p.Target(at, deficit)
-			if !ok {
-				return refill.Never, nil
-			}
-			if wake = b.p.When(at, target); wake-now > limit {
+			if wake-now > limit {
 				return wake - now, nil
 			}
 		}

@@ -119,15 +119,10 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 		b.tokens, b.last = bal-need, at
 		return 0, nil
 	}
-	deficit, ok := refill.Deficit(bal, need)
+	wake, ok := b.p.Wake(bal, at, need)
 	if !ok {
 		return refill.Never, nil
 	}
-	target, ok := b.p.Target(at, deficit)
-	if !ok {
-		return refill.Never, nil
-	}
-	wake := b.p.When(at, target)
 	if wait := wake - now; wait > limit {
 		return wait, nil
 	}

@@ -137,12 +137,3 @@ func Acquire(ctx context.Context, clk *Clock, p *Params, n int64, reserve Reserv
 // ValidN reports whether TryAcquireN(n) can proceed to the bucket: false
 // for n < 0 or n above the capacity. n == 0 is handled by the caller.
 func (p *Params) ValidN(n int64) bool { return n > 0 && n <= p.Cap>>p.Shift }
-
-// Wait returns the nanoseconds from now until the elapsed time at, or Never
-// when at is past the horizon.
-func Wait(now, at int64) int64 {
-	if at > Horizon {
-		return Never
-	}
-	return at - now
-}

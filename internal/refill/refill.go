@@ -156,6 +156,22 @@ func (p *Params) Target(at, deficit int64) (int64, bool) {
 	return v, v <= p.V(Horizon)
 }
 
+// Wake returns the elapsed time at which a balance of bal as of elapsed
+// time at (at least the current time) will cover need, and false if it
+// never will: too deep in debt, or beyond the horizon. It is the wait
+// computation of the single-balance buckets.
+func (p *Params) Wake(bal, at, need int64) (int64, bool) {
+	deficit, ok := Deficit(bal, need)
+	if !ok {
+		return 0, false
+	}
+	target, ok := p.Target(at, deficit)
+	if !ok {
+		return 0, false
+	}
+	return p.When(at, target), true
+}
+
 // When returns the smallest elapsed time t >= from with V(t) >= v, or
 // Horizon+1 when no t within the horizon qualifies (always so for rate 0).
 // It is for computing waits, not for hot paths.
