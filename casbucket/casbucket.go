@@ -6,7 +6,9 @@
 // CompareAndSwap. A failed swap means another caller published first, so the
 // loop reloads and decides again; it never gives up and admits. A reject
 // only loads: it writes nothing and allocates nothing, so rejections scale
-// across cores.
+// across cores. (The one exception: a call that lost a CAS race and then
+// finds the bucket short has already allocated the state it meant to
+// publish; a call that finds it short on the first look never allocates.)
 //
 // Why a pointer to a pair and not two atomics: the balance is only meaningful
 // together with the time it was computed for. With tokens and last in
