@@ -37,11 +37,15 @@
 // The bound: never more than capacity + rate × elapsed (+1 unit for
 // rounding), under any concurrency. A shard that is full while its siblings
 // are not discards its share of the refill, which one bucket would have
-// kept; with demand spread over the shards (as when every core calls) this
-// costs less than a token per shard, but a single caller that drains only
-// its home shard while the others sit full can see up to (1 − 1/shards) of
-// the capacity less burst than mutexbucket would give it. It never admits
-// more than mutexbucket.
+// kept. When demand reaches every shard, as when the bucket is kept drained
+// (a caller asking at every whole token), this costs less than a token per
+// shard; but demand concentrated on some shards (a single caller draining
+// only its home shard while the others sit full) can leave up to
+// (1 − 1/shards) of the capacity missing from a later burst that
+// mutexbucket would give. It never admits more than mutexbucket. Keeping
+// the shards level on every call would need a shared write or a read of
+// every shard, which is what sharding exists to avoid; gathers do level
+// them (see level).
 //
 // Pick it when many cores admit from one bucket at high rates: admissions
 // proceed in parallel instead of bouncing one cache line between cores. Its
