@@ -1,6 +1,8 @@
 package buckettest_test
 
 import (
+	"math/big"
+	"strconv"
 	"testing"
 	"time"
 
@@ -21,13 +23,17 @@ var rates = []float64{0.5, 1.0 / 3, 1, 3, 7.3, 1000, 1e5, 1e9, 1e-6, 0}
 //
 //   - casbucket must decide exactly as mutexbucket, the reference, and report
 //     the same balance, after every call.
-//   - shardedbucket must never have admitted more tokens than mutexbucket.
+//   - mutexbucket and shardedbucket must each respect the bound in every
+//     window of the sequence: what they admit between two instants t1 <= t2
+//     is at most capacity + rate × (t2 − t1), +1 for rounding.
 //   - In the saturated mode (a caller that asks at every whole token: after
-//     every advance, each bucket is drained), shardedbucket must never trail
-//     mutexbucket by more than its shard count. Outside that mode it may
-//     trail by more: a shard that sits full while its home-drained siblings
-//     are not discards its share of the refill, which one bucket would keep
-//     (see the shardedbucket package doc).
+//     every advance, each bucket is drained), shardedbucket must never have
+//     admitted more than mutexbucket, nor trail it by more than its shard
+//     count. Outside that mode their decisions may diverge both ways: a
+//     shard that sits full while its home-drained siblings are not discards
+//     its share of the refill, which one bucket would keep, so shardedbucket
+//     may reject what mutexbucket admits and admit later what mutexbucket,
+//     having spent its tokens, rejects (see the shardedbucket package doc).
 //
 // ops is read three bytes at a time: an even first byte advances the clock by
 // the next two bytes shifted left by (first/2)%40 ns (up to about a year); an
@@ -61,17 +67,19 @@ func FuzzDifferential(f *testing.F) {
 
 		saturated := shardSel&4 != 0
 		var byM, byS int64 // tokens admitted
+		winM, winS := newWindow(capacity, rate), newWindow(capacity, rate)
 		try := func(i int, n int64) {
 			gotM := m.TryAcquireN(n)
 			require.Equal(t, gotM, c.TryAcquireN(n), "op %d: casbucket and mutexbucket disagree on TryAcquireN(%d)", i, n)
 			require.Equal(t, m.Tokens(), c.Tokens(), "op %d: balances differ", i)
 			if gotM {
 				byM += n
+				require.True(t, winM.admit(clk.Now(), n), "op %d: mutexbucket exceeds capacity + rate × window", i)
 			}
 			if s.TryAcquireN(n) {
 				byS += n
+				require.True(t, winS.admit(clk.Now(), n), "op %d: shardedbucket exceeds capacity + rate × window", i)
 			}
-			require.LessOrEqual(t, byS, byM, "op %d: shardedbucket admitted more than mutexbucket", i)
 		}
 		// drain asks at every whole token: chunks of n while they fit, then
 		// single tokens, until no bucket admits anything.
@@ -83,6 +91,7 @@ func FuzzDifferential(f *testing.F) {
 				try(i, 1)
 			}
 			require.False(t, m.TryAcquire() || c.TryAcquire() || s.TryAcquire(), "op %d: drained", i)
+			require.LessOrEqual(t, byS, byM, "op %d: shardedbucket admitted more than mutexbucket", i)
 			require.LessOrEqual(t, byM-byS, int64(shards), "op %d: shardedbucket trails mutexbucket by more than %d shards", i, shards)
 		}
 		chunk := int64(1)
@@ -104,4 +113,35 @@ func FuzzDifferential(f *testing.F) {
 			}
 		}
 	})
+}
+
+// window checks, admission by admission, that no window [t1, t2] of the
+// sequence holds more than capacity + rate × (t2 − t1) + 1 tokens. With P the
+// tokens admitted so far, that is P(t2) − P(before t1) − rate·(t2 − t1) <=
+// capacity + 1 for every t1 <= t2, so it keeps the minimum over t1 of
+// P(before t1) − rate·t1. The arithmetic is exact: the rate is the rational
+// its decimal form names, time is in nanoseconds.
+type window struct {
+	limit *big.Rat // capacity + 1
+	rate  *big.Rat // tokens per ns
+	total int64
+	best  *big.Rat // min over admissions so far of P(before it) − rate·t
+}
+
+func newWindow(capacity int64, rate float64) *window {
+	r, _ := new(big.Rat).SetString(strconv.FormatFloat(rate, 'g', -1, 64))
+	return &window{limit: big.NewRat(capacity+1, 1), rate: r.Quo(r, big.NewRat(1e9, 1))}
+}
+
+// admit records n tokens admitted at clock reading now and reports whether
+// every window ending here respects the bound.
+func (w *window) admit(now, n int64) bool {
+	rt := new(big.Rat).Mul(w.rate, new(big.Rat).SetInt64(now))
+	start := new(big.Rat).Sub(new(big.Rat).SetInt64(w.total), rt) // P(before) − rate·now
+	if w.best == nil || start.Cmp(w.best) < 0 {
+		w.best = start
+	}
+	w.total += n
+	end := new(big.Rat).Sub(new(big.Rat).SetInt64(w.total), rt) // P(now) − rate·now
+	return new(big.Rat).Sub(end, w.best).Cmp(w.limit) <= 0
 }

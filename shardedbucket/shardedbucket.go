@@ -42,7 +42,8 @@
 // shard; but demand concentrated on some shards (a single caller draining
 // only its home shard while the others sit full) can leave up to
 // (1 − 1/shards) of the capacity missing from a later burst that
-// mutexbucket would give. It never admits more than mutexbucket. Keeping
+// mutexbucket would give. Its decisions then diverge from mutexbucket's both
+// ways, but never beyond capacity + rate × T in any window T. Keeping
 // the shards level on every call would need a shared write or a read of
 // every shard, which is what sharding exists to avoid; gathers do level
 // them (see level).
