@@ -338,8 +338,10 @@ func New[T any](capacity int, create func(context.Context) (T, error), opts ...O
 // reached; and an error wrapping create's error if create fails. On error
 // it holds nothing: the slot it may have taken is back in the pool.
 //
-// Callers that wait are served in the order they start waiting, and none
-// is overtaken by a caller that arrives later. The caller must end the
+// Callers that wait are served in the order they start waiting in the
+// channel's queue, and none already queued is overtaken by a later caller;
+// a caller still in its brief yield before queueing (see the package doc)
+// can lose a released slot to one that arrived after it. The caller must end the
 // lease with exactly one Release or Destroy.
 func (p *Pool[T]) Acquire(ctx context.Context) (Lease[T], error) {
 	if err := ctx.Err(); err != nil {
@@ -481,17 +483,19 @@ func (p *Pool[T]) vet(ctx context.Context, s *slot[T]) error {
 	now := p.cfg.clock.Now()
 	switch {
 	case p.cfg.maxLifetime > 0 && now >= s.expires:
-		p.destroyValue(s, reasonLifetime)
+		p.destroyValue(s, reasonLifetime, p.put)
 	case p.cfg.maxIdle > 0 && now-s.lastUsed >= p.cfg.maxIdle:
-		p.destroyValue(s, reasonIdle)
+		p.destroyValue(s, reasonIdle, p.put)
 	case p.cfg.validate != nil && (p.cfg.validateAfter == 0 || now-s.lastUsed >= p.cfg.validateAfter):
 		if err := p.callValidate(ctx, s); err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
+			// Only a validation ended by ctx keeps the resource; a real
+			// failure destroys it even if ctx has ended meanwhile.
+			if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
 				p.put(s)
 				p.counters.cancelled.Add(1)
 				return ctxErr
 			}
-			p.destroyValue(s, reasonValidation)
+			p.destroyValue(s, reasonValidation, p.put)
 		}
 	}
 	return nil
@@ -530,7 +534,13 @@ func (p *Pool[T]) fill(ctx context.Context, s *slot[T]) error {
 		now := p.cfg.clock.Now()
 		s.lastUsed = now
 		if p.cfg.maxLifetime > 0 {
-			s.expires = now + p.cfg.maxLifetime - lifetimeJitter(seq, p.cfg.maxLifetime)
+			// Saturating: a huge lifetime on a clock that reads large
+			// values means "never", not an overflow into the past.
+			life := p.cfg.maxLifetime - lifetimeJitter(seq, p.cfg.maxLifetime)
+			s.expires = math.MaxInt64
+			if now < math.MaxInt64-life {
+				s.expires = now + life
+			}
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -615,34 +625,48 @@ func (p *Pool[T]) drain() {
 }
 
 // retire withdraws the held slot s for good after Close, destroying its
-// resource, and closes done when it is the last slot.
+// resource, and closes done when it is the last slot. The slot is counted as
+// retired even if the destroy hook panics, so that Close still completes.
 func (p *Pool[T]) retire(s *slot[T]) {
+	defer func() {
+		if p.retired.Add(1) == p.capacity {
+			close(p.done)
+		}
+	}()
 	if s.live {
-		p.destroyValue(s, reasonClosed)
-	}
-	if p.retired.Add(1) == p.capacity {
-		close(p.done)
+		p.destroyValue(s, reasonClosed, nil)
 	}
 }
 
-// destroyValue destroys the resource in the held slot s.
-func (p *Pool[T]) destroyValue(s *slot[T], reason int) {
+// destroyValue destroys the resource in the held slot s. If the destroy
+// hook panics, onPanic (if not nil) hands the now empty slot back before the
+// panic continues, so that a panicking hook loses no slot.
+func (p *Pool[T]) destroyValue(s *slot[T], reason int, onPanic func(*slot[T])) {
 	v := s.value
 	var zero T
 	s.value, s.live = zero, false // let the GC have it
 	p.alive.Add(-1)
 	p.counters.destroyed[reason].Add(1)
-	if p.cfg.destroy != nil {
-		p.cfg.destroy(v)
+	if p.cfg.destroy == nil {
+		return
 	}
+	ok := false
+	defer func() {
+		if !ok && onPanic != nil {
+			onPanic(s)
+		}
+	}()
+	p.cfg.destroy(v)
+	ok = true
 }
 
 // Close closes the pool: Acquire and TryAcquire fail with ErrClosed from
 // now on, callers waiting in Acquire return ErrClosed, idle resources are
 // destroyed at once and leased ones when they are released or destroyed.
 // Close then waits until every lease has ended, or ctx ends, in which case
-// it returns an error wrapping ctx.Err() that says how many leases are
-// still out; those are still destroyed when they end, and a later Close
+// it returns an error wrapping ctx.Err() that says how many slots are still
+// in use (leased, or in the middle of a checkout); their resources are still
+// destroyed when they come back, and a later Close
 // waits again. Close is idempotent and safe to call concurrently with any
 // method, Release included.
 func (p *Pool[T]) Close(ctx context.Context) error {
@@ -664,7 +688,7 @@ func (p *Pool[T]) Close(ctx context.Context) error {
 		default:
 		}
 		out := p.capacity - p.retired.Load()
-		return fmt.Errorf("chanpool: close: %d lease(s) still out: %w", out, ctx.Err())
+		return fmt.Errorf("chanpool: close: %d slot(s) still in use (leased or being checked out): %w", out, ctx.Err())
 	}
 }
 
@@ -779,7 +803,7 @@ func (l Lease[T]) Destroy() {
 		l.misuse("Destroy")
 	}
 	p := s.p
-	p.destroyValue(s, reasonCaller)
+	p.destroyValue(s, reasonCaller, p.put)
 	p.put(s)
 }
 

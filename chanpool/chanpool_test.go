@@ -676,7 +676,7 @@ func TestCloseDestroysIdleAtOnceAndLeasedOnRelease(t *testing.T) {
 	cancel()
 	err := p.Close(ctx)
 	require.ErrorIs(t, err, context.Canceled)
-	assert.Equal(t, "chanpool: close: 1 lease(s) still out: context canceled", err.Error())
+	assert.Equal(t, "chanpool: close: 1 slot(s) still in use (leased or being checked out): context canceled", err.Error())
 	assert.ElementsMatch(t, []int{1, 2}, f.killedIDs(), "idle ones destroyed at once")
 
 	_, err = p.Acquire(context.Background())
@@ -743,7 +743,7 @@ func TestReleaseRacingCloseIsDestroyed(t *testing.T) {
 	l.Release()
 	require.True(t, ran)
 	require.ErrorIs(t, closeErr, context.Canceled)
-	assert.Contains(t, closeErr.Error(), "1 lease(s) still out")
+	assert.Contains(t, closeErr.Error(), "1 slot(s) still in use (leased or being checked out)")
 	assert.Equal(t, []int{1}, f.killedIDs(), "the late Release destroyed the resource")
 	closeNow(t, p)
 	f.checkAllDestroyedOnce(t)
@@ -964,7 +964,10 @@ func storm(t *testing.T, closeMode string) {
 					}
 				case 9:
 					st := p.Stats()
-					if st.InUse > capacity || st.Idle > capacity || st.Creating > capacity {
+					// Created is read before the destroyed counters, so
+					// their difference never exceeds what was alive.
+					if st.InUse > capacity || st.Idle+st.InUse > capacity || st.Creating > capacity ||
+						int64(st.Created)-int64(st.Destroyed()) > int64(capacity) {
 						unexpected <- fmt.Errorf("stats out of bounds: %+v", st)
 					}
 				}
@@ -1015,4 +1018,34 @@ func storm(t *testing.T, closeMode string) {
 	f.checkAllDestroyedOnce(t)
 	_, err := p.Acquire(context.Background())
 	assert.Same(t, chanpool.ErrClosed, err)
+}
+
+// TestPanickingDestroyLosesNoSlot checks that a destroy hook that panics,
+// at checkout, on Destroy or during Close, propagates its panic but leaves
+// the slot usable and lets Close complete.
+func TestPanickingDestroyLosesNoSlot(t *testing.T) {
+	clk := buckettest.NewFakeClock(0)
+	f := &factory{}
+	p, err := chanpool.New(1, f.create,
+		chanpool.WithDestroy(func(*res) { panic("destroy failed") }),
+		chanpool.WithMaxIdleTime[*res](time.Second), chanpool.WithClock[*res](clk))
+	require.NoError(t, err)
+
+	l, err := p.Acquire(context.Background())
+	require.NoError(t, err)
+	l.Release()
+	clk.Advance(time.Hour)
+	assert.PanicsWithValue(t, "destroy failed", func() { p.TryAcquire() }, "expiry at checkout")
+	l, ok := p.TryAcquire()
+	require.True(t, ok, "the slot came back")
+	assert.PanicsWithValue(t, "destroy failed", l.Destroy, "Destroy")
+	l, ok = p.TryAcquire()
+	require.True(t, ok, "the slot came back again")
+	l.Release()
+
+	assert.PanicsWithValue(t, "destroy failed", func() { _ = p.Close(context.Background()) }, "Close destroying the idle resource")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.NoError(t, p.Close(ctx), "the slot was retired despite the panic")
+	assert.Equal(t, uint64(3), p.Stats().Destroyed())
 }

@@ -101,7 +101,7 @@ func ExamplePool_Close() {
 	l.Release()
 	fmt.Println(p.Close(context.Background()))
 	// Output:
-	// chanpool: close: 1 lease(s) still out: context canceled
+	// chanpool: close: 1 slot(s) still in use (leased or being checked out): context canceled
 	// true
 	// closing conn 1
 	// <nil>

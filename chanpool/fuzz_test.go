@@ -277,7 +277,7 @@ func runModel(t *testing.T, data []byte) {
 			err := p.Close(cctx)
 			if n := m.outstanding(); n > 0 {
 				require.ErrorIs(t, err, context.Canceled, step)
-				require.Contains(t, err.Error(), fmt.Sprintf(": %d lease(s) still out", n), step)
+				require.Contains(t, err.Error(), fmt.Sprintf(": %d slot(s) still in use (leased or being checked out)", n), step)
 			} else {
 				require.NoError(t, err, step)
 			}

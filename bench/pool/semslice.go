@@ -94,7 +94,10 @@ func (p *SemSlice[T]) Destroy(v T) {
 }
 
 // Close destroys the idle resources. It does not wait for resources still
-// out, and the pool must not be used afterwards.
+// out: release everything before calling it, since a resource released
+// afterwards is never destroyed. The pool must not be used afterwards. (A
+// panicking create also leaks a permit: the baseline stays minimal on
+// purpose; chanpool handles both.)
 func (p *SemSlice[T]) Close() {
 	p.mu.Lock()
 	idle := p.idle
