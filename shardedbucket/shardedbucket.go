@@ -366,7 +366,10 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 	r.wake = b.p.When(now, ready)
 	if r.wake > refill.Horizon || r.wake-now > limit {
 		r.undo()
-		return max(r.wake-now, 1), nil
+		if r.wake > refill.Horizon {
+			return refill.Never, nil
+		}
+		return r.wake - now, nil
 	}
 	for until := b.debtUntil.Load(); until < r.wake && !b.debtUntil.CompareAndSwap(until, r.wake); {
 		until = b.debtUntil.Load()
