@@ -341,7 +341,7 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 	if wake > refill.Horizon {
 		return refill.Never, nil
 	}
-	if wake-now > limit {
+	if wake > now && wake-now > limit {
 		return wake - now, nil
 	}
 	// Take, below zero where planned. Concurrent callers may have moved the
@@ -364,7 +364,7 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 		}
 	}
 	r.wake = b.p.When(now, ready)
-	if r.wake > refill.Horizon || r.wake-now > limit {
+	if r.wake > refill.Horizon || r.wake > now && r.wake-now > limit {
 		r.undo()
 		if r.wake > refill.Horizon {
 			return refill.Never, nil
