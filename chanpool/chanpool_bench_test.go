@@ -27,18 +27,24 @@ func newBenchPool(b *testing.B, capacity int, opts ...chanpool.Option[*conn]) *c
 	return p
 }
 
+// acquireRelease measures serial Acquire+Release pairs on p.
+func acquireRelease(b *testing.B, p *chanpool.Pool[*conn]) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := p.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Release()
+	}
+}
+
 func BenchmarkAcquireRelease(b *testing.B) {
 	ctx := context.Background()
 	b.Run("case=uncontended", func(b *testing.B) {
 		p := newBenchPool(b, 4)
-		b.ReportAllocs()
-		for b.Loop() {
-			l, err := p.Acquire(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			l.Release()
-		}
+		acquireRelease(b, p)
 	})
 	b.Run("case=checks", func(b *testing.B) { // every option that reads the clock
 		p := newBenchPool(b, 4,
@@ -46,14 +52,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			chanpool.WithMaxLifetime[*conn](time.Hour),
 			chanpool.WithValidate(func(context.Context, *conn) error { return nil }),
 			chanpool.WithValidateAfter[*conn](time.Second))
-		b.ReportAllocs()
-		for b.Loop() {
-			l, err := p.Acquire(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			l.Release()
-		}
+		acquireRelease(b, p)
 	})
 	for _, capacity := range []int{1, 4, 64} {
 		b.Run("case=g8cap"+strconv.Itoa(capacity), func(b *testing.B) {

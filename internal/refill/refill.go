@@ -117,9 +117,6 @@ func NewParams(capacity int64, rate float64) (Params, error) {
 	return Params{Cap: capacity << k, Shift: k, w: w, f: f}, nil
 }
 
-// Zero reports whether the rate is 0.
-func (p *Params) Zero() bool { return p.zero }
-
 // Units converts n tokens to units. It requires 0 <= n <= capacity.
 func (p *Params) Units(n int64) int64 { return n << p.Shift }
 
