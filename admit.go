@@ -64,7 +64,32 @@ var (
 	// earliest moment the request could be admitted. Such errors also
 	// satisfy errors.Is(err, context.DeadlineExceeded).
 	ErrDeadline = errors.New("admit: context deadline comes before the earliest admission")
+	// ErrUnavailable is wrapped, with the cause, when a backend could not
+	// decide (a Redis error or timeout, say). The Decision returned with it
+	// says what the backend's failure policy chose.
+	ErrUnavailable = errors.New("admit: limiter backend unavailable")
 )
+
+// Decision is the outcome of one keyed admission.
+type Decision struct {
+	Allowed    bool
+	Limit      int64         // the key's capacity (burst)
+	Remaining  int64         // whole tokens left after this decision
+	RetryAfter time.Duration // when denied: until n tokens will exist; 0 when allowed
+	ResetAfter time.Duration // until the bucket is full again; 0 when full
+}
+
+// KeyedLimiter admits requests against a separate bucket per key: the
+// in-process keyed package and the Redis-backed redisbucket module implement
+// it, and the admithttp middleware takes either.
+//
+// AllowN(ctx, key, 0) is a peek: it consumes nothing and reports the key's
+// state. n < 0 or n above the capacity returns Allowed == false and an error
+// wrapping ErrUnsatisfiable. A key never seen behaves as a full bucket.
+// Implementations are safe for concurrent use.
+type KeyedLimiter interface {
+	AllowN(ctx context.Context, key string, n int64) (Decision, error)
+}
 
 // Config holds what Options set. Users never build one; constructors in this
 // module call NewConfig.
