@@ -68,6 +68,10 @@ var (
 	// decide (a Redis error or timeout, say). The Decision returned with it
 	// says what the backend's failure policy chose.
 	ErrUnavailable = errors.New("admit: limiter backend unavailable")
+	// ErrQueueFull is wrapped when a limiter that bounds how many callers
+	// may wait (leakybucket) already has that many waiting: the request is
+	// rejected at once instead of queued.
+	ErrQueueFull = errors.New("admit: too many callers already waiting")
 )
 
 // Decision is the outcome of one keyed admission.
