@@ -27,7 +27,8 @@ const fuzzWindow = time.Second
 //
 // Every admission is recorded at the fake time it happened: a TryAcquireN
 // at the current reading, a waiter when it returns nil, which it does only
-// once the clock has reached its wake. At the end every waiter is
+// once the clock has reached its wake (a step that passes wakes stops at
+// each of them on the way). At the end every waiter is
 // cancelled, and the bound is checked on every span starting at an
 // admission, for spans of window/2, window, 3·window/2 and 2·window.
 func Fuzz(f *testing.F, a Algorithm) {
@@ -76,7 +77,7 @@ func run(t *testing.T, a Algorithm, ops []byte) {
 		results  = make(chan result, 64)
 		nextID   int
 		maxN     int64 = 1
-		hang, ok = context.WithTimeout(context.Background(), 30*time.Second)
+		hang, ok       = context.WithTimeout(context.Background(), 30*time.Second)
 	)
 	defer ok()
 	// collect receives k results of woken or cancelled waiters.
@@ -181,11 +182,22 @@ func run(t *testing.T, a Algorithm, ops []byte) {
 	check(t, a, limit, maxN, log)
 }
 
-// advance sets the clock to `to` and collects the waiters it woke.
+// advance moves the clock to `to`, stopping at every waiter's wake on the
+// way so that each woken waiter is recorded at the time it came due, and
+// collects the waiters it woke.
 func advance(t *testing.T, clk *buckettest.FakeClock, to int64, sleeping int, collect func(int, int)) {
 	t.Helper()
+	for {
+		wake, ok := clk.NextWake()
+		if !ok || wake > to {
+			break
+		}
+		clk.Set(wake)
+		left := clk.Sleepers()
+		collect(sleeping-left, -1)
+		sleeping = left
+	}
 	clk.Set(to)
-	collect(sleeping-clk.Sleepers(), -1)
 }
 
 // check verifies the declared bound on every span that starts at an
