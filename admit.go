@@ -27,8 +27,18 @@ type Limiter interface {
 	// an error wrapping ErrDeadline at once if ctx's deadline comes before
 	// the earliest possible admission, and ctx.Err() unchanged if ctx ends
 	// while it waits (a ctx that ends only after the tokens came due loses
-	// the race: AcquireN returns nil). It consumes nothing when it returns
-	// an error. Blocked callers are admitted in arrival order.
+	// the race: AcquireN returns nil). Blocked callers are admitted in
+	// arrival order.
+	//
+	// A caller that must wait reserves its n tokens when it starts waiting
+	// and counts as admitted at the instant they come due. If it gives up
+	// before then (it returns an error), its tokens go back to the bucket
+	// only if no later waiter has reserved after it, because later waiters
+	// keep the wake times they were given: handing the same tokens out again
+	// while they sleep would admit more than capacity + rate × elapsed. A
+	// cancelled reservation with later ones behind it is forfeited, as in
+	// golang.org/x/time/rate, and only then does an error return leave the
+	// bucket with fewer tokens than before the call.
 	AcquireN(ctx context.Context, n int64) error
 	// Tokens reports the balance at this instant, for observability only:
 	// by the time it returns, other callers may have changed it.

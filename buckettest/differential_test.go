@@ -1,8 +1,6 @@
 package buckettest_test
 
 import (
-	"math/big"
-	"strconv"
 	"testing"
 	"time"
 
@@ -67,18 +65,18 @@ func FuzzDifferential(f *testing.F) {
 
 		saturated := shardSel&4 != 0
 		var byM, byS int64 // tokens admitted
-		winM, winS := newWindow(capacity, rate), newWindow(capacity, rate)
+		winM, winS := buckettest.NewBound(capacity, rate), buckettest.NewBound(capacity, rate)
 		try := func(i int, n int64) {
 			gotM := m.TryAcquireN(n)
 			require.Equal(t, gotM, c.TryAcquireN(n), "op %d: casbucket and mutexbucket disagree on TryAcquireN(%d)", i, n)
 			require.Equal(t, m.Tokens(), c.Tokens(), "op %d: balances differ", i)
 			if gotM {
 				byM += n
-				require.True(t, winM.admit(clk.Now(), n), "op %d: mutexbucket exceeds capacity + rate × window", i)
+				require.True(t, winM.Admit(clk.Now(), n), "op %d: mutexbucket exceeds capacity + rate × window", i)
 			}
 			if s.TryAcquireN(n) {
 				byS += n
-				require.True(t, winS.admit(clk.Now(), n), "op %d: shardedbucket exceeds capacity + rate × window", i)
+				require.True(t, winS.Admit(clk.Now(), n), "op %d: shardedbucket exceeds capacity + rate × window", i)
 			}
 		}
 		// drain asks at every whole token: chunks of n while they fit, then
@@ -113,35 +111,4 @@ func FuzzDifferential(f *testing.F) {
 			}
 		}
 	})
-}
-
-// window checks, admission by admission, that no window [t1, t2] of the
-// sequence holds more than capacity + rate × (t2 − t1) + 1 tokens. With P the
-// tokens admitted so far, that is P(t2) − P(before t1) − rate·(t2 − t1) <=
-// capacity + 1 for every t1 <= t2, so it keeps the minimum over t1 of
-// P(before t1) − rate·t1. The arithmetic is exact: the rate is the rational
-// its decimal form names, time is in nanoseconds.
-type window struct {
-	limit *big.Rat // capacity + 1
-	rate  *big.Rat // tokens per ns
-	total int64
-	best  *big.Rat // min over admissions so far of P(before it) − rate·t
-}
-
-func newWindow(capacity int64, rate float64) *window {
-	r, _ := new(big.Rat).SetString(strconv.FormatFloat(rate, 'g', -1, 64))
-	return &window{limit: big.NewRat(capacity+1, 1), rate: r.Quo(r, big.NewRat(1e9, 1))}
-}
-
-// admit records n tokens admitted at clock reading now and reports whether
-// every window ending here respects the bound.
-func (w *window) admit(now, n int64) bool {
-	rt := new(big.Rat).Mul(w.rate, new(big.Rat).SetInt64(now))
-	start := new(big.Rat).Sub(new(big.Rat).SetInt64(w.total), rt) // P(before) − rate·now
-	if w.best == nil || start.Cmp(w.best) < 0 {
-		w.best = start
-	}
-	w.total += n
-	end := new(big.Rat).Sub(new(big.Rat).SetInt64(w.total), rt) // P(now) − rate·now
-	return new(big.Rat).Sub(end, w.best).Cmp(w.limit) <= 0
 }

@@ -48,6 +48,9 @@ func (c *FakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	s := &sleeper{until: c.now + int64(d), wake: make(chan struct{})}
 	c.sleepers = append(c.sleepers, s)
 	c.notifyLocked()
+	if w, ok := ctx.Value(waiterKey{}).(*waiter); ok {
+		w.asleep(s.until) // Waiters learns the deadline before Advance can pass it
+	}
 	c.mu.Unlock()
 	select {
 	case <-s.wake:

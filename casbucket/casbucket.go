@@ -50,7 +50,8 @@ type state struct {
 // (the balance goes below zero) and sleeps until they exist, so waiters are
 // admitted in the order their reservations land, exactly at the rate, and
 // no later caller, TryAcquire included, overtakes them. Cancelling gives the
-// tokens back.
+// tokens back unless a later waiter's reservation is stacked on them (see
+// admit.Limiter).
 type Bucket struct {
 	_  noCopy
 	st atomic.Pointer[state]
@@ -159,27 +160,31 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 			}
 		}
 		// Below zero when waiting: later callers queue behind.
-		if b.st.CompareAndSwap(s, &state{tokens: bal - need, last: at}) {
+		next := &state{tokens: bal - need, last: at}
+		if b.st.CompareAndSwap(s, next) {
 			if wake == now {
 				return 0, nil
 			}
-			return wake - now, func() bool { return b.refund(need, wake) }
+			end := b.p.EmptyPoint(next.tokens, next.last)
+			return wake - now, func() bool { return b.refund(need, end) }
 		}
 	}
 }
 
-// refund gives back a reservation's units if its wake time has not come, by
-// the bucket's latest time as well as the clock's. Until then the balance
-// stays below zero, so the cap has discarded nothing and the refund is exact.
-func (b *Bucket) refund(units, wake int64) bool {
+// refund undoes a reservation of need units that left the empty point at
+// end, by the tail rule of refill.Refund, and reports whether it was still
+// waiting (false once it has come due). The rule reads only the state it
+// swaps out, so a stale clock reading cannot mislead it: a state published
+// meanwhile fails the swap and is judged afresh.
+func (b *Bucket) refund(need, end int64) bool {
 	now := b.clk.Now()
 	for {
 		s := b.st.Load()
-		if now >= wake || s.last >= wake {
-			return false
+		tokens, last, due := b.p.Refund(s.tokens, s.last, now, need, end)
+		if due || (tokens == s.tokens && last == s.last) {
+			return !due // come due, or forfeited: nothing to publish
 		}
-		bal, at := b.p.Refill(s.tokens, s.last, now)
-		if b.st.CompareAndSwap(s, &state{tokens: min(bal+units, b.p.Cap), last: at}) {
+		if b.st.CompareAndSwap(s, &state{tokens: tokens, last: last}) {
 			return true
 		}
 	}

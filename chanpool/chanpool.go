@@ -293,6 +293,14 @@ type counters struct {
 // create, lazily, as callers need them. It returns an error wrapping
 // admit.ErrInvalidConfig for a capacity below 1, a nil create, a nil
 // option or an invalid option value.
+//
+// When create returns an error, the pool discards the value returned with
+// it: it is not handed out and not passed to the destroy hook, following the
+// Go convention that a function's other results are unspecified when it
+// fails (a destroy hook would otherwise have to cope with zero or
+// half-built values). A create that acquires something before failing must
+// release it itself. A create that panics is counted in
+// Stats.CreateErrors, and its slot is freed before the panic continues.
 func New[T any](capacity int, create func(context.Context) (T, error), opts ...Option[T]) (*Pool[T], error) {
 	if capacity < 1 || int64(capacity) > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: chanpool: capacity %d out of range [1, %d]", admit.ErrInvalidConfig, capacity, math.MaxInt32)
@@ -557,13 +565,15 @@ func (p *Pool[T]) fill(ctx context.Context, s *slot[T]) error {
 }
 
 // callCreate runs create, counting it in Stats.Creating; if create panics, s
-// goes back to the pool before the panic continues.
+// goes back to the pool and the failure is counted in Stats.CreateErrors
+// before the panic continues.
 func (p *Pool[T]) callCreate(ctx context.Context, s *slot[T]) (v T, err error) {
 	p.creating.Add(1)
 	ok := false
 	defer func() {
 		p.creating.Add(-1)
 		if !ok {
+			p.counters.createErrors.Add(1)
 			p.put(s)
 		}
 	}()
@@ -709,7 +719,7 @@ type Stats struct {
 	SaturatedAcquires uint64        // Acquire calls refused with ErrSaturated
 
 	Created      uint64 // successful create calls
-	CreateErrors uint64 // failed create calls
+	CreateErrors uint64 // failed create calls, panics included
 
 	DestroyedValidation uint64 // resources that failed validation
 	DestroyedIdle       uint64 // resources idle for WithMaxIdleTime or longer

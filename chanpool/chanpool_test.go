@@ -353,6 +353,35 @@ func TestCreateErrorIsWrappedAndFreesSlot(t *testing.T) {
 	f.checkAllDestroyedOnce(t)
 }
 
+// TestCreateErrorDiscardsValue pins the documented rule for a create that
+// returns a value together with an error: the value is neither handed out
+// nor passed to the destroy hook, and the slot is free again.
+func TestCreateErrorDiscardsValue(t *testing.T) {
+	fail := true
+	var destroyed atomic.Int64
+	p, err := chanpool.New(1, func(context.Context) (*int, error) {
+		v := 7
+		if fail {
+			return &v, errors.New("half-built")
+		}
+		return &v, nil
+	}, chanpool.WithDestroy(func(*int) { destroyed.Add(1) }))
+	require.NoError(t, err)
+	_, err = p.Acquire(context.Background())
+	require.ErrorContains(t, err, "half-built")
+	_, ok := p.TryAcquire()
+	assert.False(t, ok)
+	assert.Zero(t, destroyed.Load(), "a value returned with an error is not destroyed")
+	assert.Equal(t, uint64(2), p.Stats().CreateErrors)
+	fail = false
+	l, ok := p.TryAcquire()
+	require.True(t, ok, "the failed creations freed the slot")
+	assert.Equal(t, 7, *l.Value())
+	l.Release()
+	require.NoError(t, p.Close(context.Background()))
+	assert.Equal(t, int64(1), destroyed.Load(), "Close destroys the one good value")
+}
+
 func TestCreatePanicFreesSlot(t *testing.T) {
 	boom := true
 	p, err := chanpool.New(1, func(context.Context) (int, error) {
@@ -364,6 +393,10 @@ func TestCreatePanicFreesSlot(t *testing.T) {
 	require.NoError(t, err)
 	assert.PanicsWithValue(t, "boom", func() { p.TryAcquire() })
 	assert.Zero(t, p.Stats().Creating)
+	assert.Equal(t, uint64(1), p.Stats().CreateErrors, "a panicking create is a failed create")
+	assert.PanicsWithValue(t, "boom", func() { _, _ = p.Acquire(context.Background()) })
+	assert.Equal(t, uint64(2), p.Stats().CreateErrors)
+	assert.Zero(t, p.Stats().Created)
 	boom = false
 	l, ok := p.TryAcquire()
 	require.True(t, ok)

@@ -33,7 +33,9 @@ import (
 // Fairness: a blocked AcquireN reserves its tokens when it starts waiting
 // (the balance goes below zero) and sleeps until they exist, so waiters are
 // admitted in arrival order, exactly at the rate, and no later caller,
-// TryAcquire included, overtakes them. Cancelling gives the tokens back.
+// TryAcquire included, overtakes them. Cancelling gives the tokens back
+// unless a later waiter's reservation is stacked on them (see
+// admit.Limiter).
 type Bucket struct {
 	mu     sync.Mutex
 	tokens int64 // balance in units as of last, below 0 while reservations wait; requires mu
@@ -127,20 +129,17 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 		return wait, nil
 	}
 	b.tokens, b.last = bal-need, at // below zero: later callers queue behind
-	return wake - now, func() bool { return b.refund(need, wake) }
+	end := b.p.EmptyPoint(b.tokens, b.last)
+	return wake - now, func() bool { return b.refund(need, end) }
 }
 
-// refund gives back a reservation's units if its wake time has not come.
-// Until then the balance stays below zero, so the cap has discarded nothing
-// and the refund is exact.
-func (b *Bucket) refund(units, wake int64) bool {
+// refund undoes a reservation of need units that left the empty point at
+// end, by the tail rule of refill.Refund, and reports whether it was still
+// waiting (false once it has come due).
+func (b *Bucket) refund(need, end int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.clk.Now()
-	if now >= wake {
-		return false
-	}
-	bal, at := b.p.Refill(b.tokens, b.last, now)
-	b.tokens, b.last = min(bal+units, b.p.Cap), at
-	return true
+	tokens, last, due := b.p.Refund(b.tokens, b.last, b.clk.Now(), need, end)
+	b.tokens, b.last = tokens, last
+	return !due
 }

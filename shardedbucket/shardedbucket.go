@@ -106,7 +106,8 @@ func (s *shard) ready(z int64, shift uint, vmax int64) int64 {
 // spreading the debt over the shards so that they all come back above zero
 // after the deficit divided by the rate, and sleeps until then. Waiters are
 // admitted in arrival order, exactly at the rate, and TryAcquire does not
-// overtake them. Cancelling gives the tokens back.
+// overtake them. Cancelling gives back what it took from every shard that
+// nobody has taken from since (see admit.Limiter).
 type Bucket struct {
 	_      noCopy
 	shards []shard // power-of-two length; the backing array is line-aligned in practice (power-of-two sizes)
@@ -389,24 +390,24 @@ type reservation struct {
 	wake  int64   // elapsed time at which every take is covered
 }
 
-// undo gives the units back if the wake time has not come, from each shard
-// that has not yet refilled past what this reservation took from it: such a
-// shard has stayed below zero since, so its cap has discarded nothing and
-// the refund is exact. See refill.Reserve.
+// undo gives up the reservation if its wake time has not come, and reports
+// whether it did (see refill.Reserve). It gives back the units taken from
+// each shard by the tail rule of refill's reservation doc: a shard whose z is
+// still the one this reservation left behind has had nothing stacked on it
+// since, so swapping z back hands the units on exactly (a shard left at zero
+// or above included); a shard whose z has moved keeps its units forfeited,
+// since another caller's take or reservation sits above them. The swap
+// compares against the z it decided on, so a stale reading of the clock, or a
+// pause between the reading and the swap, cannot resurrect units a later
+// take consumed.
 func (r *reservation) undo() bool {
 	b := r.b
-	now := b.clk.Now()
-	if now >= r.wake {
+	if b.clk.Now() >= r.wake {
 		return false
 	}
-	v := b.p.V(now)
 	for i, t := range r.take {
-		if t == 0 {
-			continue
-		}
-		s := &b.shards[(r.start+uint(i))&b.mask]
-		if (v+s.off)>>b.shift < r.z[i] {
-			s.z.Add(-t)
+		if t > 0 {
+			b.shards[(r.start+uint(i))&b.mask].z.CompareAndSwap(r.z[i], r.z[i]-t)
 		}
 	}
 	return true

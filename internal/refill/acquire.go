@@ -82,10 +82,11 @@ func Deficit(bal, need int64) (int64, bool) {
 // them now, taking the balance below zero (a reservation), and returns an
 // undo. Over limit, or Never, it consumes nothing and returns a nil undo.
 //
-// undo gives the units back and reports true if the reservation's wake time
-// has not come yet; from then on the units exist and belong to the caller
-// (giving them back could resurrect refill that the cap has since
-// discarded), so it does nothing and reports false.
+// undo is called when the waiter gives up. It reports false once the
+// reservation has come due: from then on the units belong to the caller, who
+// counts as admitted at the wake time. Before that it reports true, and it
+// gives the units back only by the tail rule (see Refund): if no later
+// reservation has been stacked on them; otherwise they are forfeited.
 type Reserve func(need, limit int64) (wait int64, undo func() bool)
 
 // Acquire is the blocking path shared by every bucket.
@@ -94,9 +95,9 @@ type Reserve func(need, limit int64) (wait int64, undo func() bool)
 // exist, so waiters are served in the order they arrived and later callers,
 // TryAcquire included, cannot overtake them; admissions follow the rate
 // exactly however late the timer wakes a sleeper. If ctx ends first, the
-// reservation is undone and the tokens are available to others at once; if
-// ctx ends only after the tokens came due, the caller has them and Acquire
-// returns nil.
+// caller returns ctx.Err() and its reservation is undone by the tail rule
+// (see Refund); if ctx ends only after the tokens came due, the caller has
+// them and Acquire returns nil.
 func Acquire(ctx context.Context, clk *Clock, p *Params, n int64, reserve Reserve) error {
 	if err := ctx.Err(); err != nil {
 		return err
