@@ -10,6 +10,7 @@ import (
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/casbucket"
+	"github.com/admit-go/admit/gcra"
 	"github.com/admit-go/admit/mutexbucket"
 	"github.com/admit-go/admit/shardedbucket"
 )
@@ -81,6 +82,9 @@ func FuzzReservations(f *testing.F) {
 			}},
 			{"casbucket", func(clk admit.Clock) (admit.Limiter, error) {
 				return casbucket.New(capacity, rate, admit.WithClock(clk))
+			}},
+			{"gcra", func(clk admit.Clock) (admit.Limiter, error) {
+				return gcra.New(capacity, rate, admit.WithClock(clk))
 			}},
 			{fmt.Sprintf("shardedbucket/shards=%d", shards), func(clk admit.Clock) (admit.Limiter, error) {
 				return shardedbucket.New(capacity, rate, admit.WithClock(clk), shardedbucket.WithShards(shards))
