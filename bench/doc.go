@@ -5,7 +5,7 @@
 // # Implementations
 //
 // Impls lists the token buckets in the fixed order every table and chart
-// uses: mutexbucket, casbucket and shardedbucket from this module, then
+// uses: mutexbucket, casbucket, shardedbucket and gcra from this module, then
 // golang.org/x/time/rate (xrate: Allow, AllowN, Wait), github.com/juju/ratelimit
 // (juju: TakeAvailable, Wait) and go.uber.org/ratelimit (uber: Take). Each is
 // wrapped in an adapter that satisfies Limiter, so all of them pay the same

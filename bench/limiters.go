@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/admit-go/admit/casbucket"
+	"github.com/admit-go/admit/gcra"
 	"github.com/admit-go/admit/mutexbucket"
 	"github.com/admit-go/admit/shardedbucket"
 )
@@ -57,11 +58,12 @@ type Impl struct {
 }
 
 // Impls lists the implementations in the order every table and plot uses:
-// this module's three buckets, then the peers.
+// this module's four buckets, then the peers.
 var Impls = []Impl{
 	{Name: "mutexbucket", New: newMutexbucket, Try: true, ExactN: true, Context: true},
 	{Name: "casbucket", New: newCasbucket, Try: true, ExactN: true, Context: true},
 	{Name: "shardedbucket", New: newShardedbucket, Try: true, ExactN: true, Context: true},
+	{Name: "gcra", New: newGcra, Try: true, ExactN: true, Context: true},
 	{Name: "xrate", New: newXrate, Try: true, ExactN: true, Context: true, Peer: true},
 	{Name: "juju", New: newJuju, Try: true, ExactN: false, Context: false, Peer: true},
 	{Name: "uber", New: newUber, Try: false, ExactN: false, Context: false, Peer: true},
@@ -126,6 +128,14 @@ func newShardedbucket(capacity int64, r float64) (Limiter, error) {
 	// The default shard count follows GOMAXPROCS at construction, which is
 	// why benchmarks build their bucket inside each -cpu setting.
 	b, err := shardedbucket.New(capacity, r)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func newGcra(capacity int64, r float64) (Limiter, error) {
+	b, err := gcra.New(capacity, r)
 	if err != nil {
 		return nil, err
 	}
