@@ -2,7 +2,7 @@
 GO ?= go
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: test lint fuzz bench bench-full plots storm
+.PHONY: test lint fuzz bench bench-full plots storm algorithms
 
 # go vet and the race-enabled tests, over the core module and bench/.
 test:
@@ -22,6 +22,9 @@ lint:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./buckettest/
 	$(GO) test -run '^$$' -fuzz FuzzReservations -fuzztime 60s ./buckettest/
+	for p in fixedwindow slidinglog slidingwindow leakybucket; do \
+		$(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 30s ./$$p/ || exit 1; \
+	done
 
 # The quick comparison, about a minute: cases admit and reject, serial and
 # parallel, every implementation and floor, -cpu 1,2, six samples each. Prints
@@ -44,3 +47,10 @@ plots:
 # implementation on the real clock, under a minute; saves results/storm-<date>.txt.
 storm:
 	cd bench && $(GO) run ./cmd/storm -save ../results
+
+# The classic algorithms side by side (fixed window, sliding log, sliding
+# window, token bucket, GCRA, leaky bucket): one synthetic trace on a fake
+# clock, the sliding window's error, memory and ns/op, about half a minute;
+# saves results/algorithms-<date>.txt and results/plots/algorithms-boundary.svg.
+algorithms:
+	cd bench && $(GO) run ./cmd/algorithms -save ../results

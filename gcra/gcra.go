@@ -48,8 +48,6 @@ import (
 	"context"
 	"sync/atomic"
 
-	"golang.org/x/sys/cpu"
-
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/internal/refill"
 )
@@ -71,11 +69,11 @@ type Bucket struct {
 
 	// debtUntil is the latest wake of any reservation: before it, a
 	// balance below zero may be a reservation's debt rather than a stale
-	// reading, and Tokens reports it. Only blocking calls write it, so it
-	// sits on its own cache line, away from z.
-	_         cpu.CacheLinePad
+	// reading, and Tokens reports it. Only a reservation writes it, right
+	// after its CAS on z, so sharing z's cache line costs nothing the CAS
+	// has not already paid, and keeps a Bucket small (it is the per-key
+	// state of a keyed table).
 	debtUntil atomic.Int64
-	_         cpu.CacheLinePad
 }
 
 var _ admit.Limiter = (*Bucket)(nil)
