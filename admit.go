@@ -8,8 +8,11 @@ import (
 )
 
 // Limiter is the contract every token bucket in this module satisfies
-// (mutexbucket, casbucket and shardedbucket). Switching one constructor for
-// another changes nothing else in the calling code.
+// (mutexbucket, casbucket, shardedbucket and gcra), and the other
+// algorithms too (fixedwindow, slidinglog, slidingwindow, leakybucket), where
+// "tokens" reads as what the algorithm would admit and each documents its
+// own bound. Switching one constructor for another changes nothing else in
+// the calling code.
 //
 // All methods are safe for concurrent use.
 type Limiter interface {
