@@ -78,6 +78,7 @@ func Run(t *testing.T, a Algorithm) {
 	t.Run("DeadlineTooEarly", s.deadlineTooEarly)
 	t.Run("Unsatisfiable", s.unsatisfiable)
 	t.Run("Cancel", s.cancel)
+	t.Run("CancelBelowTail", s.cancelBelowTail)
 	t.Run("Waiters", s.waiters)
 	t.Run("BackwardClock", s.backwardClock)
 	t.Run("Allocs", s.allocs)
@@ -280,6 +281,53 @@ func (s suite) cancel(t *testing.T) {
 	assert.Equal(t, 0, clk.Sleepers())
 	clk.Set(wake)
 	assert.True(t, l.TryAcquire(), "the cancelled waiter's place went to someone else")
+}
+
+// cancelBelowTail: a cancelled waiter with a later waiter queued behind it
+// is forfeited, not given back (the tail rule): the later waiter keeps its
+// wake and is admitted at it, and from then on the limiter decides exactly
+// like a twin whose two waiters were both admitted.
+func (s suite) cancelBelowTail(t *testing.T) {
+	mk := func() (admit.Limiter, *recordingClock) {
+		clk := &recordingClock{FakeClock: buckettest.NewFakeClock(start)}
+		l, err := s.a.New(2, time.Second, admit.WithClock(clk))
+		require.NoError(t, err)
+		return l, clk
+	}
+	l, clk := mk()
+	twin, ct := mk()
+	require.Equal(t, drain(twin), drain(l))
+	type waiter struct {
+		cancel context.CancelFunc
+		done   chan error
+	}
+	queue := func(l admit.Limiter, c *recordingClock, k int) waiter {
+		ctx, cancel := context.WithCancel(context.Background())
+		w := waiter{cancel, make(chan error, 1)}
+		go func() { w.done <- l.Acquire(ctx) }()
+		_, returned := sleepOrReturn(t, c.FakeClock, k, w.done)
+		require.False(t, returned, "waiter %d must wait", k)
+		return w
+	}
+	first, second := queue(l, clk, 1), queue(l, clk, 2)
+	tfirst, tsecond := queue(twin, ct, 1), queue(twin, ct, 2)
+	require.Equal(t, ct.wakes, clk.wakes, "twins queue alike")
+	first.cancel()
+	assert.Equal(t, context.Canceled, <-first.done)
+	waitFor(t, clk.FakeClock, 1)
+	w, _ := clk.NextWake()
+	assert.Equal(t, clk.wakes[1], w, "the later waiter keeps its wake")
+	for i, d := range []chan error{tfirst.done, tsecond.done} {
+		ct.Set(ct.wakes[i])
+		require.NoError(t, <-d)
+	}
+	clk.Set(clk.wakes[1])
+	require.NoError(t, <-second.done, "admitted at its wake")
+	for _, d := range []time.Duration{0, time.Second / 3, time.Second, 2 * time.Second} {
+		clk.Advance(d)
+		ct.Advance(d)
+		assert.Equal(t, drain(twin), drain(l), "the cancelled reservation was forfeited, as if admitted")
+	}
 }
 
 // recordingClock records the deadline of every Sleep, in call order.
