@@ -27,7 +27,9 @@
 // moment, which is smaller (min(capacity, V(t) − z) grows with t): it can
 // only see fewer tokens, never more, and a rejection stores nothing.
 // mutexbucket and casbucket instead treat a stale reading as the latest one
-// applied; shardedbucket, also one word per shard, behaves like gcra.
+// applied; shardedbucket, one word per shard, keeps no latest reading
+// either. On a clock that never runs backwards gcra and mutexbucket decide
+// identically (FuzzReservations checks it).
 //
 // Pick it over casbucket whenever you would pick casbucket: the same
 // lock-free design without the allocation. Like casbucket, every admission
