@@ -17,7 +17,7 @@
 // admitted, so a span of the window's length that straddles a boundary can
 // see 2 × limit. That is the declared bound, and it is reached: at most limit
 // in every aligned window, at most 2 × limit in any span of the window's
-// length (and ⌊(span−1)/window⌋ + 2 windows' worth in longer spans). Pick
+// length (and 1 + ⌈(span−1)/window⌉ windows' worth in longer spans). Pick
 // the sliding log when no span may exceed limit, the sliding window
 // counter when a close estimate is enough, and a token bucket when the
 // burst should be a number you choose rather than an accident of the clock.
