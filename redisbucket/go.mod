@@ -1,0 +1,16 @@
+module github.com/admit-go/admit/redisbucket
+
+go 1.26.0
+
+require github.com/admit-go/admit v0.0.0
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-redis/redis_rate/v10 v10.0.1 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	github.com/redis/rueidis v1.0.79 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)
+
+replace github.com/admit-go/admit => ../
