@@ -33,6 +33,12 @@ type lease struct {
 	left    int64 // tokens taken from Redis and not yet spent
 	expires int64 // monotonic ns after which left is void
 	last    admit.Decision
+	// A denial is remembered too: until deniedUntil fewer than deniedN
+	// tokens can exist (the server said so, and other clients only take),
+	// so denying n >= deniedN locally until then is exact.
+	deniedN     int64
+	deniedUntil int64
+	denied      admit.Decision
 }
 
 func newBatcher(n int64, age time.Duration) *batcher {
@@ -86,14 +92,26 @@ func (b *batcher) allow(ctx context.Context, l *Limiter, key string, n int64) (a
 		d.Remaining += e.left
 		return d, nil
 	}
+	if e.deniedN > 0 && n >= e.deniedN && now < e.deniedUntil {
+		d := e.denied
+		d.RetryAfter = time.Duration(e.deniedUntil - now)
+		return d, nil
+	}
 	// The lease's age counts from before the request is sent: the server
 	// takes the tokens later than that, so none is spent more than age after
 	// the server handed it out.
 	start := now
 	d, taken, err := l.remote(ctx, key, n, max(b.n, n))
-	if err != nil || !d.Allowed {
-		e.left, e.expires = 0, 0
+	e.left, e.expires, e.deniedN = 0, 0, 0
+	if err != nil {
 		return d, err
+	}
+	if !d.Allowed {
+		// The server decided after start, so start + RetryAfter is no
+		// later than the moment n tokens exist. Held at most age, like a
+		// lease, so that Remaining stays fresh.
+		e.deniedN, e.deniedUntil, e.denied = n, start+int64(min(d.RetryAfter, b.age)), d
+		return d, nil
 	}
 	e.left, e.expires = taken-n, start+int64(b.age)
 	e.last = d

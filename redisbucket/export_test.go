@@ -3,3 +3,6 @@ package redisbucket
 // Units exposes a limiter's representation to the tests: units per token
 // and the capacity in units.
 func Units(l *Limiter) (per, capUnits int64) { return l.p.per, l.p.capUnits }
+
+// ScriptHash is the SHA-1 that EVALSHA names.
+func ScriptHash() string { return script.Hash() }

@@ -83,8 +83,10 @@ func WithFallback(k admit.KeyedLimiter) Option {
 // WithBatch turns on local batching for hot keys: a decision that goes to
 // Redis takes up to n tokens (at least the request's), and this process
 // spends the surplus locally for at most maxAge after sending the request,
-// when the rest is dropped. Remaining and ResetAfter are then as of the
-// latest round trip. The bound per key then becomes
+// when the rest is dropped. A denial is remembered the same way, for
+// requests at least as large, until its RetryAfter (at most maxAge): that is
+// exact, since no client can make tokens appear sooner. Remaining and
+// ResetAfter are then as of the latest round trip. The bound per key then becomes
 // capacity + rate·(T + maxAge) over any span T, since tokens taken from the
 // server up to maxAge before the span may be spent inside it; surplus that
 // ages out is lost (under-admission, never over). n must be at least 2 and

@@ -31,6 +31,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	redis.SetLogger(quiet{}) // outage tests make the pool log every failed dial
 	var err error
 	tmpDir, err = os.MkdirTemp("", "redisbucket-test-")
 	if err != nil {
@@ -233,3 +234,7 @@ func TestRefillOnServerTime(t *testing.T) {
 		t.Errorf("ResetAfter %v with %d left, want in (%v, %v]", d.ResetAfter, d.Remaining, want-time.Millisecond, want)
 	}
 }
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...interface{}) {}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -192,3 +193,5 @@ func readLines(b []byte) []string {
 	}
 	return out
 }
+
+func countGoroutines() int { return runtime.NumGoroutine() }
