@@ -4,5 +4,8 @@ package redisbucket
 // and the capacity in units.
 func Units(l *Limiter) (per, capUnits int64) { return l.p.per, l.p.capUnits }
 
+// Tick is the limiter's tick in microseconds.
+func Tick(l *Limiter) int64 { return l.p.q }
+
 // ScriptHash is the SHA-1 that EVALSHA names.
 func ScriptHash() string { return script.Hash() }

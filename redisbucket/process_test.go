@@ -238,7 +238,7 @@ func TestClientClockIgnored(t *testing.T) {
 		t.Fatalf("MONITOR: %q, %v", line, err)
 	}
 	per, capUnits := redisbucket.Units(l)
-	want := []string{"1", "clock:k2", strconv.FormatInt(capUnits, 10), strconv.FormatInt(per, 10), "1", "3", "3"}
+	want := []string{"1", "clock:k2", strconv.FormatInt(capUnits, 10), strconv.FormatInt(per, 10), "1", "3", "3", "1"}
 	for i := 0; i < 3; i++ {
 		if _, err := l.AllowN(ctx, "k2", 3); err != nil {
 			t.Fatal(err)

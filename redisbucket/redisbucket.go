@@ -18,14 +18,18 @@
 // # Units
 //
 // Lua numbers are doubles, so every stored and computed value is kept an
-// integer below 2^53. Time is the server's microsecond. A token is per
-// units and the bucket refills m units per microsecond, where per/m is
-// 1e6/rate reduced; every rate with a short decimal form is exact (3/s,
-// 0.5/s, 1e-6/s, 1e9/s), others are rounded down by under one part in 2^20.
-// New accepts capacity in [1, 2^52] and rate 0 or in (0, 1e9] as long as a
-// full refill takes under 2^52 µs (about 142 years) and capacity·per <= 2^52;
-// it rejects the rest with an error wrapping admit.ErrInvalidConfig. RetryAfter
-// and ResetAfter are exact to the microsecond, rounded up.
+// integer below 2^53. Time is the server's clock in ticks of q
+// microseconds; q is 1 µs unless the bucket is so slow for its size that it
+// would not fit (capacity 1e9 at 1e-6/s runs on 1 s ticks). A token is per
+// units and the bucket refills m units per tick, where per/m is 1e6/(rate·q)
+// reduced; every rate with a short decimal form is exact (3/s, 0.5/s,
+// 1e-6/s, 1e9/s), others are rounded down by under one part in 2^20. New
+// accepts every capacity in [1, 2^31] with every rate 0 or in [1e-6, 1e9],
+// and larger capacities up to 2^52 where capacity·per fits in 2^52; it
+// rejects the rest with an error wrapping admit.ErrInvalidConfig. RetryAfter
+// and ResetAfter are exact to the microsecond, rounded up (on coarser
+// ticks, exact to the tick: refill lands at whole ticks); a wait longer than
+// a time.Duration holds is reported as Never.
 //
 // # Failure
 //
@@ -69,7 +73,7 @@ import (
 type Limiter struct {
 	client redis.UniversalClient
 	p      params
-	args   [3]string // capUnits, per, m: the script's fixed arguments
+	args   [4]string // capUnits, per, m, q: the script's fixed arguments
 	prefix string
 
 	timeout  time.Duration
@@ -110,7 +114,7 @@ func New(client redis.UniversalClient, capacity int64, refillPerSecond float64, 
 	l := &Limiter{
 		client:   client,
 		p:        p,
-		args:     [3]string{strconv.FormatInt(p.capUnits, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10)},
+		args:     [4]string{strconv.FormatInt(p.capUnits, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10), strconv.FormatInt(p.q, 10)},
 		prefix:   cfg.prefix,
 		timeout:  cfg.timeout,
 		open:     cfg.open,
@@ -174,10 +178,10 @@ func (l *Limiter) remote(ctx context.Context, key string, n, want int64) (admit.
 		return l.unavailable(ctx, key, n, cause)
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.timeout)
-	res, err := script.Run(cctx, l.client, []string{l.prefix + key}, l.args[0], l.args[1], l.args[2], n, want).Int64Slice()
+	res, err := script.Run(cctx, l.client, []string{l.prefix + key}, l.args[0], l.args[1], l.args[2], n, want, l.args[3]).Int64Slice()
 	cancel()
-	if err == nil && len(res) != 5 {
-		err = fmt.Errorf("redisbucket: script returned %d values, want 5", len(res))
+	if err == nil && len(res) != 6 {
+		err = fmt.Errorf("redisbucket: script returned %d values, want 6", len(res))
 	}
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
@@ -199,16 +203,22 @@ func (l *Limiter) remote(ctx context.Context, key string, n, want int64) (admit.
 		Allowed:    res[0] == 1,
 		Limit:      l.p.capacity,
 		Remaining:  res[1],
-		RetryAfter: micros(res[2]),
-		ResetAfter: micros(res[3]),
+		RetryAfter: l.wait(res[2], res[5]),
+		ResetAfter: l.wait(res[3], res[5]),
 	}, res[4], nil
 }
 
-func micros(us int64) time.Duration {
-	if us < 0 || us > math.MaxInt64/int64(time.Microsecond) {
+// wait converts the script's ticks from the current tick's start, sub µs
+// ago, to a duration: 0 stays 0, -1 is Never, and a wait past what a
+// Duration holds (292 years) is Never too.
+func (l *Limiter) wait(ticks, sub int64) time.Duration {
+	switch {
+	case ticks == 0:
+		return 0
+	case ticks < 0 || ticks > (math.MaxInt64/int64(time.Microsecond))/l.p.q:
 		return Never
 	}
-	return time.Duration(us) * time.Microsecond
+	return time.Duration(ticks*l.p.q-sub) * time.Microsecond
 }
 
 // unavailable returns the failure policy's decision.

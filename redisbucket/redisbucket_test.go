@@ -79,7 +79,7 @@ func TestNewRejects(t *testing.T) {
 		{"rate NaN", good, 1, math.NaN(), nil},
 		{"rate negative", good, 1, -1, nil},
 		{"rate above 1e9", good, 1, 2e9, nil},
-		{"refill over 142 years", good, 1e9, 1e-6, nil},
+		{"inexact rate on a huge capacity", good, 1 << 52, 0.7, nil},
 		{"hash tag prefix", good, 1, 1, []redisbucket.Option{redisbucket.WithPrefix("{x}")}},
 		{"zero timeout", good, 1, 1, []redisbucket.Option{redisbucket.WithTimeout(0)}},
 		{"nil option", good, 1, 1, []redisbucket.Option{nil}},
@@ -170,12 +170,13 @@ func TestArithmeticExact(t *testing.T) {
 		rate     float64
 	}{
 		{1 << 52, 0}, {1<<52 - 1, 0}, {4503, 1e-6}, {1 << 32, 1000}, {1e9, 1e9}, {3, 1.0 / 3}, {1e9, 0.7},
+		{1e9, 1e-6}, {1e6, 1e-6}, // ticks of 1 s and 1 ms
 	}
 	for i, tc := range cases {
 		l, c, prefix := newLimiter(t, tc.capacity, tc.rate, redisbucket.WithPrefix(fmt.Sprintf("arith:%d:", i)))
 		_ = prefix
 		per, capUnits := redisbucket.Units(l)
-		future := serverTime(t, c) + 3600e6
+		future := (serverTime(t, c) + 3600e6) / redisbucket.Tick(l)
 		for _, debtTokens := range []int64{0, 1, tc.capacity / 3, tc.capacity - 1, tc.capacity} {
 			for _, extra := range []int64{0, 1, per / 2, per - 1} {
 				d := debtTokens*per + extra

@@ -6,12 +6,14 @@ import "github.com/redis/go-redis/v9"
 // owns the key.
 //
 // The key is a hash {d, t}: d is the bucket's debt, capacity minus balance,
-// in units (ARGV[2] units make one token), as of t, the server time in
-// microseconds at which it was last written. Debt shrinks by ARGV[3] units
-// per microsecond of server time; an absent key has no debt (a full bucket).
+// in units (ARGV[2] units make one token), as of t, the server time in ticks
+// of ARGV[6] microseconds at which it was last written. Debt shrinks by
+// ARGV[3] units per tick of server time; an absent key has no debt (a full
+// bucket). Refill happens at whole ticks, so a reading inside a tick counts
+// only up to its start: never more than the true refill.
 // Every value the script stores or computes is an integer below 2^53, which
 // a Lua double holds exactly; New guarantees cap + 2·m < 2^53 (see params.go):
-//   - now is about 1.8e15 µs, below 2^53 until the year 2255;
+//   - the time in µs is about 1.8e15, below 2^53 until the year 2255;
 //   - 0 <= d <= cap <= 2^52;
 //   - dt·m is computed only for dt <= ⌊d/m⌋+2, so it is at most d + 2m;
 //   - idiv's q·b and (q+1)·b are at most a + b <= 2·cap.
@@ -23,28 +25,36 @@ import "github.com/redis/go-redis/v9"
 // through string.format('%d'), never Lua's default number formatting, which
 // may use an exponent.
 //
-// ARGV: cap (capacity in units), per (units per token), m (units per µs, 0
-// for no refill), n (tokens asked; 0 peeks), want (tokens to take when at
-// least n are there, >= n; batching asks for more than n).
+//   - the expiry is set in µs only when that is below 2^50; a key full
+//     further away than 2^50 µs (35 years) gets no TTL (PERSIST, since an
+//     earlier write may have set a shorter one), which is exact too.
 //
-// It returns {allowed, remaining, retry µs, reset µs, taken}: remaining in
-// whole tokens after the decision, retry until n tokens exist (0 when
-// allowed, -1 never), reset until full (0 when full, -1 never), taken the
-// tokens consumed.
+// ARGV: cap (capacity in units), per (units per token), m (units per tick,
+// 0 for no refill), n (tokens asked; 0 peeks), want (tokens to take when at
+// least n are there, >= n; batching asks for more than n), q (µs per tick).
+//
+// It returns {allowed, remaining, retry, reset, taken, sub}: remaining in
+// whole tokens after the decision; retry the ticks from the current tick's
+// start until n tokens exist (0 when allowed, -1 never); reset the same
+// until full (0 when full, -1 never); taken the tokens consumed; sub the µs
+// already gone of the current tick. A wait in µs is then ticks·q − sub.
 const src = `
 local cap = tonumber(ARGV[1])
 local per = tonumber(ARGV[2])
 local m = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
 local want = tonumber(ARGV[5])
-local tm = redis.call('TIME')
-local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+local q = tonumber(ARGV[6])
 local function idiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
-  return q
+  local r = math.floor(a / b)
+  if r * b > a then r = r - 1 elseif (r + 1) * b <= a then r = r + 1 end
+  return r
 end
 local function cdiv(a, b) return idiv(a + b - 1, b) end
+local tm = redis.call('TIME')
+local us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+local now = idiv(us, q)
+local sub = us - now * q
 local d, t = 0, now
 local s = redis.call('HMGET', KEYS[1], 'd', 't')
 if s[1] then
@@ -65,8 +75,11 @@ if n > 0 then
     taken = math.min(want, idiv(avail, per))
     d = d + taken * per
     redis.call('HSET', KEYS[1], 'd', string.format('%d', d), 't', string.format('%d', t))
-    if m > 0 then
-      redis.call('PEXPIRE', KEYS[1], string.format('%d', cdiv(t - now + cdiv(d, m), 1000)))
+    local full = t - now + cdiv(d, m)
+    if m > 0 and full < 1125899906842624 / q then
+      redis.call('PEXPIRE', KEYS[1], string.format('%d', cdiv(full * q - sub, 1000)))
+    else
+      redis.call('PERSIST', KEYS[1])
     end
   else
     ok = 0
@@ -77,9 +90,8 @@ local reset = 0
 if d > 0 then
   if m > 0 then reset = t - now + cdiv(d, m) else reset = -1 end
 end
-return {ok, idiv(cap - d, per), retry, reset, taken}
+return {ok, idiv(cap - d, per), retry, reset, taken, sub}
 `
-
 // script is shared by every Limiter: go-redis runs it with EVALSHA and, on
 // NOSCRIPT (a restarted or flushed server, a new Cluster node), with EVAL,
 // which also loads it.
