@@ -92,6 +92,7 @@ if d > 0 then
 end
 return {ok, idiv(cap - d, per), retry, reset, taken, sub}
 `
+
 // script is shared by every Limiter: go-redis runs it with EVALSHA and, on
 // NOSCRIPT (a restarted or flushed server, a new Cluster node), with EVAL,
 // which also loads it.
