@@ -184,7 +184,7 @@ func TestArithmeticExact(t *testing.T) {
 					continue
 				}
 				key := fmt.Sprintf("k%d-%d", debtTokens, extra)
-				c.HSet(ctx, fmt.Sprintf("arith:%d:%s", i, key), "d", d, "t", future)
+				c.Set(ctx, fmt.Sprintf("arith:%d:%s", i, key), fmt.Sprintf("%d %d", d, future), 0)
 				got, err := l.AllowN(ctx, key, 0)
 				if err != nil {
 					t.Fatal(err)

@@ -5,7 +5,7 @@ import "github.com/redis/go-redis/v9"
 // src is the one script every decision runs, atomically, on the node that
 // owns the key.
 //
-// The key is a hash {d, t}: d is the bucket's debt, capacity minus balance,
+// The key is a string "d t": d is the bucket's debt, capacity minus balance,
 // in units (ARGV[2] units make one token), as of t, the server time in ticks
 // of ARGV[6] microseconds at which it was last written. Debt shrinks by
 // ARGV[3] units per tick of server time; an absent key has no debt (a full
@@ -25,9 +25,12 @@ import "github.com/redis/go-redis/v9"
 // through string.format('%d'), never Lua's default number formatting, which
 // may use an exponent.
 //
-//   - the expiry is set in µs only when that is below 2^50; a key full
-//     further away than 2^50 µs (35 years) gets no TTL (PERSIST, since an
-//     earlier write may have set a shorter one), which is exact too.
+//   - the expiry is set only when it is below 2^50 µs; a key full further
+//     away than that (35 years) gets no TTL (a plain SET clears one an
+//     earlier write set), which is exact too.
+//
+// One GET and one SET with PX: a hash and a separate PEXPIRE cost two more
+// commands per decision.
 //
 // ARGV: cap (capacity in units), per (units per token), m (units per tick,
 // 0 for no refill), n (tokens asked; 0 peeks), want (tokens to take when at
@@ -56,10 +59,11 @@ local us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 local now = idiv(us, q)
 local sub = us - now * q
 local d, t = 0, now
-local s = redis.call('HMGET', KEYS[1], 'd', 't')
-if s[1] then
-  d = tonumber(s[1])
-  t = tonumber(s[2])
+local s = redis.call('GET', KEYS[1])
+if s then
+  local sp = string.find(s, ' ', 1, true)
+  d = tonumber(string.sub(s, 1, sp - 1))
+  t = tonumber(string.sub(s, sp + 1))
   if now > t then
     if m > 0 then
       local dt = now - t
@@ -74,12 +78,12 @@ if n > 0 then
   if avail >= n * per then
     taken = math.min(want, idiv(avail, per))
     d = d + taken * per
-    redis.call('HSET', KEYS[1], 'd', string.format('%d', d), 't', string.format('%d', t))
+    local v = string.format('%d %d', d, t)
     local full = t - now + cdiv(d, m)
     if m > 0 and full < 1125899906842624 / q then
-      redis.call('PEXPIRE', KEYS[1], string.format('%d', cdiv(full * q - sub, 1000)))
+      redis.call('SET', KEYS[1], v, 'PX', string.format('%d', cdiv(full * q - sub, 1000)))
     else
-      redis.call('PERSIST', KEYS[1])
+      redis.call('SET', KEYS[1], v)
     end
   else
     ok = 0
