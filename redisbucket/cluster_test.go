@@ -8,18 +8,19 @@ import (
 	"time"
 
 	"github.com/admit-go/admit/redisbucket"
+	"github.com/admit-go/admit/redisbucket/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
 var (
 	clusterOnce sync.Once
-	sharedCl    *cluster
+	sharedCl    *redistest.Cluster
 	clusterErr  error
 )
 
-func sharedCluster(t *testing.T) *cluster {
+func sharedCluster(t *testing.T) *redistest.Cluster {
 	t.Helper()
-	clusterOnce.Do(func() { sharedCl, clusterErr = startCluster(tmpDir) })
+	clusterOnce.Do(func() { sharedCl, clusterErr = redistest.StartCluster(tmpDir) })
 	if clusterErr != nil {
 		t.Fatal(clusterErr)
 	}
@@ -28,7 +29,7 @@ func sharedCluster(t *testing.T) *cluster {
 
 func stopSharedCluster() {
 	if sharedCl != nil {
-		sharedCl.stop()
+		sharedCl.Stop()
 	}
 }
 
@@ -37,7 +38,7 @@ func stopSharedCluster() {
 func TestCluster(t *testing.T) {
 	cl := sharedCluster(t)
 	ctx := context.Background()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.addrs(), ContextTimeoutEnabled: true})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
 	defer c.Close()
 	const capacity = 4
 	l, err := redisbucket.New(c, capacity, 0.001, redisbucket.WithPrefix("cl:"), redisbucket.WithTimeout(2*time.Second))

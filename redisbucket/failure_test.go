@@ -54,9 +54,9 @@ func testOutage(t *testing.T, outage, policy string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.kill()
+	defer s.Kill()
 	const poolSize = 8
-	c := redis.NewClient(&redis.Options{Addr: s.addr, ContextTimeoutEnabled: true, PoolSize: poolSize,
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, PoolSize: poolSize,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, DialTimeout: 30 * time.Second})
 	defer c.Close()
 	const timeout = 100 * time.Millisecond
@@ -81,9 +81,9 @@ func testOutage(t *testing.T, outage, policy string) {
 
 	switch outage {
 	case "kill":
-		s.kill()
+		s.Kill()
 	case "freeze":
-		if err := s.signal(syscall.SIGSTOP); err != nil {
+		if err := s.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -162,11 +162,11 @@ func testOutage(t *testing.T, outage, policy string) {
 
 	switch outage {
 	case "kill":
-		if err := s.start(); err != nil {
+		if err := s.Restart(); err != nil {
 			t.Fatal(err)
 		}
 	case "freeze":
-		if err := s.signal(syscall.SIGCONT); err != nil {
+		if err := s.Signal(syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -147,9 +147,9 @@ func TestProcessesShareOneBucket(t *testing.T) {
 		{name: "batch=20/age=20ms", rate: 2000, batchN: 20, batchAge: 20 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := srv.client(t)
+			c := client(t, srv)
 			const capacity = 100
-			spec := childSpec{Addr: srv.addr, Prefix: "procs:" + tc.name + ":", Key: "hot", Capacity: capacity, Rate: tc.rate,
+			spec := childSpec{Addr: srv.Addr, Prefix: "procs:" + tc.name + ":", Key: "hot", Capacity: capacity, Rate: tc.rate,
 				Goroutines: 16, Duration: 800 * time.Millisecond, BatchN: tc.batchN, BatchAge: tc.batchAge}
 			t0 := serverTime(t, c)
 			res := runChildren(t, 3, spec)
@@ -181,14 +181,14 @@ func TestProcessesShareOneBucket(t *testing.T) {
 // with this process and the bound holds; and what a client sends holds no
 // time at all (checked on the wire with MONITOR).
 func TestClientClockIgnored(t *testing.T) {
-	c := srv.client(t)
+	c := client(t, srv)
 	ctx := context.Background()
 	const tenYears = "315360000"
 	if out, err := exec.Command("unshare", "--time", "--monotonic", tenYears, "--boottime", tenYears, "true").CombinedOutput(); err != nil {
 		t.Fatalf("unshare --time (needs root and Linux 5.6): %v: %s", err, out)
 	}
 	const capacity, rate = 50, 500.0
-	spec := childSpec{Addr: srv.addr, Prefix: "clock:", Key: "k", Capacity: capacity, Rate: rate, Goroutines: 8, Duration: 500 * time.Millisecond}
+	spec := childSpec{Addr: srv.Addr, Prefix: "clock:", Key: "k", Capacity: capacity, Rate: rate, Goroutines: 8, Duration: 500 * time.Millisecond}
 	l, err := redisbucket.New(c, capacity, rate, redisbucket.WithPrefix("clock:"))
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +225,7 @@ func TestClientClockIgnored(t *testing.T) {
 	// On the wire: the arguments are the key, the three constants of the
 	// configuration and n (twice: asked and wanted); nothing derived from
 	// the client's clock.
-	mon, err := net.Dial("tcp", srv.addr)
+	mon, err := net.Dial("tcp", srv.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}

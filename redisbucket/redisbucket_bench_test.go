@@ -98,7 +98,7 @@ var benchImpls = []benchImpl{
 	{name: "rueidis-script", make: func(b *testing.B, capacity int64, rate float64) (decideFunc, func()) {
 		// The same script and arguments through rueidis's auto-pipelining
 		// (no Limiter around it): what a rueidis constructor could reach.
-		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.addr}, DisableCache: true})
+		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -142,7 +142,7 @@ var benchImpls = []benchImpl{
 func newBenchClient(b *testing.B) *redis.Client {
 	// Pool as large as the goroutines, so that the pool is not what limits
 	// the plain clients.
-	return redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true, PoolSize: 64})
+	return redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 64})
 }
 
 func limiterDecide(b *testing.B, c redis.UniversalClient, capacity int64, rate float64, prefix string, opts ...redisbucket.Option) decideFunc {
