@@ -17,5 +17,5 @@ const ScriptSource = src
 
 // ScriptArgs returns the script's ARGV for a request of n tokens.
 func ScriptArgs(l *Limiter, n int64) []string {
-	return []string{l.args[0], l.args[1], l.args[2], strconv.FormatInt(n, 10), strconv.FormatInt(n, 10), l.args[3]}
+	return []string{l.args[0].(string), l.args[1].(string), l.args[2].(string), strconv.FormatInt(n, 10), strconv.FormatInt(n, 10), l.args[3].(string)}
 }

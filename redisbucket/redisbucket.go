@@ -73,7 +73,9 @@ import (
 type Limiter struct {
 	client redis.UniversalClient
 	p      params
-	args   [4]string // capUnits, per, m, q: the script's fixed arguments
+	// capUnits, per, m, q: the script's fixed arguments, boxed once here
+	// so that passing them as ...interface{} allocates nothing per call.
+	args [4]any
 	prefix string
 
 	timeout  time.Duration
@@ -114,7 +116,7 @@ func New(client redis.UniversalClient, capacity int64, refillPerSecond float64, 
 	l := &Limiter{
 		client:   client,
 		p:        p,
-		args:     [4]string{strconv.FormatInt(p.capUnits, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10), strconv.FormatInt(p.q, 10)},
+		args:     [4]any{strconv.FormatInt(p.capUnits, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10), strconv.FormatInt(p.q, 10)},
 		prefix:   cfg.prefix,
 		timeout:  cfg.timeout,
 		open:     cfg.open,
