@@ -41,7 +41,7 @@ func TestCluster(t *testing.T) {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
 	defer c.Close()
 	const capacity = 4
-	l, err := redisbucket.New(c, capacity, 0.001, redisbucket.WithPrefix("cl:"), redisbucket.WithTimeout(2*time.Second))
+	l, err := redisbucket.New(c, capacity, 0.001, redisbucket.WithPrefix("cl:"), redisbucket.WithTimeout(testTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}

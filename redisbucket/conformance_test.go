@@ -20,6 +20,6 @@ func TestConformance(t *testing.T) {
 		if len(opts) > 0 {
 			return nil, fmt.Errorf("%w: redisbucket reads the server's clock and takes no admit.Option", admit.ErrInvalidConfig)
 		}
-		return redisbucket.New(client(t, srv), capacity, rate, redisbucket.WithPrefix(fmt.Sprintf("conf:%d:", conformanceRun.Add(1))))
+		return redisbucket.New(client(t, srv), capacity, rate, redisbucket.WithPrefix(fmt.Sprintf("conf:%d:", conformanceRun.Add(1))), redisbucket.WithTimeout(testTimeout))
 	})
 }

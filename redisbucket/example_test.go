@@ -22,7 +22,7 @@ func Example() {
 	defer client.Close()
 
 	// Was: limiter, err := keyed.New(3, 0.001)
-	limiter, err := redisbucket.New(client, 3, 0.001, redisbucket.WithPrefix("example:"))
+	limiter, err := redisbucket.New(client, 3, 0.001, redisbucket.WithPrefix("example:"), redisbucket.WithTimeout(time.Second))
 	if err != nil {
 		panic(err)
 	}

@@ -52,7 +52,7 @@ func child() int {
 	}
 	c := redis.NewClient(&redis.Options{Addr: spec.Addr, ContextTimeoutEnabled: true, PoolSize: spec.Goroutines})
 	defer c.Close()
-	opts := []redisbucket.Option{redisbucket.WithPrefix(spec.Prefix), redisbucket.WithTimeout(2 * time.Second)}
+	opts := []redisbucket.Option{redisbucket.WithPrefix(spec.Prefix), redisbucket.WithTimeout(testTimeout)}
 	if spec.BatchN > 0 {
 		opts = append(opts, redisbucket.WithBatch(spec.BatchN, spec.BatchAge))
 	}
@@ -189,7 +189,7 @@ func TestClientClockIgnored(t *testing.T) {
 	}
 	const capacity, rate = 50, 500.0
 	spec := childSpec{Addr: srv.Addr, Prefix: "clock:", Key: "k", Capacity: capacity, Rate: rate, Goroutines: 8, Duration: 500 * time.Millisecond}
-	l, err := redisbucket.New(c, capacity, rate, redisbucket.WithPrefix("clock:"))
+	l, err := redisbucket.New(c, capacity, rate, redisbucket.WithPrefix("clock:"), redisbucket.WithTimeout(testTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
