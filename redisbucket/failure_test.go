@@ -13,6 +13,7 @@ import (
 	"github.com/admit-go/admit/mutexbucket"
 	"github.com/admit-go/admit/redisbucket"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 )
 
 // localKeyed is a small in-process keyed limiter over mutexbuckets, the
@@ -44,12 +45,14 @@ func (k *localKeyed) AllowN(_ context.Context, key string, n int64) (admit.Decis
 func TestOutage(t *testing.T) {
 	for _, outage := range []string{"kill", "freeze"} {
 		for _, policy := range []string{"closed", "open", "fallback"} {
-			t.Run("outage="+outage+"/policy="+policy, func(t *testing.T) { testOutage(t, outage, policy) })
+			t.Run("outage="+outage+"/policy="+policy, func(t *testing.T) { testOutage(t, outage, policy, false) })
 		}
+		// The rueidis transport (NewRueidis), under the same bounds.
+		t.Run("outage="+outage+"/policy=closed/client=rueidis", func(t *testing.T) { testOutage(t, outage, "closed", true) })
 	}
 }
 
-func testOutage(t *testing.T, outage, policy string) {
+func testOutage(t *testing.T, outage, policy string, useRueidis bool) {
 	s, err := startServer(tmpDir)
 	if err != nil {
 		t.Fatal(err)
@@ -69,8 +72,22 @@ func testOutage(t *testing.T, outage, policy string) {
 	case "fallback":
 		opts = append(opts, redisbucket.WithFallback(fb))
 	}
-	l, err := redisbucket.New(c, 1000, 1000, opts...)
-	if err != nil {
+	conns := func() int64 { return int64(c.PoolStats().TotalConns) }
+	var l *redisbucket.Limiter
+	if useRueidis {
+		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		// rueidis multiplexes commands over a fixed set of connections it
+		// redials itself; the goroutine bound covers it.
+		conns = func() int64 { return 0 }
+		l, err = redisbucket.NewRueidis(rc, 1000, 1000, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else if l, err = redisbucket.New(c, 1000, 1000, opts...); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -117,7 +134,7 @@ func testOutage(t *testing.T, outage, policy string) {
 						maxG.Store(g)
 					}
 				}
-				if n := int64(c.PoolStats().TotalConns); n > maxConns.Load() {
+				if n := conns(); n > maxConns.Load() {
 					maxConns.Store(n)
 				}
 				if !errors.Is(err, admit.ErrUnavailable) {

@@ -98,3 +98,7 @@ func newParams(capacity int64, rate float64) (params, error) {
 	}
 	return params{}, fmt.Errorf("%w: rate %v per second cannot be represented within 1 part in 2^20 with capacity %d (capacity × units per token must stay below 2^52)", admit.ErrInvalidConfig, rate, capacity)
 }
+
+func errorf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{admit.ErrInvalidConfig}, args...)...)
+}

@@ -58,7 +58,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -71,11 +70,8 @@ import (
 // Redis, prefix, capacity and rate. The zero value is not usable; create one
 // with New. A Limiter must not be copied after first use.
 type Limiter struct {
-	client redis.UniversalClient
+	tr     transport
 	p      params
-	// capUnits, per, m, q: the script's fixed arguments, boxed once here
-	// so that passing them as ...interface{} allocates nothing per call.
-	args [4]any
 	prefix string
 
 	timeout  time.Duration
@@ -99,6 +95,10 @@ func New(client redis.UniversalClient, capacity int64, refillPerSecond float64, 
 	if err := checkClient(client); err != nil {
 		return nil, err
 	}
+	return newLimiter(func(p params) transport { return newGoRedis(client, p) }, capacity, refillPerSecond, opts)
+}
+
+func newLimiter(tr func(params) transport, capacity int64, refillPerSecond float64, opts []Option) (*Limiter, error) {
 	cfg := config{prefix: DefaultPrefix, timeout: DefaultTimeout}
 	for i, o := range opts {
 		if o == nil {
@@ -114,9 +114,8 @@ func New(client redis.UniversalClient, capacity int64, refillPerSecond float64, 
 		return nil, err
 	}
 	l := &Limiter{
-		client:   client,
+		tr:       tr(p),
 		p:        p,
-		args:     [4]any{strconv.FormatInt(p.capUnits, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10), strconv.FormatInt(p.q, 10)},
 		prefix:   cfg.prefix,
 		timeout:  cfg.timeout,
 		open:     cfg.open,
@@ -139,6 +138,10 @@ func checkClient(c redis.UniversalClient) error {
 		ok = c.Options().ContextTimeoutEnabled
 	case *redis.Ring:
 		ok = c.Options().ContextTimeoutEnabled
+	case *redis.AutoPipeliner:
+		// Measured (TestOutage): with ContextTimeoutEnabled set, a frozen
+		// server still held a decision for minutes.
+		return fmt.Errorf("%w: go-redis's AutoPipeliner does not bound a command by its context's deadline, so WithTimeout could not bound a decision; for pipelining use NewRueidis", admit.ErrInvalidConfig)
 	default:
 		return nil
 	}
@@ -180,7 +183,7 @@ func (l *Limiter) remote(ctx context.Context, key string, n, want int64) (admit.
 		return l.unavailable(ctx, key, n, cause)
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.timeout)
-	res, err := script.Run(cctx, l.client, []string{l.prefix + key}, l.args[0], l.args[1], l.args[2], n, want, l.args[3]).Int64Slice()
+	res, err := l.tr.run(cctx, l.prefix+key, n, want)
 	cancel()
 	if err == nil && len(res) != 6 {
 		err = fmt.Errorf("redisbucket: script returned %d values, want 6", len(res))
@@ -191,8 +194,7 @@ func (l *Limiter) remote(ctx context.Context, key string, n, want int64) (admit.
 			l.brk.release()
 			return admit.Decision{}, 0, cerr
 		}
-		var reply redis.Error
-		if errors.As(err, &reply) {
+		if l.tr.isReply(err) {
 			// The server answered (WRONGTYPE, say): it is up.
 			l.brk.succeed()
 		} else {

@@ -73,6 +73,11 @@ func TestNewRejects(t *testing.T) {
 	good := client(t, srv)
 	lax := redis.NewClient(&redis.Options{Addr: srv.Addr}) // ignores ctx deadlines
 	defer lax.Close()
+	ap, err := good.AutoPipeline() // ignores them too, options notwithstanding
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ap.Close()
 	for _, tc := range []struct {
 		name     string
 		client   redis.UniversalClient
@@ -82,6 +87,7 @@ func TestNewRejects(t *testing.T) {
 	}{
 		{"nil client", nil, 1, 1, nil},
 		{"client ignores deadlines", lax, 1, 1, nil},
+		{"go-redis AutoPipeliner", ap, 1, 1, nil},
 		{"capacity 0", good, 0, 1, nil},
 		{"rate NaN", good, 1, math.NaN(), nil},
 		{"rate negative", good, 1, -1, nil},
@@ -98,6 +104,9 @@ func TestNewRejects(t *testing.T) {
 		if !errors.Is(err, admit.ErrInvalidConfig) || l != nil {
 			t.Errorf("%s: New = %v, %v; want nil and ErrInvalidConfig", tc.name, l, err)
 		}
+	}
+	if l, err := redisbucket.NewRueidis(nil, 1, 1); !errors.Is(err, admit.ErrInvalidConfig) || l != nil {
+		t.Errorf("NewRueidis(nil) = %v, %v; want nil and ErrInvalidConfig", l, err)
 	}
 }
 
