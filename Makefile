@@ -49,3 +49,10 @@ plots:
 # implementation on the real clock, under a minute; saves results/storm-<date>.txt.
 storm:
 	cd bench && $(GO) run ./cmd/storm -save ../results
+
+# redisbucket against go-redis/redis_rate, rueidis and the redis-benchmark
+# floor, plus the storm on the server clock, against one redis-server it
+# starts; about two minutes. Saves results/redis-<date>-<host>-<commit>.txt.
+bench-redis:
+	.ci/redis-server
+	cd redisbucket && $(GO) run ./internal/cmd/redisbench -save ../results -benchtime 10000x -count 5

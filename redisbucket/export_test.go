@@ -9,4 +9,3 @@ func Tick(l *Limiter) int64 { return l.p.q }
 
 // ScriptHash is the SHA-1 that EVALSHA names.
 func ScriptHash() string { return script.Hash() }
-
