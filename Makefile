@@ -2,7 +2,7 @@
 GO ?= go
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: test lint fuzz bench bench-full plots storm bench-redis
+.PHONY: test lint fuzz bench bench-full bench-keyed bench-redis plots storm
 
 # go vet and the race-enabled tests, over the core module, bench/ and
 # redisbucket/ (whose tests start their own redis-server: .ci/redis-server
@@ -27,6 +27,7 @@ lint:
 # A longer fuzz run of the differential fuzz test (the seed corpus runs in `make test`).
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./buckettest/
+	$(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 60s ./keyed/
 
 # The quick comparison, about a minute: cases admit and reject, serial and
 # parallel, every implementation and floor, -cpu 1,2, six samples each. Prints
@@ -40,6 +41,13 @@ bench:
 # version, commit and command) and the benchstat table beside it.
 bench-full:
 	cd bench && GO=$(GO) $(GO) run ./cmd/report -results ../results
+
+# The per-key comparison (keyed vs a sync.Map of x/time/rate, httprate,
+# go-limiter, tollbooth) at 1, 10k and 1M keys, -cpu 2, with heap bytes per
+# key at 1M keys; a few minutes. Prints the benchstat table.
+bench-keyed:
+	cd bench && $(GO) test -run '^$$' -bench 'BenchmarkKeyed' -benchtime 300000x -count 6 -cpu 2 . | tee keyed.tmp.txt
+	cd bench && $(GO) run golang.org/x/perf/cmd/benchstat -col /impl keyed.tmp.txt
 
 # SVG charts of the newest full result, into results/plots/.
 plots:
