@@ -225,3 +225,33 @@ func evalCalls(t *testing.T, c *redis.Client) int64 {
 	}
 	return total
 }
+
+// The batcher remembers at most MaxLeases keys; past them, new keys are
+// decided without batching, exactly.
+func TestBatchKeyBound(t *testing.T) {
+	ctx := context.Background()
+	l, _, _ := newLimiter(t, 3, 0.001, redisbucket.WithBatch(3, time.Minute))
+	keys := redisbucket.MaxLeases + 500
+	for i := range keys {
+		key := strconv.Itoa(i)
+		d, err := l.AllowN(ctx, key, 1)
+		if err != nil || !d.Allowed {
+			t.Fatalf("key %d: first decision %+v, %v", i, d, err)
+		}
+	}
+	if n := redisbucket.Leases(l); n > redisbucket.MaxLeases {
+		t.Errorf("the batcher holds %d keys, bound %d", n, redisbucket.MaxLeases)
+	}
+	// Batched or not, each key has exactly its capacity.
+	for _, i := range []int{0, keys - 1} {
+		key := strconv.Itoa(i)
+		for j := 0; j < 2; j++ {
+			if d, err := l.AllowN(ctx, key, 1); err != nil || !d.Allowed {
+				t.Fatalf("key %d token %d: %+v, %v", i, j+2, d, err)
+			}
+		}
+		if d, err := l.AllowN(ctx, key, 1); err != nil || d.Allowed {
+			t.Errorf("key %d: a fourth token of 3: %+v, %v", i, d, err)
+		}
+	}
+}

@@ -9,3 +9,13 @@ func Tick(l *Limiter) int64 { return l.p.q }
 
 // ScriptHash is the SHA-1 that EVALSHA names.
 func ScriptHash() string { return script.Hash() }
+
+// Leases is how many keys the limiter's batcher holds.
+func Leases(l *Limiter) int {
+	l.batch.mu.Lock()
+	defer l.batch.mu.Unlock()
+	return len(l.batch.leases)
+}
+
+// MaxLeases bounds Leases.
+const MaxLeases = maxLeases

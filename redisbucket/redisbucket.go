@@ -42,15 +42,25 @@
 // while Redis is down, and the first probe that succeeds resumes normal
 // operation. The client must honour context deadlines
 // (ContextTimeoutEnabled: true in go-redis's options); New rejects a
-// *redis.Client or *redis.ClusterClient that does not.
+// *redis.Client, *redis.ClusterClient or *redis.Ring that does not, and
+// go-redis's AutoPipeliner, which does not even with that option.
+//
+// # Pipelining
+//
+// go-redis sends one command per connection round trip. NewRueidis takes a
+// rueidis client instead, which pipelines concurrent commands on shared
+// connections by itself: the same decisions, options and failure policy,
+// measured at 1.8× to 3.3× go-redis's throughput at 64 goroutines.
 //
 // # When to pick it
 //
 // Pick it over the in-process keyed limiter when a limit must hold across
 // processes or machines. Its cost is one Redis round trip per decision (tens
 // of microseconds on loopback against about a hundred nanoseconds in
-// process); WithBatch trades a documented amount of precision for far fewer
-// round trips on hot keys. See docs/redis.md for measured numbers.
+// process, one decision per round trip with go-redis); NewRueidis pipelines
+// concurrent decisions, and WithBatch trades a documented amount of
+// precision for far fewer round trips on hot keys. See docs/redis.md for the
+// measured numbers.
 package redisbucket
 
 import (
