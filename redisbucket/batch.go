@@ -115,5 +115,8 @@ func (b *batcher) allow(ctx context.Context, l *Limiter, key string, n int64) (a
 	}
 	e.left, e.expires = taken-n, start+int64(b.age)
 	e.last = d
+	// Remaining counts the surplus this process holds: it is spendable
+	// here, though Redis already counts it as taken.
+	d.Remaining += e.left
 	return d, nil
 }

@@ -255,3 +255,46 @@ func TestBatchKeyBound(t *testing.T) {
 		}
 	}
 }
+
+// Batching, step by step on a slow bucket: the first decision takes the
+// batch from Redis, the next ones spend it locally, and Remaining counts
+// both; a process without batching sees the batch as taken.
+func TestBatchDecisions(t *testing.T) {
+	ctx := context.Background()
+	l, c, prefix := newLimiter(t, 10, 0.001, redisbucket.WithBatch(4, time.Minute))
+	plain, err := redisbucket.New(c, 10, 0.001, redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.AllowN(ctx, "warm", 0); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	calls0 := evalCalls(t, c)
+	for i, want := range []int64{9, 8, 7, 6, 5, 4, 3, 2, 1, 0} {
+		d, err := l.AllowN(ctx, "k", 1)
+		if err != nil || !d.Allowed || d.Remaining != want {
+			t.Fatalf("decision %d: %+v, %v; want Remaining %d", i, d, err, want)
+		}
+		if i == 0 {
+			if p, err := plain.AllowN(ctx, "k", 0); err != nil || p.Remaining != 6 {
+				t.Fatalf("after one batched decision Redis holds %+v, %v; want 6 left", p, err)
+			}
+		}
+	}
+	// 10 decisions, 3 round trips (4 + 4 + 2), plus the plain peek.
+	if calls := evalCalls(t, c) - calls0; calls != 4 {
+		t.Errorf("%d script calls for 10 batched decisions and one peek, want 4", calls)
+	}
+	d, err := l.AllowN(ctx, "k", 1)
+	if err != nil || d.Allowed || d.RetryAfter <= 999*time.Second {
+		t.Fatalf("an 11th token of 10: %+v, %v", d, err)
+	}
+	// The denial is remembered: no round trip for the next one.
+	calls1 := evalCalls(t, c)
+	if d, err := l.AllowN(ctx, "k", 2); err != nil || d.Allowed {
+		t.Fatalf("a larger request after the denial: %+v, %v", d, err)
+	}
+	if calls := evalCalls(t, c) - calls1; calls != 0 {
+		t.Errorf("%d script calls for a request the remembered denial covers, want 0", calls)
+	}
+}
