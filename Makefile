@@ -64,3 +64,4 @@ storm:
 bench-redis:
 	.ci/redis-server
 	cd redisbucket && $(GO) run ./internal/cmd/redisbench -save ../results -benchtime 10000x -count 5
+	cd bench && $(GO) run ./cmd/redisplots -results ../results
