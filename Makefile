@@ -2,13 +2,20 @@
 GO ?= go
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: test lint fuzz bench bench-full plots storm
+.PHONY: test xtime lint fuzz bench bench-full plots storm
 
-# go vet and the race-enabled tests, over the core module and bench/.
+# go vet and the race-enabled tests, over the core module and bench/, and
+# golang.org/x/time/rate v0.16.0's own tests run against ./rate (taken from
+# the module cache through a build overlay; see rate/testdata/xtime.sh).
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+	GO=$(GO) bash rate/testdata/xtime.sh -race -count=1
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+# Only x/time/rate's tests against ./rate, verbose.
+xtime:
+	GO=$(GO) bash rate/testdata/xtime.sh -race -count=1 -v
 
 # gofmt, vet and staticcheck (pinned, run through the go command).
 lint:
