@@ -34,8 +34,10 @@ import (
 //   - otherwise the rate rounded down to a multiple of 2^-63 tokens per
 //     nanosecond (about 1.1e-10 per second), never up.
 //
-// Limits at or below zero, and NaN, refill nothing; +Inf and finite rates of
-// 2^64 tokens per nanosecond or more fill any balance in one nanosecond.
+// Limits at or below zero, and NaN, refill nothing (num = 0); Inf, +Inf and
+// finite rates of 2^64 tokens per nanosecond or more fill the bucket in any
+// positive time (fill). Both keep the previous den, so that the fraction of
+// the balance survives a change to them and back exactly.
 
 // Time is kept as int64 nanoseconds since epoch, a reading of the monotonic
 // clock taken when the package initialises. Readings are clamped to
@@ -76,16 +78,15 @@ func addSat(t, d int64) int64 {
 // arithmetic supports.
 func burstCap(b int) int64 { return max(int64(b), minTokens) }
 
-// ratio converts l to num/den tokens per nanosecond as described above.
-// A rate that refills nothing keeps oldDen (or 1), so that the remainder of
-// the balance carries over exactly.
-func ratio(l Limit, oldDen uint64) (num, den uint64) {
+// ratio converts l to num/den tokens per nanosecond, or to fill, as
+// described above.
+func ratio(l Limit, oldDen uint64) (num, den uint64, fill bool) {
 	r := float64(l)
 	switch {
 	case !(r > 0):
-		return 0, max(oldDen, 1)
+		return 0, max(oldDen, 1), false
 	case math.IsInf(r, 1) || l == Inf:
-		return math.MaxUint64, 1
+		return 0, max(oldDen, 1), true
 	}
 	perNs := new(big.Rat).Quo(new(big.Rat).SetFloat64(r), big.NewRat(1e9, 1))
 	if q, ok := new(big.Rat).SetString(strconv.FormatFloat(r, 'g', -1, 64)); ok {
@@ -94,7 +95,7 @@ func ratio(l Limit, oldDen uint64) (num, den uint64) {
 			d := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(m)), nil)
 			n := new(big.Rat).Mul(q, new(big.Rat).SetInt(d))
 			if n.IsInt() && n.Num().Sign() > 0 && n.Num().BitLen() <= 64 {
-				return n.Num().Uint64(), d.Uint64()
+				return n.Num().Uint64(), d.Uint64(), false
 			}
 		}
 	}
@@ -102,7 +103,7 @@ func ratio(l Limit, oldDen uint64) (num, den uint64) {
 		d0 := int64(math.Round(x))
 		for d := d0 - 1; d <= d0+1; d++ {
 			if d >= 1 && Every(time.Duration(d)) == l {
-				return 1, uint64(d)
+				return 1, uint64(d), false
 			}
 		}
 	}
@@ -110,13 +111,10 @@ func ratio(l Limit, oldDen uint64) (num, den uint64) {
 		n := new(big.Rat).Mul(perNs, new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), uint(s))))
 		q := new(big.Int).Quo(n.Num(), n.Denom())
 		if q.BitLen() <= 64 {
-			if q.Sign() == 0 {
-				return 0, uint64(1) << s
-			}
-			return q.Uint64(), uint64(1) << s
+			return q.Uint64(), uint64(1) << s, false
 		}
 	}
-	return math.MaxUint64, 1
+	return 0, max(oldDen, 1), true
 }
 
 // rescale converts a remainder rem/from to the largest rem'/to not above

@@ -123,6 +123,7 @@ type Limiter struct {
 	tokens   int64
 	rem      uint64
 	num, den uint64 // the rate: num/den tokens per nanosecond; den > 0 once set
+	fill     bool   // the rate fills the bucket in any positive time (Inf)
 
 	last      int64 // time of the latest update (never for a new limiter)
 	lastEvent int64 // latest time to act of a reservation, past or future
@@ -131,8 +132,8 @@ type Limiter struct {
 // NewLimiter returns a new Limiter that allows events up to rate r and
 // permits bursts of at most b tokens. It starts full.
 func NewLimiter(r Limit, b int) *Limiter {
-	num, den := ratio(r, 1)
-	return &Limiter{limit: r, burst: b, tokens: burstCap(b), num: num, den: den, last: never}
+	num, den, fill := ratio(r, 1)
+	return &Limiter{limit: r, burst: b, tokens: burstCap(b), num: num, den: den, fill: fill, last: never}
 }
 
 // Limit returns the maximum overall event rate.
@@ -245,7 +246,7 @@ func (lim *Limiter) reserveN(t time.Time, n int, maxFutureReserve time.Duration)
 func (lim *Limiter) reservation(ts int64, n int, maxWait time.Duration) (Reservation, int64) {
 	inf := lim.limit == Inf
 	ok, wait := lim.reserve(ts, n, maxWait)
-	r := Reservation{ok: ok, lim: lim, limit: lim.limit, num: lim.num, den: lim.den}
+	r := Reservation{ok: ok, lim: lim, limit: lim.limit, num: lim.num, den: lim.den, fill: lim.fill}
 	if ok {
 		r.tokens = n
 		r.act = addSat(ts, wait)
@@ -315,7 +316,7 @@ func (lim *Limiter) waitAt(ctx context.Context, n int, ts int64, implicit bool, 
 	}
 	inf := lim.limit == Inf
 	ok, wait := lim.reserve(ts, n, maxWait)
-	num, den, rlimit := lim.num, lim.den, lim.limit
+	num, den, fill, rlimit := lim.num, lim.den, lim.fill, lim.limit
 	lim.mu.Unlock()
 	if !ok {
 		return &waitError{fmt.Sprintf("rate: Wait(n=%d) would exceed context deadline", n), admit.ErrDeadline}
@@ -331,7 +332,7 @@ func (lim *Limiter) waitAt(ctx context.Context, n int, ts int64, implicit bool, 
 		return nil
 	case <-ctx.Done():
 		// Give the tokens back, as far as later reservations allow.
-		r := Reservation{ok: true, lim: lim, tokens: n, act: addSat(ts, wait), limit: rlimit, num: num, den: den, inf: inf}
+		r := Reservation{ok: true, lim: lim, tokens: n, act: addSat(ts, wait), limit: rlimit, num: num, den: den, fill: fill, inf: inf}
 		r.Cancel()
 		return ctx.Err()
 	}
@@ -358,9 +359,9 @@ func (lim *Limiter) SetLimitAt(t time.Time, newLimit Limit) {
 
 func (lim *Limiter) setLimit(ts int64, newLimit Limit) {
 	tok, rem := lim.advance(ts)
-	num, den := ratio(newLimit, lim.den)
+	num, den, fill := ratio(newLimit, lim.den)
 	lim.tokens, lim.rem, lim.last = tok, rescale(rem, lim.den, den), ts
-	lim.limit, lim.num, lim.den = newLimit, num, den
+	lim.limit, lim.num, lim.den, lim.fill = newLimit, num, den, fill
 }
 
 // SetBurst is SetBurstAt at the current time, read as the package doc
@@ -406,7 +407,7 @@ func (lim *Limiter) reserve(ts int64, n int, maxWait time.Duration) (bool, int64
 	}
 	after := tok - nn
 	var wait int64
-	if after < 0 {
+	if after < 0 && !lim.fill {
 		wait = delay(after, rem, lim.num, lim.den)
 	}
 	if n > lim.burst || wait > int64(maxWait) {
@@ -422,8 +423,12 @@ func (lim *Limiter) reserve(ts int64, n int, maxWait time.Duration) (bool, int64
 // either case. It requires lim.mu.
 func (lim *Limiter) advance(ts int64) (int64, uint64) {
 	tok, rem := lim.tokens, lim.rem
-	if ts > lim.last && lim.num != 0 {
-		tok, rem = refill(tok, rem, uint64(ts)-uint64(lim.last), lim.num, lim.den)
+	if ts > lim.last {
+		if lim.fill {
+			tok = math.MaxInt64
+		} else if lim.num != 0 {
+			tok, rem = refill(tok, rem, uint64(ts)-uint64(lim.last), lim.num, lim.den)
+		}
 	}
 	if c := burstCap(lim.burst); tok >= c {
 		return c, 0

@@ -20,6 +20,7 @@ type Reservation struct {
 	// ratio: tokens reserved after this one are counted at this rate.
 	limit    Limit
 	num, den uint64
+	fill     bool // the limit refilled the bucket in any positive time
 	inf      bool // made while the limit was Inf: it consumed nothing
 }
 
@@ -75,6 +76,9 @@ func (r *Reservation) cancel(ts int64, implicit bool) {
 	if lim.lastEvent > r.act {
 		gap = uint64(lim.lastEvent) - uint64(r.act)
 	}
+	if r.fill && gap > 0 {
+		return // a later reservation, at a rate without bound: it took them all
+	}
 	sHi, sLo := bits.Mul64(gap, r.num)
 	nHi, nLo := bits.Mul64(uint64(r.tokens), den)
 	if sHi > nHi || sHi == nHi && sLo >= nLo {
@@ -106,7 +110,9 @@ func (r *Reservation) cancel(ts int64, implicit bool) {
 		// x/time/rate computes it: tokens at the reservation's limit before
 		// this one's, or InfDuration after it if that limit was zero.
 		prev := addSat(r.act, int64(InfDuration))
-		if r.num != 0 {
+		if r.fill {
+			prev = r.act
+		} else if r.num != 0 {
 			hi, lo := bits.Mul64(uint64(r.tokens), den)
 			prev = math.MinInt64
 			if hi < r.num {
