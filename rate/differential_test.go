@@ -202,7 +202,7 @@ func runDifferential(t *testing.T, data []byte, st *diffStats) {
 
 	checkState := func(step int, op string) {
 		t.Helper()
-		got := new(big.Rat).Add(new(big.Rat).SetInt64(mine.tokens), new(big.Rat).SetFrac(new(big.Int).SetUint64(mine.rem), new(big.Int).SetUint64(max(mine.den, 1))))
+		got := new(big.Rat).SetFrac(mine.tokens.big(), new(big.Int).SetUint64(max(mine.den, 1)))
 		if got.Cmp(es.tokens) != 0 || mine.last != es.last || (mine.last != never && mine.lastEvent != es.lastEvent) {
 			t.Fatalf("step %d %s: state (tokens %v, last %d, lastEvent %d), exact model (%v, %d, %d)",
 				step, op, got.FloatString(22), mine.last, mine.lastEvent, es.tokens.FloatString(22), es.last, es.lastEvent)

@@ -117,64 +117,110 @@ func ratio(l Limit, oldDen uint64) (num, den uint64, fill bool) {
 	return 0, max(oldDen, 1), true
 }
 
-// rescale converts a remainder rem/from to the largest rem'/to not above
-// it. It is exact when to is a multiple of from (always when from == to).
-func rescale(rem, from, to uint64) uint64 {
-	if from == to || rem == 0 || from == 0 {
-		if from == 0 {
-			return 0
-		}
-		return rem
-	}
-	hi, lo := bits.Mul64(rem, to)
-	q, _ := bits.Div64(hi, lo, from) // rem < from, so q < to: no overflow
-	return q
+// fixed is a balance in units of 1/den token: a signed 128-bit two's
+// complement integer. Balances lie in [minTokens·den, MaxInt64·den], so
+// |value| < 2^127, and every sum formed below stays inside 2^128.
+type fixed struct{ hi, lo uint64 }
+
+// mul returns a·b; it requires a·b < 2^127 to read as positive.
+func mul(a, b uint64) fixed {
+	hi, lo := bits.Mul64(a, b)
+	return fixed{hi, lo}
 }
 
-// refill adds dt nanoseconds of refill to tokens + rem/den. A sum beyond
-// math.MaxInt64 saturates there (every cap is below it). It requires num > 0.
-func refill(tokens int64, rem, dt, num, den uint64) (int64, uint64) {
-	hi, lo := bits.Mul64(dt, num)
-	var c uint64
-	lo, c = bits.Add64(lo, rem, 0)
-	hi += c
-	if hi >= den {
-		return math.MaxInt64, 0 // at least 2^64 tokens
+// tokensFixed returns n·den for any int64 n.
+func tokensFixed(n int64, den uint64) fixed {
+	if n >= 0 {
+		return mul(uint64(n), den)
 	}
-	q, r := bits.Div64(hi, lo, den)
-	if room := uint64(math.MaxInt64) - uint64(tokens); q >= room {
-		return math.MaxInt64, 0
-	}
-	return tokens + int64(q), r
+	return mul(uint64(-n), den).neg() // -n: n >= minTokens here, never MinInt64
 }
 
-// delay returns ⌊(−after − rem/den) / (num/den)⌋ nanoseconds, the time until
-// a balance of after + rem/den (after < 0) reaches zero, rounded down as
-// x/time/rate's float-to-Duration conversion does, or InfDuration when
-// that is beyond math.MaxInt64 or nothing refills.
-func delay(after int64, rem, num, den uint64) int64 {
-	if num == 0 {
+func (a fixed) add(b fixed) fixed {
+	lo, c := bits.Add64(a.lo, b.lo, 0)
+	hi, _ := bits.Add64(a.hi, b.hi, c)
+	return fixed{hi, lo}
+}
+
+func (a fixed) sub(b fixed) fixed {
+	lo, c := bits.Sub64(a.lo, b.lo, 0)
+	hi, _ := bits.Sub64(a.hi, b.hi, c)
+	return fixed{hi, lo}
+}
+
+func (a fixed) neg() fixed { return fixed{}.sub(a) }
+
+func (a fixed) negative() bool { return int64(a.hi) < 0 }
+
+// less compares as signed integers.
+func (a fixed) less(b fixed) bool {
+	return int64(a.hi) < int64(b.hi) || a.hi == b.hi && a.lo < b.lo
+}
+
+// ule compares as unsigned integers: a <= b.
+func (a fixed) ule(b fixed) bool { return a.hi < b.hi || a.hi == b.hi && a.lo <= b.lo }
+
+func (a fixed) big() *big.Int {
+	x := new(big.Int).SetUint64(a.hi)
+	x.Lsh(x, 64).Or(x, new(big.Int).SetUint64(a.lo))
+	if a.negative() {
+		x.Sub(x, new(big.Int).Lsh(big.NewInt(1), 128))
+	}
+	return x
+}
+
+func fixedFromBig(x *big.Int) fixed {
+	y := new(big.Int).Set(x)
+	if y.Sign() < 0 {
+		y.Add(y, new(big.Int).Lsh(big.NewInt(1), 128))
+	}
+	lo := new(big.Int).And(y, new(big.Int).SetUint64(math.MaxUint64)).Uint64()
+	return fixed{new(big.Int).Rsh(y, 64).Uint64(), lo}
+}
+
+// rescale returns ⌊a·to/from⌋: the balance in units of 1/to token. It is
+// exact when from divides to (always when from == to). Not a hot path.
+func rescale(a fixed, from, to uint64) fixed {
+	if from == to {
+		return a
+	}
+	x := a.big()
+	x.Mul(x, new(big.Int).SetUint64(to))
+	x.Div(x, new(big.Int).SetUint64(from)) // Euclidean: floor, from > 0
+	return fixedFromBig(x)
+}
+
+// delay returns ⌊d/num⌋ nanoseconds for a deficit of d units, the time until
+// the balance −d reaches zero, rounded down as x/time/rate's float-to-
+// Duration conversion does, or InfDuration when that is beyond
+// math.MaxInt64 or nothing refills.
+func delay(d fixed, num uint64) int64 {
+	if num == 0 || d.hi >= num {
 		return int64(InfDuration)
 	}
-	need := uint64(0) - uint64(after) // -after, exact for after >= -2^63
-	hi, lo := bits.Mul64(need, den)
-	var b uint64
-	lo, b = bits.Sub64(lo, rem, 0)
-	hi -= b
-	if hi >= num {
-		return int64(InfDuration)
-	}
-	q, _ := bits.Div64(hi, lo, num)
+	q, _ := bits.Div64(d.hi, d.lo, num)
 	if q > math.MaxInt64 {
 		return int64(InfDuration)
 	}
 	return int64(q)
 }
 
-// float converts tokens + rem/den to a float64.
-func float(tokens int64, rem, den uint64) float64 {
-	if rem == 0 || den == 0 {
-		return float64(tokens)
+// float converts a balance to a float64 number of tokens.
+func float(a fixed, den uint64) float64 {
+	if den == 0 {
+		return 0
 	}
-	return float64(tokens) + float64(rem)/float64(den)
+	m := a
+	if a.negative() {
+		m = a.neg()
+	}
+	q, r := bits.Div64(m.hi, m.lo, den) // |a|/den < 2^63: no overflow
+	f := float64(q)
+	if r != 0 {
+		f += float64(r) / float64(den)
+	}
+	if a.negative() {
+		return -f
+	}
+	return f
 }

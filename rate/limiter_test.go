@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,7 +37,7 @@ func TestRatioReadsTheRateExactly(t *testing.T) {
 		{1e9, pow(19), pow(19), false},     // one per nanosecond
 		{2e9, 2 * pow(18), pow(18), false}, // too large for den 10^19
 		{Every(3 * time.Second), 1, 3 * pow(9), false},
-		{Every(7), 1428571428571428700, pow(19), false}, // 1.4285714285714287e+08 has 8 decimals: read as written
+		{Every(7), 1428571428571428700, pow(19), false},         // 1.4285714285714287e+08 has 8 decimals: read as written
 		{Every(1300 * time.Millisecond), 1, 13 * pow(8), false}, // TestLimiter_noTruncationErrors' rate
 		{0, 0, 1, false},
 		{-1, 0, 1, false},
@@ -321,4 +322,10 @@ func TestErrorsAreNotXTimes(t *testing.T) {
 	// The sentinels are an addition: x/time/rate's errors match none.
 	xerr := xrate.NewLimiter(1, 1).WaitN(context.Background(), 2)
 	assert.False(t, errors.Is(xerr, admit.ErrUnsatisfiable))
+}
+
+// TestReservationSize: a Reservation stays in x/time/rate's 64-byte size
+// class, so Reserve allocates as much as x/time/rate's.
+func TestReservationSize(t *testing.T) {
+	assert.LessOrEqual(t, unsafe.Sizeof(Reservation{}), unsafe.Sizeof(xrate.Reservation{}))
 }

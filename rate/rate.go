@@ -118,12 +118,13 @@ type Limiter struct {
 	limit Limit
 	burst int
 
-	// The balance as of last is tokens + rem/den tokens, exactly; tokens is
-	// negative while reservations wait, and never below minTokens.
-	tokens   int64
-	rem      uint64
-	num, den uint64 // the rate: num/den tokens per nanosecond; den > 0 once set
-	fill     bool   // the rate fills the bucket in any positive time (Inf)
+	// The balance as of last, exactly, in units of 1/den token; negative
+	// while reservations wait, never below minB.
+	tokens     fixed
+	capB, minB fixed  // burstCap(burst) and minTokens in units: the bounds
+	num, den   uint64 // the rate: num/den tokens per nanosecond; den > 0 once set
+	fill       bool   // the rate fills the bucket in any positive time (Inf)
+	inf        bool   // limit == Inf: reservations bypass the bucket
 
 	last      int64 // time of the latest update (never for a new limiter)
 	lastEvent int64 // latest time to act of a reservation, past or future
@@ -133,7 +134,16 @@ type Limiter struct {
 // permits bursts of at most b tokens. It starts full.
 func NewLimiter(r Limit, b int) *Limiter {
 	num, den, fill := ratio(r, 1)
-	return &Limiter{limit: r, burst: b, tokens: burstCap(b), num: num, den: den, fill: fill, last: never}
+	lim := &Limiter{limit: r, burst: b, num: num, den: den, fill: fill, inf: r == Inf, last: never}
+	lim.bounds()
+	lim.tokens = lim.capB
+	return lim
+}
+
+// bounds recomputes capB and minB after a change of burst or den.
+func (lim *Limiter) bounds() {
+	lim.capB = tokensFixed(burstCap(lim.burst), lim.den)
+	lim.minB = tokensFixed(minTokens, lim.den)
 }
 
 // Limit returns the maximum overall event rate.
@@ -157,20 +167,20 @@ func (lim *Limiter) Burst() int {
 func (lim *Limiter) TokensAt(t time.Time) float64 {
 	ts := at(t)
 	lim.mu.Lock()
-	tok, rem := lim.advance(ts)
+	b := lim.advance(ts)
 	den := lim.den
 	lim.mu.Unlock()
-	return float(tok, rem, den)
+	return float(b, den)
 }
 
 // Tokens returns the number of tokens available now.
 func (lim *Limiter) Tokens() float64 {
 	now := nanotime()
 	lim.mu.Lock()
-	tok, rem := lim.advance(max(now, lim.last))
+	b := lim.advance(max(now, lim.last))
 	den := lim.den
 	lim.mu.Unlock()
-	return float(tok, rem, den)
+	return float(b, den)
 }
 
 // Allow reports whether an event may happen now, and consumes a token if
@@ -244,9 +254,9 @@ func (lim *Limiter) reserveN(t time.Time, n int, maxFutureReserve time.Duration)
 // reservation is reserve, wrapped in a Reservation (timeToAct is left to
 // the caller). It requires lim.mu.
 func (lim *Limiter) reservation(ts int64, n int, maxWait time.Duration) (Reservation, int64) {
-	inf := lim.limit == Inf
+	inf := lim.inf
 	ok, wait := lim.reserve(ts, n, maxWait)
-	r := Reservation{ok: ok, lim: lim, limit: lim.limit, num: lim.num, den: lim.den, fill: lim.fill}
+	r := Reservation{ok: ok, lim: lim, limit: lim.limit}
 	if ok {
 		r.tokens = n
 		r.act = addSat(ts, wait)
@@ -314,9 +324,9 @@ func (lim *Limiter) waitAt(ctx context.Context, n int, ts int64, implicit bool, 
 	if hasDeadline {
 		maxWait = time.Duration(at(dl) - ts)
 	}
-	inf := lim.limit == Inf
+	inf := lim.inf
 	ok, wait := lim.reserve(ts, n, maxWait)
-	num, den, fill, rlimit := lim.num, lim.den, lim.fill, lim.limit
+	rlimit := lim.limit
 	lim.mu.Unlock()
 	if !ok {
 		return &waitError{fmt.Sprintf("rate: Wait(n=%d) would exceed context deadline", n), admit.ErrDeadline}
@@ -332,7 +342,7 @@ func (lim *Limiter) waitAt(ctx context.Context, n int, ts int64, implicit bool, 
 		return nil
 	case <-ctx.Done():
 		// Give the tokens back, as far as later reservations allow.
-		r := Reservation{ok: true, lim: lim, tokens: n, act: addSat(ts, wait), limit: rlimit, num: num, den: den, fill: fill, inf: inf}
+		r := Reservation{ok: true, lim: lim, tokens: n, act: addSat(ts, wait), limit: rlimit, inf: inf}
 		r.Cancel()
 		return ctx.Err()
 	}
@@ -358,10 +368,11 @@ func (lim *Limiter) SetLimitAt(t time.Time, newLimit Limit) {
 }
 
 func (lim *Limiter) setLimit(ts int64, newLimit Limit) {
-	tok, rem := lim.advance(ts)
+	b := lim.advance(ts)
 	num, den, fill := ratio(newLimit, lim.den)
-	lim.tokens, lim.rem, lim.last = tok, rescale(rem, lim.den, den), ts
-	lim.limit, lim.num, lim.den, lim.fill = newLimit, num, den, fill
+	lim.tokens, lim.last = rescale(b, lim.den, den), ts
+	lim.limit, lim.num, lim.den, lim.fill, lim.inf = newLimit, num, den, fill, newLimit == Inf
+	lim.bounds()
 }
 
 // SetBurst is SetBurstAt at the current time, read as the package doc
@@ -383,55 +394,64 @@ func (lim *Limiter) SetBurstAt(t time.Time, newBurst int) {
 }
 
 func (lim *Limiter) setBurst(ts int64, newBurst int) {
-	tok, rem := lim.advance(ts)
-	lim.tokens, lim.rem, lim.last = tok, rem, ts
+	lim.tokens, lim.last = lim.advance(ts), ts
 	lim.burst = newBurst
-	if lim.den == 0 { // zero value: give the remainder a denominator
-		lim.den = 1
-	}
+	lim.bounds()
 }
 
 // reserve takes n tokens at time ts if n is within the burst and the wait
 // for them is at most maxWait, and returns the wait. It requires lim.mu.
 func (lim *Limiter) reserve(ts int64, n int, maxWait time.Duration) (bool, int64) {
-	if lim.limit == Inf {
+	if lim.inf {
 		return true, 0
 	}
 	if n < 0 {
 		return false, 0
 	}
-	tok, rem := lim.advance(ts)
-	nn := int64(n)
-	if tok < minTokens+nn {
-		return false, 0
+	b := lim.advance(ts)
+	need := mul(uint64(n), lim.den)
+	if b.less(lim.minB.add(need)) {
+		return false, 0 // deeper in debt than the arithmetic allows
 	}
-	after := tok - nn
+	after := b.sub(need)
 	var wait int64
-	if after < 0 && !lim.fill {
-		wait = delay(after, rem, lim.num, lim.den)
+	if after.negative() && !lim.fill {
+		wait = delay(after.neg(), lim.num)
 	}
 	if n > lim.burst || wait > int64(maxWait) {
 		return false, 0
 	}
-	lim.tokens, lim.rem, lim.last = after, rem, ts
+	lim.tokens, lim.last = after, ts
 	lim.lastEvent = addSat(ts, wait)
 	return true, wait
 }
 
 // advance returns the balance at time ts without changing lim: refilled
 // from last if ts is later, unchanged otherwise, and capped at the burst in
-// either case. It requires lim.mu.
-func (lim *Limiter) advance(ts int64) (int64, uint64) {
-	tok, rem := lim.tokens, lim.rem
+// either case. It requires lim.mu. (It gives a zero Limiter its
+// denominator, which changes nothing observable.)
+func (lim *Limiter) advance(ts int64) fixed {
+	if lim.den == 0 {
+		lim.den = 1
+		lim.bounds()
+	}
+	b := lim.tokens
+	if !b.less(lim.capB) {
+		return lim.capB
+	}
 	if ts > lim.last {
 		if lim.fill {
-			tok = math.MaxInt64
-		} else if lim.num != 0 {
-			tok, rem = refill(tok, rem, uint64(ts)-uint64(lim.last), lim.num, lim.den)
+			return lim.capB
+		}
+		if lim.num != 0 {
+			// room < 2^128 and the refill is compared before it is added,
+			// so nothing overflows however long the span.
+			add := mul(uint64(ts)-uint64(lim.last), lim.num)
+			if lim.capB.sub(b).ule(add) {
+				return lim.capB
+			}
+			b = b.add(add)
 		}
 	}
-	if c := burstCap(lim.burst); tok >= c {
-		return c, 0
-	}
-	return tok, rem
+	return b
 }

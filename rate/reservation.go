@@ -12,16 +12,16 @@ import (
 // concurrent use.
 type Reservation struct {
 	ok        bool
+	inf       bool // made while the limit was Inf: it consumed nothing
 	lim       *Limiter
 	tokens    int
 	timeToAct time.Time
 	act       int64 // timeToAct on the limiter's time axis
-	// The limit at reservation time, which can change later, and its exact
-	// ratio: tokens reserved after this one are counted at this rate.
-	limit    Limit
-	num, den uint64
-	fill     bool // the limit refilled the bucket in any positive time
-	inf      bool // made while the limit was Inf: it consumed nothing
+	// The limit at reservation time, which can change later: tokens
+	// reserved after this one are counted at this rate. (Its exact ratio is
+	// not stored, which keeps a Reservation at 64 bytes, x/time/rate's size
+	// class; CancelAt recomputes it if the limit has changed since.)
+	limit Limit
 }
 
 // OK reports whether the limiter can provide the requested number of
@@ -69,54 +69,47 @@ func (r *Reservation) cancel(ts int64, implicit bool) {
 	if lim.limit == Inf || r.tokens == 0 || r.act < ts || r.inf {
 		return
 	}
-	// restore = tokens − gap·num/den, over den, with gap clamped at 0: a
-	// reservation acting before this one cannot have been reserved after it.
-	den := max(r.den, 1)
+	// restore = tokens − gap·num/den tokens, with gap clamped at 0: a
+	// reservation acting before this one cannot have been reserved after
+	// it. In the reservation's units, then the limiter's.
+	num, den, fill := lim.num, lim.den, lim.fill
+	if r.limit != lim.limit {
+		num, den, fill = ratio(r.limit, 1)
+	}
+	den = max(den, 1)
 	var gap uint64
 	if lim.lastEvent > r.act {
 		gap = uint64(lim.lastEvent) - uint64(r.act)
 	}
-	if r.fill && gap > 0 {
+	if fill && gap > 0 {
 		return // a later reservation, at a rate without bound: it took them all
 	}
-	sHi, sLo := bits.Mul64(gap, r.num)
-	nHi, nLo := bits.Mul64(uint64(r.tokens), den)
-	if sHi > nHi || sHi == nHi && sLo >= nLo {
+	later := mul(gap, num) // < 2^128: compared as unsigned
+	own := mul(uint64(r.tokens), den)
+	if own.ule(later) {
 		return // nothing left to restore
 	}
-	rLo, b := bits.Sub64(nLo, sLo, 0)
-	rHi, _ := bits.Sub64(nHi, sHi, b)
-	whole, frac := bits.Div64(rHi, rLo, den) // < tokens: no overflow
-
-	tok, rem := lim.advance(ts)
-	frac = rescale(frac, den, max(lim.den, 1))
-	rem, c := bits.Add64(rem, frac, 0)
-	if c != 0 || rem >= max(lim.den, 1) {
-		rem -= max(lim.den, 1)
-		whole++
-	}
-	if cb := burstCap(lim.burst); whole >= uint64(cb)-uint64(tok) {
-		tok, rem = cb, 0
+	b := lim.advance(ts)
+	restore := rescale(own.sub(later), den, lim.den)
+	if lim.capB.sub(b).ule(restore) {
+		b = lim.capB
 	} else {
-		tok += int64(whole)
+		b = b.add(restore)
 	}
-	lim.tokens, lim.rem, lim.last = tok, rem, ts
-	if lim.den == 0 {
-		lim.den = 1
-	}
+	lim.tokens, lim.last = b, ts
 
 	if r.act == lim.lastEvent {
 		// The time to act of the reservation before this one, as
 		// x/time/rate computes it: tokens at the reservation's limit before
 		// this one's, or InfDuration after it if that limit was zero.
 		prev := addSat(r.act, int64(InfDuration))
-		if r.fill {
+		if fill {
 			prev = r.act
-		} else if r.num != 0 {
+		} else if num != 0 {
 			hi, lo := bits.Mul64(uint64(r.tokens), den)
 			prev = math.MinInt64
-			if hi < r.num {
-				if d, _ := bits.Div64(hi, lo, r.num); d <= math.MaxInt64 && r.act >= math.MinInt64+int64(d) {
+			if hi < num {
+				if d, _ := bits.Div64(hi, lo, num); d <= math.MaxInt64 && r.act >= math.MinInt64+int64(d) {
 					prev = r.act - int64(d)
 				}
 			}
