@@ -327,5 +327,9 @@ func TestErrorsAreNotXTimes(t *testing.T) {
 // TestReservationSize: a Reservation stays in x/time/rate's 64-byte size
 // class, so Reserve allocates as much as x/time/rate's.
 func TestReservationSize(t *testing.T) {
-	assert.LessOrEqual(t, unsafe.Sizeof(Reservation{}), unsafe.Sizeof(xrate.Reservation{}))
+	const sizeClass = 64 // the runtime's size class that holds x/time/rate's
+	require.LessOrEqual(t, unsafe.Sizeof(xrate.Reservation{}), uintptr(sizeClass))
+	assert.LessOrEqual(t, unsafe.Sizeof(Reservation{}), uintptr(sizeClass))
+	lim, now := NewLimiter(1e9, 1e9), time.Now()
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { lim.ReserveN(now, 1) }))
 }
