@@ -11,23 +11,32 @@ import (
 // Exact arithmetic.
 //
 // A limiter's rate is the fraction num/den tokens per nanosecond, both
-// uint64, and its balance is tokens + rem/den, with tokens a whole number
-// and 0 <= rem < den. A refill over dt nanoseconds adds dt·num/den, computed
-// in 128 bits: the quotient goes to tokens and the remainder stays in rem.
-// Nothing is rounded, so no error accumulates however many calls there are:
-// the balance is exactly what real-number arithmetic gives for the rate as
-// read below. (internal/refill's V(t) = ⌊rate·t⌋ needs a fixed origin, a
-// capacity of at least 1 and a rate in [1e-6, 1e9]; x/time's API changes the
-// rate and burst at any time, allows burst 0, and moves time backwards in its
-// explicit-time methods, so this package carries the remainder instead.)
+// uint64, and its balance is an integer count of 1/den tokens held in 128
+// bits (fixed). A refill over dt nanoseconds adds exactly dt·num units: one
+// 64×64-bit multiply and a 128-bit add, no division. Nothing is rounded, so
+// no error accumulates however many calls there are: the balance is exactly
+// what real-number arithmetic gives for the rate as read below. Division
+// happens only to compute a wait (⌊deficit/num⌋ ns) and to convert a
+// balance to float64.
+//
+// This is internal/refill's idea (integers, refill as a pure function of
+// elapsed time, so rounding never compounds) with the unit chosen per rate,
+// 1/den token, instead of 2^-k token: refill.Params needs a fixed capacity
+// of at least 1 and a rate in [1e-6, 1e9], rounds the rate to 64 fractional
+// bits, and differences V(t) from one fixed origin, while x/time's API
+// changes the rate and burst at any time, allows burst 0, and moves time
+// backwards in its explicit-time methods. With 1/den units every such
+// change is exact (see below), which is what lets the differential test
+// demand equality with exact big.Rat arithmetic at every step.
 //
 // How a Limit becomes num/den, first match wins:
 //
 //   - the shortest decimal that round-trips to the float64 (the number the
 //     caller wrote: Limit(0.1) is exactly 1/10 per second), when it has a
 //     denominator 10^m with num < 2^64: every rate with at most 10 decimal
-//     places below 1.8e9 per second, with den = 10^19 (so rate changes
-//     between such rates keep rem exactly); larger rates use a smaller m;
+//     places below 1.8e9 per second, with den = 10^19 (so a SetLimit
+//     between such rates converts the balance exactly); larger rates use a
+//     smaller m;
 //   - exactly one token per d nanoseconds, when the Limit equals Every(d) for
 //     a whole number of nanoseconds d (Every(3*time.Second) is exactly 1/3
 //     per second, not 0.3333333333333333);
@@ -36,8 +45,10 @@ import (
 //
 // Limits at or below zero, and NaN, refill nothing (num = 0); Inf, +Inf and
 // finite rates of 2^64 tokens per nanosecond or more fill the bucket in any
-// positive time (fill). Both keep the previous den, so that the fraction of
-// the balance survives a change to them and back exactly.
+// positive time (fill). Both keep the previous den, so that the balance
+// survives a change to them and back exactly. A SetLimit between rates of
+// different den rounds the balance down to the new unit, once: by less than
+// 1/den token.
 
 // Time is kept as int64 nanoseconds since epoch, a reading of the monotonic
 // clock taken when the package initialises. Readings are clamped to

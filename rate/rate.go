@@ -21,15 +21,15 @@
 // clock read; the clamp inside the lock gives the same guarantee as reading
 // it inside.
 //
-// Exact arithmetic. The balance is a whole number of tokens plus an exact
-// fraction, and the rate an exact ratio (see the rules in exact.go's
-// comment: Limit(0.1) is exactly 1/10 per second, Every(3*time.Second)
-// exactly 1/3). Refill carries the remainder, so no rounding error
-// accumulates over any number of calls; reservation delays are the exact
+// Exact arithmetic. The rate is an exact ratio num/den tokens per
+// nanosecond (Limit(0.1) is exactly 1/10 per second, Every(3*time.Second)
+// exactly 1/3; the rules are in exact.go) and the balance an integer count
+// of 1/den tokens in 128 bits, so refill is exact and no rounding error
+// accumulates over any number of calls. Reservation delays are the exact
 // delay rounded down to a nanosecond, as x/time/rate's truncating
 // conversion intends. A SetLimit between rates of different denominators
-// rounds the fraction of a token down, once, by less than 10^-19 token for
-// short decimal rates.
+// rounds the balance down to the new unit, once (rates with at most 10
+// decimal places below 1.8e9/s share one denominator, 10^19).
 //
 // The one remaining difference, kept on purpose. The explicit-time methods
 // (AllowN, ReserveN, SetLimitAt, SetBurstAt, CancelAt, TokensAt) behave as
