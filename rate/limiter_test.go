@@ -8,6 +8,7 @@ import (
 	"errors"
 	"math"
 	"math/big"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -334,4 +335,38 @@ func TestReservationSize(t *testing.T) {
 	var keep *Reservation
 	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { keep = lim.ReserveN(now, 1) }))
 	assert.True(t, keep.OK())
+}
+
+// TestAllow1MatchesReserve: Allow's written-out fast path decides and
+// updates exactly as reserve(ts, 1, 0), on sequences that visit its every
+// branch (full, refilling, capped, short by less than a nanosecond's
+// refill, short by more, zero and infinite rates, burst 0).
+func TestAllow1MatchesReserve(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		l0, b0 := diffLimits[rng.IntN(len(diffLimits))], diffBursts[rng.IntN(len(diffBursts))]
+		fast, ref := NewLimiter(l0, b0), NewLimiter(l0, b0)
+		ts := int64(1e12)
+		for step := range 60 {
+			ts += int64(diffSteps[rng.IntN(len(diffSteps))])
+			switch rng.IntN(5) {
+			case 0:
+				n := diffNs[rng.IntN(len(diffNs))]
+				ok1, _ := fast.reserve(ts, n, InfDuration)
+				ok2, _ := ref.reserve(ts, n, InfDuration)
+				require.Equal(t, ok1, ok2)
+			case 1:
+				l := diffLimits[rng.IntN(len(diffLimits))]
+				fast.setLimit(ts, l)
+				ref.setLimit(ts, l)
+			default:
+				got := fast.allow1(max(ts, fast.last))
+				want, _ := ref.reserve(max(ts, ref.last), 1, 0)
+				require.Equal(t, want, got, "step %d: limit %v burst %d", step, fast.limit, fast.burst)
+			}
+			require.Equal(t, ref.tokens, fast.tokens, "step %d", step)
+			require.Equal(t, ref.last, fast.last, "step %d", step)
+			require.Equal(t, ref.lastEvent, fast.lastEvent, "step %d", step)
+		}
+	}
 }

@@ -188,9 +188,38 @@ func (lim *Limiter) Tokens() float64 {
 func (lim *Limiter) Allow() bool {
 	now := nanotime()
 	lim.mu.Lock()
-	ok, _ := lim.reserve(max(now, lim.last), 1, 0)
+	ok := lim.allow1(max(now, lim.last))
 	lim.mu.Unlock()
 	return ok
+}
+
+// allow1 is reserve(ts, 1, 0) with advance written out for the common
+// case, a finite rate and a balance below the burst, so that Allow makes
+// no call inside the lock. Every other case goes through reserve. It
+// requires lim.mu.
+func (lim *Limiter) allow1(ts int64) bool {
+	if lim.fill || lim.num == 0 || lim.den == 0 || lim.burst < 1 || !lim.tokens.less(lim.capB) {
+		ok, _ := lim.reserve(ts, 1, 0)
+		return ok
+	}
+	b := lim.tokens
+	if ts > lim.last {
+		if add := mul(uint64(ts)-uint64(lim.last), lim.num); lim.capB.sub(b).ule(add) {
+			b = lim.capB
+		} else {
+			b = b.add(add)
+		}
+	}
+	after := b.sub(fixed{0, lim.den})
+	if after.negative() {
+		// reserve's wait ⌊deficit/num⌋ is 0 only for a deficit below num.
+		// (A deficit that small is far from minB.)
+		if d := after.neg(); d.hi != 0 || d.lo >= lim.num {
+			return false
+		}
+	}
+	lim.tokens, lim.last, lim.lastEvent = after, ts, ts
+	return true
 }
 
 // AllowN reports whether n events may happen at time t, and consumes n
