@@ -25,9 +25,10 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd bench && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
-# A longer fuzz run of the differential fuzz test (the seed corpus runs in `make test`).
+# Longer runs of the differential fuzz tests (their seed corpora run in `make test`).
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./buckettest/
+	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./rate/
 
 # The quick comparison, about a minute: cases admit and reject, serial and
 # parallel, every implementation and floor, -cpu 1,2, six samples each. Prints

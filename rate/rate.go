@@ -310,6 +310,8 @@ func (lim *Limiter) WaitN(ctx context.Context, n int) error {
 
 // wait is WaitN at the explicit time t, with timers from newTimer; the
 // tests that come with x/time/rate call it with a fake clock.
+//
+//lint:ignore U1000 called by x/time/rate's rate_test.go, which make test adds to the package
 func (lim *Limiter) wait(ctx context.Context, n int, t time.Time, newTimer func(d time.Duration) (<-chan time.Time, func() bool, func())) error {
 	return lim.waitAt(ctx, n, at(t), false, newTimer)
 }
