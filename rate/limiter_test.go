@@ -220,7 +220,7 @@ func TestNegativeNIsRefused(t *testing.T) {
 // TestWaitErrors: x/time/rate's two error texts, word for word, and the
 // admit sentinels for errors.Is; ctx.Err() unchanged.
 func TestWaitErrors(t *testing.T) {
-	lim, x := NewLimiter(1, 3), xrate.NewLimiter(1, 3)
+	lim, x := NewLimiter(Every(time.Hour), 3), xrate.NewLimiter(xrate.Every(time.Hour), 3)
 	err, xerr := lim.WaitN(context.Background(), 4), x.WaitN(context.Background(), 4)
 	require.Error(t, err)
 	assert.EqualError(t, err, xerr.Error())
@@ -228,7 +228,8 @@ func TestWaitErrors(t *testing.T) {
 
 	require.NoError(t, lim.WaitN(context.Background(), 3))
 	require.NoError(t, x.WaitN(context.Background(), 3))
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	// A token is an hour away; the deadline, 10 s, is not yet due.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err, xerr = lim.WaitN(ctx, 1), x.WaitN(ctx, 1)
 	require.Error(t, err)
@@ -243,7 +244,7 @@ func TestWaitErrors(t *testing.T) {
 // TestWaitCancelGivesTokensBack: a waiter whose context ends gives its
 // reservation back, so the next waiter does not queue behind it.
 func TestWaitCancelGivesTokensBack(t *testing.T) {
-	lim := NewLimiter(10, 1)
+	lim := NewLimiter(Every(time.Hour), 1) // the waiter waits an hour: only cancel ends it
 	require.True(t, lim.Allow())
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error)

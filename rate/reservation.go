@@ -9,7 +9,7 @@ import (
 // A Reservation holds information about events that are permitted by a
 // Limiter to happen after a delay. A Reservation may be cancelled, which
 // may let the Limiter permit additional events. Its methods are safe for
-// concurrent use.
+// concurrent use. The zero value is a Reservation that is not OK.
 type Reservation struct {
 	ok        bool
 	inf       bool // made while the limit was Inf: it consumed nothing
