@@ -61,12 +61,15 @@
 //
 // # When to pick it
 //
-// Pick this package when code is written against x/time/rate's API
-// (reservations, explicit times, SetLimit, Sometimes). For new code the
-// module's buckets (mutexbucket, casbucket, shardedbucket) implement
-// admit.Limiter and are as fast or faster; this package is measured against
-// x/time/rate in bench/ (see docs/rate.md): Allow costs one monotonic clock
-// read, an uncontended lock and a 128-bit multiply-divide.
+// Pick this package for code written against x/time/rate's API
+// (reservations, explicit times, SetLimit, Sometimes): one import line buys
+// the over-admission fix and exact arithmetic. Allow costs one monotonic
+// clock read, an uncontended lock and a 128-bit multiply-add; measured on
+// a busy 2-core machine it is about twice as fast as x/time/rate's, with
+// the same allocations (docs/rate.md has the numbers). New code that only
+// allows and waits can use the module's buckets (mutexbucket, casbucket,
+// shardedbucket), which implement admit.Limiter and, on many cores, scale
+// further.
 package rate
 
 import (
