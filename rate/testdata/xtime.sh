@@ -7,9 +7,10 @@
 # package rate and runs as it is. Fails if any of their tests fail, or if the
 # overlay did not bring them in.
 #
-# Usage, from the module root: bash rate/testdata/xtime.sh [go test flags]
+# Usage: bash rate/testdata/xtime.sh [go test flags]
 set -euo pipefail
 GO=${GO:-go}
+cd "$(dirname "$0")/../.."
 root=$(pwd)
 $GO mod download golang.org/x/time
 src=$($GO list -m -f '{{.Dir}}' golang.org/x/time)/rate
