@@ -2,17 +2,24 @@
 GO ?= go
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: test lint fuzz bench bench-full bench-keyed bench-redis plots storm algorithms
+.PHONY: test xtime lint fuzz bench bench-full bench-keyed bench-redis plots storm algorithms
 
 # go vet and the race-enabled tests, over the core module, bench/ and
 # redisbucket/ (whose tests start their own redis-server: .ci/redis-server
-# installs it when missing).
+# installs it when missing), and golang.org/x/time/rate v0.16.0's own tests
+# run against ./rate (taken from the module cache through a build overlay;
+# see rate/testdata/xtime.sh).
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+	GO=$(GO) bash rate/testdata/xtime.sh -race -count=1
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	.ci/redis-server
 	cd redisbucket && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+# Only x/time/rate's tests against ./rate, verbose.
+xtime:
+	GO=$(GO) bash rate/testdata/xtime.sh -race -count=1 -v
 
 # gofmt, vet and staticcheck (pinned, run through the go command).
 lint:
@@ -32,6 +39,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 30s ./$$p/ || exit 1; \
 	done
 	$(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 60s ./keyed/
+	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./rate/
 
 # The quick comparison, about a minute: cases admit and reject, serial and
 # parallel, every implementation and floor, -cpu 1,2, six samples each. Prints

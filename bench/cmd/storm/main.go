@@ -37,7 +37,7 @@
 //
 // The defaults finish in well under a minute. Run from the bench directory:
 //
-//	go run ./cmd/storm [-duration 250ms] [-trials 3] [-save ../results]
+//	go run ./cmd/storm [-duration 250ms] [-trials 3] [-impls rate,xrate] [-save ../results]
 package main
 
 import (
@@ -62,6 +62,10 @@ import (
 	"github.com/admit-go/admit/bench/internal/provenance"
 )
 
+// impls are the implementations the tables run, bench.Impls unless -impls
+// narrows them.
+var impls = bench.Impls
+
 type mix struct {
 	rate     float64
 	capacity int64
@@ -76,6 +80,7 @@ func main() {
 	waiters := flag.Int("waiters", 50, "goroutines blocked in Acquire in the fairness table")
 	waitRates := flag.String("waitrates", "200,2000", "comma-separated rates for the fairness table")
 	save := flag.String("save", "", "also write the output to <save>/storm-<YYYY-MM-DD>.txt")
+	only := flag.String("impls", "", "comma-separated implementations to run (default: all); with -save the file is storm-<YYYY-MM-DD>-<impls>.txt")
 	flag.Parse()
 
 	gs, err := parseInts(*goroutines)
@@ -88,7 +93,11 @@ func main() {
 	var out io.Writer = os.Stdout
 	if *save != "" {
 		check(os.MkdirAll(*save, 0o755))
-		path := filepath.Join(*save, "storm-"+time.Now().Format("2006-01-02")+".txt")
+		name := "storm-" + time.Now().Format("2006-01-02")
+		if *only != "" {
+			name += "-" + strings.ReplaceAll(*only, ",", "-")
+		}
+		path := filepath.Join(*save, name+".txt")
 		f, err := os.Create(path)
 		check(err)
 		defer func() {
@@ -96,6 +105,17 @@ func main() {
 			fmt.Fprintln(os.Stderr, "storm: wrote", path)
 		}()
 		out = io.MultiWriter(os.Stdout, f)
+	}
+
+	if *only != "" {
+		impls = nil
+		for _, name := range strings.Split(*only, ",") {
+			im, ok := bench.Lookup(name)
+			if !ok {
+				check(fmt.Errorf("storm: unknown implementation %q", name))
+			}
+			impls = append(impls, im)
+		}
 	}
 
 	header(out)
@@ -119,7 +139,7 @@ func (r stormResult) excess() int64 { return r.admitted - r.bound }
 func stormTable(out io.Writer, gs []int, ms []mix, d time.Duration, trials int) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "impl\tgoroutines\tcapacity\trate/s\telapsed\tadmitted\tbound\texcess\tover\t")
-	for _, im := range bench.Impls {
+	for _, im := range impls {
 		if !im.Try {
 			continue
 		}
@@ -191,7 +211,7 @@ func waitTable(out io.Writer, waiters int, rates []float64) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "impl\twaiters\trate/s\tok\tlast\tideal last\tachieved/s\tmax late\tmean |dev|\tmin dev\tearly>1µs\t")
 	for _, rate := range rates {
-		for _, im := range bench.Impls {
+		for _, im := range impls {
 			r := waiterRun(im, waiters, rate)
 			achieved := "-"
 			if r.last > 0 {
