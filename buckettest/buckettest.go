@@ -690,26 +690,35 @@ func (s suite) blockingStorm(t *testing.T) {
 }
 
 // Storm runs g goroutines that call l.TryAcquireN(n(i)) (i is the
-// goroutine's index) as fast as they can for about d, and returns the tokens
-// admitted and the time from before the first goroutine started to after the
-// last one ended: the span over which capacity + rate × elapsed bounds what
-// any correct limiter admits, however the goroutines were scheduled.
+// goroutine's index) as fast as they can for about d once every one of them
+// has made its first call, and returns the tokens admitted and the time from
+// before the first goroutine started to after the last one ended: the span
+// over which capacity + rate × elapsed bounds what any correct limiter
+// admits, however the goroutines were scheduled. Waiting for the first calls
+// means that a loaded machine, which may not run a goroutine for longer than
+// d, cannot leave a storm without a single call.
 func Storm(l admit.Limiter, g int, d time.Duration, n func(i int) int64) (admitted int64, elapsed time.Duration) {
 	var stop atomic.Bool
 	var total atomic.Int64
-	var wg sync.WaitGroup
+	var wg, started sync.WaitGroup
 	begin := time.Now()
+	started.Add(g)
 	for i := range g {
 		wg.Go(func() {
 			var mine int64
-			for k := n(i); !stop.Load(); {
+			k := n(i)
+			for first := true; first || !stop.Load(); first = false {
 				if l.TryAcquireN(k) {
 					mine += k
+				}
+				if first {
+					started.Done()
 				}
 			}
 			total.Add(mine)
 		})
 	}
+	started.Wait()
 	time.Sleep(d) // how long to storm, not an assertion
 	stop.Store(true)
 	wg.Wait()
