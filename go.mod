@@ -8,4 +8,7 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
-require go.yaml.in/yaml/v3 v3.0.5 // indirect
+require (
+	github.com/dunglas/httpsfv v1.1.2 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+)
