@@ -26,7 +26,7 @@ import (
 //     bug in the server, not the client), no limiter call, no fields;
 //   - the cost is above the key's capacity (the limiter's error wraps
 //     admit.ErrUnsatisfiable): 413 Content Too Large, since waiting can never
-//     help, with the fields when the limiter reported its state;
+//     help, with the fields of the key's current state;
 //   - any other limiter error (admit.ErrUnavailable from a shared backend, a
 //     cancelled request context): by default fail closed, 503 Service
 //     Unavailable with Retry-After (the Decision's RetryAfter rounded up, at
@@ -228,7 +228,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.fields(w.Header(), d, true)
 		m.denied.ServeHTTP(w, r)
 	case errors.Is(err, admit.ErrUnsatisfiable):
-		if d.Limit >= 1 {
+		if d.Limit < 1 { // the limiter left the state out: peek for it
+			d, err = m.l.AllowN(r.Context(), key, 0)
+		}
+		if err == nil && d.Limit >= 1 {
 			m.fields(w.Header(), d, false)
 		}
 		http.Error(w, "413 request costs more than the whole quota", http.StatusRequestEntityTooLarge)
