@@ -96,9 +96,14 @@ type KeyedLimiter interface {
 type Config struct {
 	// Clock is the time source; nil means the system's monotonic clock.
 	Clock Clock
-	// Shards is read only by shardedbucket (see shardedbucket.WithShards);
-	// 0 means its default. Other limiters ignore it.
+	// Shards is read by shardedbucket and keyed (see their WithShards);
+	// 0 means the package's default. Other limiters ignore it.
 	Shards int
+	// MaxKeys and KeyPolicy are read only by keyed (see keyed.WithMaxKeys
+	// and keyed.WithPolicy); 0 means its default. Other limiters ignore
+	// them.
+	MaxKeys   int
+	KeyPolicy int
 
 	err error // first invalid option seen
 }
