@@ -228,10 +228,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.fields(w.Header(), d, true)
 		m.denied.ServeHTTP(w, r)
 	case errors.Is(err, admit.ErrUnsatisfiable):
-		if d.Limit < 1 { // the limiter left the state out: peek for it
-			d, err = m.l.AllowN(r.Context(), key, 0)
-		}
-		if err == nil && d.Limit >= 1 {
+		// The Decision that comes with an error need not hold the
+		// key's state (keyed's does not): peek for it.
+		if d, err = m.l.AllowN(r.Context(), key, 0); err == nil && d.Limit >= 1 {
 			m.fields(w.Header(), d, false)
 		}
 		http.Error(w, "413 request costs more than the whole quota", http.StatusRequestEntityTooLarge)

@@ -164,7 +164,7 @@ func TestFieldsExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := serve(t, admithttp.Middleware(l, admithttp.WithFillTime(2*time.Second))(ok200))
+	srv := serve(t, admithttp.Middleware(l)(ok200)) // w from keyed's FillTime
 	m := &model{capacity: 4, rate: 2, units: 4e9}
 	steps := []time.Duration{0, 0, 0, 0, 0, 0, // burst of 4, then two denials
 		100 * time.Millisecond, 150 * time.Millisecond, 250 * time.Millisecond, // 0.5 token at 250 ms
@@ -278,7 +278,7 @@ func TestRealClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := serve(t, admithttp.Middleware(l, admithttp.WithFillTime(5*time.Second))(ok200))
+	srv := serve(t, admithttp.Middleware(l)(ok200))
 	start := time.Now()
 	admitted, denied := 0, 0
 	const n = 30
@@ -396,8 +396,26 @@ func TestCost(t *testing.T) {
 			t.Fatalf("cost 7 with 6 left at 1/s: Retry-After %d, want 1", f.retryAfter)
 		}
 	}
-	if !t.Failed() && get(t, srv, "Cost", "0").w != -1 {
-		t.Fatal("w present though no fill time is known")
+	if f := get(t, srv, "Cost", "0"); f.w != 10 {
+		t.Fatalf("w = %d, want 10 (capacity 10 at 1/s, from keyed's FillTime)", f.w)
+	}
+	// WithFillTime overrides the limiter; 0 leaves w out.
+	for _, c := range []struct {
+		fill time.Duration
+		w    int64
+	}{{0, -1}, {1500 * time.Millisecond, 2}, {time.Nanosecond, 1}, {7 * time.Second, 7}} {
+		srv := serve(t, admithttp.Middleware(l, admithttp.WithFillTime(c.fill))(ok200))
+		if f := get(t, srv); f.w != c.w || f.q != 10 {
+			t.Fatalf("WithFillTime(%v): q=%d w=%d, want q=10 w=%d", c.fill, f.q, f.w, c.w)
+		}
+	}
+	// A rate of 1/3 per second: keyed reads it as the decimal
+	// 0.3333333333333333, so 10 tokens take a hair over 30 s; w is rounded
+	// up, never down.
+	third, _ := keyed.New(10, 1.0/3)
+	srv3 := serve(t, admithttp.Middleware(third)(ok200))
+	if f := get(t, srv3); f.w != int64(math.Ceil(third.FillTime().Seconds())) || f.w < 30 || f.w > 31 {
+		t.Fatalf("rate 1/3: w=%d for a fill time of %v", f.w, third.FillTime())
 	}
 }
 
