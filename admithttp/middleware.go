@@ -56,7 +56,7 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 	if l == nil {
 		panic("admithttp: Middleware with a nil limiter")
 	}
-	c := config{key: KeyByIP, cost: one, name: "default", denied: http.HandlerFunc(tooMany)}
+	c := config{key: KeyByIP, cost: one, name: "default"}
 	if rf, ok := l.(Refiller); ok {
 		c.fill = rf.FillTime()
 	}
@@ -202,9 +202,8 @@ type handler struct {
 
 func one(*http.Request) int64 { return 1 }
 
-func tooMany(w http.ResponseWriter, _ *http.Request) {
-	http.Error(w, "429 too many requests", http.StatusTooManyRequests)
-}
+// tooManyBody is the default denial's body, as http.Error would write it.
+var tooManyBody = []byte("429 too many requests\n")
 
 // ServeHTTP implements the responses listed on Middleware.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -226,7 +225,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 	case err == nil:
 		m.fields(w.Header(), d, true)
-		m.denied.ServeHTTP(w, r)
+		if m.denied != nil {
+			m.denied.ServeHTTP(w, r)
+			return
+		}
+		// What http.Error(w, ..., 429) does, without its formatting and
+		// header churn: denials are the path a flood takes.
+		w.WriteHeader(http.StatusTooManyRequests)
+		w.Write(tooManyBody)
 	case errors.Is(err, admit.ErrUnsatisfiable):
 		// The Decision that comes with an error need not hold the
 		// key's state (keyed's does not): peek for it.
@@ -242,11 +248,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// fields sets RateLimit-Policy and RateLimit, and Retry-After if retry.
-// The header map takes its value slices from one allocation, each capped at
+// fields sets RateLimit-Policy and RateLimit, and for a denial Retry-After
+// and, unless WithDenied took over the body, the plain-text headers. The
+// header map takes its value slices from one allocation, each capped at
 // length 1 so that a later Add cannot write into its neighbour.
 func (m *middleware) fields(hd http.Header, d admit.Decision, retry bool) {
-	vals := make([]string, 3)
+	vals := make([]string, 5)
 	vals[0] = m.policyFor(d.Limit)
 	var buf [96]byte
 	b := append(buf[:0], m.quoted...)
@@ -260,6 +267,11 @@ func (m *middleware) fields(hd http.Header, d admit.Decision, retry bool) {
 	if retry {
 		vals[2] = strconv.FormatInt(clampSF(max(1, ceilSeconds(d.RetryAfter))), 10)
 		hd["Retry-After"] = vals[2:3:3]
+		if m.denied == nil {
+			vals[3], vals[4] = "text/plain; charset=utf-8", "nosniff"
+			hd["Content-Type"] = vals[3:4:4]
+			hd["X-Content-Type-Options"] = vals[4:5:5]
+		}
 	}
 }
 
