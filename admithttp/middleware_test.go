@@ -492,3 +492,82 @@ func TestMisuse(t *testing.T) {
 		}()
 	}
 }
+
+// TestFieldsRandomized interleaves requests from three clients, with costs
+// from 0 to above the capacity, on random fake-clock steps (whole and
+// fractional seconds, nanoseconds, none). Every field of every response is
+// checked against an independent model per client, and every admission is
+// recorded at its time so that the window bound, at most capacity + rate ×
+// (t_j − t_i) tokens admitted in [t_i, t_j], is checked on every window.
+func TestFieldsRandomized(t *testing.T) {
+	const capacity, rate = 5, 2
+	clk := buckettest.NewFakeClock(0)
+	l, err := keyed.New(capacity, rate, admit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw := admithttp.Middleware(l, admithttp.WithKey(admithttp.KeyByHeader("Client")),
+		admithttp.WithCost(func(r *http.Request) int64 {
+			n, _ := strconv.ParseInt(r.Header.Get("Cost"), 10, 64)
+			return n
+		}))
+	srv := serve(t, mw(ok200))
+	clients := []string{"a", "b", "c"}
+	models := map[string]*model{}
+	type admission struct{ at, n int64 }
+	admitted := map[string][]admission{}
+	statuses := map[int]int{}
+	for _, c := range clients {
+		models[c] = &model{capacity: capacity, rate: rate, units: capacity * 1e9}
+	}
+	steps := []time.Duration{0, 1, time.Millisecond, 250 * time.Millisecond, 499 * time.Millisecond, time.Second, 3 * time.Second}
+	rng := uint64(0x9e3779b97f4a7c15)
+	next := func(n int) int { // xorshift: a fixed sequence, no shared global state
+		rng ^= rng << 13
+		rng ^= rng >> 7
+		rng ^= rng << 17
+		return int(rng % uint64(n))
+	}
+	var now int64
+	for i := range 400 {
+		d := steps[next(len(steps))]
+		clk.Advance(d)
+		now += int64(d)
+		c := clients[next(len(clients))]
+		n := int64(next(capacity + 2)) // 0 .. capacity+1
+		got := get(t, srv, "Client", c, "Cost", strconv.FormatInt(n, 10))
+		m := models[c]
+		var want fields
+		if n > capacity {
+			m.at(now)
+			want = fields{status: 413, hasPolicy: true, hasRate: true, policyName: "default", name: "default",
+				q: capacity, w: ceilDiv(capacity, rate), r: m.units / 1e9,
+				t: ceilDiv(ceilDiv(capacity*1e9-m.units, rate), 1e9), retryAfter: -1}
+		} else {
+			want = m.want(now, n)
+		}
+		if got != want {
+			t.Fatalf("request %d (client %s, cost %d, t=%v): got %+v, want %+v", i, c, n, time.Duration(now), got, want)
+		}
+		if got.status == 200 && n > 0 {
+			admitted[c] = append(admitted[c], admission{now, n})
+		}
+		statuses[got.status]++
+	}
+	if statuses[200] < 50 || statuses[429] < 50 || statuses[413] < 20 {
+		t.Fatalf("statuses %v: the sequence does not exercise every outcome", statuses)
+	}
+	for c, as := range admitted {
+		for i := range as {
+			sum := int64(0)
+			for j := i; j < len(as); j++ {
+				sum += as[j].n
+				// tokens × 1e9 ≤ capacity × 1e9 + rate × ns
+				if sum*1e9 > capacity*1e9+rate*(as[j].at-as[i].at) {
+					t.Fatalf("client %s: %d tokens admitted in [%v, %v], bound %d + %d/s × elapsed",
+						c, sum, time.Duration(as[i].at), time.Duration(as[j].at), capacity, rate)
+				}
+			}
+		}
+	}
+}
