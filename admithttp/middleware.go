@@ -253,7 +253,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // header map takes its value slices from one allocation, each capped at
 // length 1 so that a later Add cannot write into its neighbour.
 func (m *middleware) fields(hd http.Header, d admit.Decision, retry bool) {
-	vals := make([]string, 5)
+	var vals []string
+	if retry {
+		vals = make([]string, 5)
+	} else {
+		vals = make([]string, 2)
+	}
 	vals[0] = m.policyFor(d.Limit)
 	var buf [96]byte
 	b := append(buf[:0], m.quoted...)

@@ -22,12 +22,22 @@ type MiddlewareImpl struct {
 }
 
 // MiddlewareImpls lists the middlewares in the fixed order of every table:
-// the floor (no middleware), this module's admithttp over keyed, then
+// the floor (no middleware when admitting; a bare http.Error 429 when
+// denying), this module's admithttp over keyed, then
 // go-chi/httprate (a sliding-window counter per key, in memory) and
 // tollbooth v7 (an x/time/rate limiter per key in an expiring map). All key
 // by r.RemoteAddr, IPv6 by /64.
 var MiddlewareImpls = []MiddlewareImpl{
-	{"none", func(_ bool, next http.Handler) (http.Handler, error) { return next, nil }},
+	{"none", func(admitAll bool, next http.Handler) (http.Handler, error) {
+		if admitAll {
+			return next, nil
+		}
+		// The floor of a denial: the plain-text 429 itself, as http.Error
+		// writes it, which every middleware here also writes.
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "429 too many requests", http.StatusTooManyRequests)
+		}), nil
+	}},
 	{"admithttp", func(admitAll bool, next http.Handler) (http.Handler, error) {
 		capacity, rate := int64(1e9), 1e9
 		if !admitAll {
