@@ -2,7 +2,7 @@
 GO ?= go
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: test lint fuzz bench bench-full plots storm
+.PHONY: test lint fuzz bench bench-full plots storm loadrun
 
 # go vet and the race-enabled tests, over the core module and bench/.
 test:
@@ -18,9 +18,12 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd bench && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
-# A longer fuzz run of the differential fuzz test (the seed corpus runs in `make test`).
+# Longer fuzz runs: the differential bucket test and admithttp's key
+# functions (the seed corpora run in `make test`).
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./buckettest/
+	$(GO) test -run '^$$' -fuzz FuzzKeyByForwardedFor -fuzztime 30s ./admithttp/
+	$(GO) test -run '^$$' -fuzz FuzzKeyByIP -fuzztime 15s ./admithttp/
 
 # The quick comparison, about a minute: cases admit and reject, serial and
 # parallel, every implementation and floor, -cpu 1,2, six samples each. Prints
@@ -43,3 +46,8 @@ plots:
 # implementation on the real clock, under a minute; saves results/storm-<date>.txt.
 storm:
 	cd bench && $(GO) run ./cmd/storm -save ../results
+
+# The middleware's loopback load run: vegeta against a 127.0.0.1 server with
+# and without each middleware, under a minute; saves results/loadrun-<date>.txt.
+loadrun:
+	cd bench && $(GO) run ./cmd/loadrun -rounds 3 -duration 2s -save ../results

@@ -275,3 +275,26 @@ func FuzzKeyByIP(f *testing.F) {
 		}
 	})
 }
+
+func FuzzKeyByHeader(f *testing.F) {
+	f.Add("k1", "k2", uint8(2))
+	f.Add("", "k2", uint8(2))
+	f.Add("x", "", uint8(0))
+	key := admithttp.KeyByHeader("x-api-key")
+	f.Fuzz(func(t *testing.T, v1, v2 string, lines uint8) {
+		r := request("192.0.2.1:1")
+		vals := []string{v1, v2}[:lines%3]
+		if len(vals) > 0 {
+			r.Header["X-Api-Key"] = vals
+		}
+		got, err := key(r)
+		switch {
+		case len(vals) == 0 || vals[0] == "":
+			if err == nil {
+				t.Fatalf("lines %q: key %q, want an error", vals, got)
+			}
+		case err != nil || got != vals[0]:
+			t.Fatalf("lines %q: %q, %v; want the first line", vals, got, err)
+		}
+	})
+}
