@@ -71,7 +71,7 @@ func KeyByHeader(name string) func(*http.Request) (string, error) {
 // before they are matched; a trusted IPv4-mapped prefix of /96 or longer is
 // read as the IPv4 prefix it maps.
 //
-// It panics if a prefix is not valid (the zero netip.Prefix, say): the
+// With no trusted prefix it is KeyByIP. It panics if a prefix is not valid (the zero netip.Prefix, say): the
 // trusted set is configuration, not request data.
 func KeyByForwardedFor(trusted ...netip.Prefix) func(*http.Request) (string, error) {
 	ts := make([]netip.Prefix, 0, len(trusted))

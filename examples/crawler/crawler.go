@@ -220,6 +220,9 @@ var href = regexp.MustCompile(`href="([^"]+)"`)
 func (c *Crawler) fetch(ctx context.Context, raw string) {
 	u, _ := url.Parse(raw) // offer parsed it
 	if err := c.wait(ctx, u.Host); err != nil {
+		if ctx.Err() == nil {
+			c.fail() // the limiter refused for good (never so with keyed's defaults)
+		}
 		return
 	}
 	now := time.Now()
