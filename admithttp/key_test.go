@@ -259,11 +259,16 @@ func FuzzKeyByIP(f *testing.F) {
 	for _, s := range []string{"192.0.2.1:80", "[2001:db8::1]:80", "[::ffff:1.2.3.4]:1", "fe80::1%x", "1.2.3.4", "[1.2.3.4]:1", ""} {
 		f.Add(s, "9.9.9.9")
 	}
+	noTrust := admithttp.KeyByForwardedFor()
 	f.Fuzz(func(t *testing.T, remote, xff string) {
 		r := request(remote)
 		r.Header.Set("X-Forwarded-For", xff)
 		r.Header.Set("X-Real-Ip", xff)
 		got, err := admithttp.KeyByIP(r)
+		// With nothing trusted, KeyByForwardedFor is KeyByIP.
+		if got2, err2 := noTrust(r); got2 != got || (err2 == nil) != (err == nil) {
+			t.Fatalf("RemoteAddr %q: KeyByForwardedFor() = %q, %v; KeyByIP = %q, %v", remote, got2, err2, got, err)
+		}
 		ip, ok := oracleHop(remote)
 		switch {
 		case !ok && err == nil:
