@@ -1,7 +1,6 @@
 package admithttp_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"math"
@@ -419,27 +418,44 @@ func TestCost(t *testing.T) {
 	}
 }
 
-// down is a KeyedLimiter whose backend is unreachable: the shape of the
-// redisbucket module's answer during an outage. It stands in for the
-// outage only; every admission test above runs the real keyed limiter.
-type down struct{ retry time.Duration }
-
-func (d down) AllowN(context.Context, string, int64) (admit.Decision, error) {
-	return admit.Decision{RetryAfter: d.retry}, fmt.Errorf("%w: dial tcp 127.0.0.1:1: connection refused", admit.ErrUnavailable)
-}
-
+// TestLimiterError drives a real limiter error: keyed under RefuseNew with
+// room for one key refuses a second client with an error wrapping
+// admit.ErrUnavailable (the same shape as a Redis outage) and a RetryAfter
+// until the first client's bucket is full again.
 func TestLimiterError(t *testing.T) {
-	closed := serve(t, admithttp.Middleware(down{retry: 2500 * time.Millisecond})(ok200))
-	if f := get(t, closed); f.status != 503 || f.retryAfter != 3 || f.hasRate || f.hasPolicy {
-		t.Fatalf("fail closed: %+v, want 503, Retry-After 3, no fields", f)
-	}
-	closed0 := serve(t, admithttp.Middleware(down{})(ok200))
-	if f := get(t, closed0); f.status != 503 || f.retryAfter != 1 {
-		t.Fatalf("fail closed without a hint: %+v, want 503, Retry-After 1", f)
-	}
-	open := serve(t, admithttp.Middleware(down{}, admithttp.WithFailOpen())(ok200))
-	if f := get(t, open); f.status != 200 || f.hasRate || f.retryAfter != -1 {
-		t.Fatalf("fail open: %+v, want 200 without fields", f)
+	for _, open := range []bool{false, true} {
+		t.Run(fmt.Sprint("failOpen=", open), func(t *testing.T) {
+			clk := buckettest.NewFakeClock(0)
+			l, err := keyed.New(3, 2, admit.WithClock(clk), keyed.WithMaxKeys(1), keyed.WithPolicy(keyed.RefuseNew))
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := []admithttp.Option{admithttp.WithKey(admithttp.KeyByHeader("Client"))}
+			if open {
+				opts = append(opts, admithttp.WithFailOpen())
+			}
+			srv := serve(t, admithttp.Middleware(l, opts...)(ok200))
+			for range 3 {
+				if f := get(t, srv, "Client", "a"); f.status != 200 {
+					t.Fatalf("client a: %+v", f)
+				}
+			}
+			clk.Advance(250 * time.Millisecond) // a's bucket is full 1.25 s from now
+			f := get(t, srv, "Client", "b")
+			switch {
+			case !open && (f.status != 503 || f.retryAfter != 2 || f.hasRate || f.hasPolicy):
+				t.Fatalf("fail closed: %+v, want 503, Retry-After 2, no fields", f)
+			case open && (f.status != 200 || f.hasRate || f.hasPolicy || f.retryAfter != -1):
+				t.Fatalf("fail open: %+v, want 200 without fields", f)
+			}
+			if st := l.Stats(); st.Refusals != 1 {
+				t.Fatalf("the limiter refused %d times, want 1", st.Refusals)
+			}
+			clk.Advance(1250 * time.Millisecond) // a is full and can be dropped
+			if f := get(t, srv, "Client", "b"); f.status != 200 || f.r != 2 {
+				t.Fatalf("once there is room: %+v, want 200 with r=2", f)
+			}
+		})
 	}
 }
 
