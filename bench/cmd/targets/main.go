@@ -129,6 +129,46 @@ func main() {
 	}
 	fmt.Println("\nxrate÷ is x/time/rate's median divided by the bucket's: how many times faster the bucket is.")
 	fmt.Println("allocs is the largest allocs/op seen over the samples.")
+
+	// BenchmarkMiddleware (results/middleware-*.txt): admithttp against
+	// httprate and tollbooth, raw and as own cost (ns/op minus impl=none).
+	var mw []key
+	for k := range ns {
+		if strings.HasPrefix(k.name, "BenchmarkMiddleware/") && strings.HasSuffix(k.name, "/impl=admithttp") {
+			mw = append(mw, k)
+		}
+	}
+	if len(mw) == 0 {
+		return
+	}
+	sort.Slice(mw, func(i, j int) bool {
+		if mw[i].name != mw[j].name {
+			return mw[i].name < mw[j].name
+		}
+		return mw[i].procs < mw[j].procs
+	})
+	fmt.Printf("\n%-34s %5s %9s %9s %9s %9s %9s %9s\n", "middleware case/mode", "procs", "none", "admithttp", "httprate÷", "own÷", "tollb÷", "own÷")
+	for _, k := range mw {
+		prefix := strings.TrimSuffix(k.name, "/impl=admithttp")
+		a, _ := med(k)
+		none, nok := med(key{prefix + "/impl=none", k.procs})
+		cells := []string{}
+		for _, peer := range []string{"httprate", "tollbooth"} {
+			p, ok := med(key{prefix + "/impl=" + peer, k.procs})
+			if !ok {
+				cells = append(cells, "-", "-")
+				continue
+			}
+			own := "-"
+			if nok && a > none {
+				own = fmt.Sprintf("%.2f", (p-none)/(a-none))
+			}
+			cells = append(cells, fmt.Sprintf("%.2f", p/a), own)
+		}
+		fmt.Printf("%-34s %5d %9.1f %9.1f %9s %9s %9s %9s\n", strings.TrimPrefix(prefix, "BenchmarkMiddleware/"), k.procs, none, a,
+			cells[0], cells[1], cells[2], cells[3])
+	}
+	fmt.Println("\nhttprate÷ and tollb÷ are the peer's median over admithttp's; own÷ the same after subtracting impl=none.")
 }
 
 // newest returns the most recent raw result file in dir (not a -benchstat
@@ -138,7 +178,9 @@ func newest(dir string) string {
 	var raw []string
 	for _, f := range files {
 		b := filepath.Base(f)
-		if strings.HasSuffix(b, "-benchstat.txt") || strings.HasPrefix(b, "storm") {
+		// Full results are named YYYY-MM-DD-...; storm, middleware and
+		// loadrun files are not.
+		if strings.HasSuffix(b, "-benchstat.txt") || b == "" || b[0] < '0' || b[0] > '9' {
 			continue
 		}
 		raw = append(raw, f)
