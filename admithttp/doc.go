@@ -11,7 +11,12 @@
 // lists the response to every edge: a key that cannot be found, a negative
 // cost, a cost above the capacity, a limiter that fails (closed by default).
 //
-// The middleware adds two small allocations per request (the header values)
-// to what the limiter costs, and reads no clock of its own: the Decision
-// carries every number the fields need.
+// Pick it over go-chi/httprate or tollbooth for exact token-bucket
+// semantics per client, a Retry-After rounded up from the exact wait (not a
+// whole window), keys a client cannot spoof, and the standard fields. Per
+// admitted request it allocates twice (the header values, and the RateLimit
+// string) beyond what setting any header costs, and reads no clock of its
+// own: the Decision carries every number the fields need. In one noisy run
+// on a 2-core machine its own cost for one client was 2.2× below httprate's
+// at -cpu 1 and 1.97× below at -cpu 2 (docs/per-client.md has the table).
 package admithttp
