@@ -587,3 +587,53 @@ func TestFieldsRandomized(t *testing.T) {
 		}
 	}
 }
+
+// TestStormRealClock: several goroutines per client hammer the real server
+// on the system clock; per client, admissions never exceed capacity +
+// rate × elapsed + 1, with elapsed measured around the whole storm.
+func TestStormRealClock(t *testing.T) {
+	const capacity, rate = 5, 50.0
+	l, err := keyed.New(capacity, rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, admithttp.Middleware(l, admithttp.WithKey(admithttp.KeyByHeader("Client")))(ok200))
+	clients := []string{"a", "b", "c"}
+	var mu sync.Mutex
+	admitted := map[string]int{}
+	start := time.Now()
+	deadline := start.Add(300 * time.Millisecond)
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		for range 3 {
+			wg.Go(func() {
+				for time.Now().Before(deadline) {
+					req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+					req.Header.Set("Client", c)
+					resp, err := srv.Client().Do(req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == 200 {
+						mu.Lock()
+						admitted[c]++
+						mu.Unlock()
+					} else if resp.StatusCode != 429 {
+						t.Errorf("status %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	for _, c := range clients {
+		if bound := capacity + rate*elapsed + 1; float64(admitted[c]) > bound || admitted[c] < capacity {
+			t.Errorf("client %s: admitted %d in %.3fs; want between the burst %d and the bound %.1f", c, admitted[c], elapsed, capacity, bound)
+		}
+	}
+}
