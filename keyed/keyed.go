@@ -74,10 +74,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
-	"strings"
-	"sync"
+	"math/bits"
 	"time"
-	"unsafe"
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/internal/refill"
@@ -89,7 +87,7 @@ import (
 type Limiter struct {
 	_        noCopy
 	shards   []shard
-	mask     uint64 // len(shards) - 1
+	shift    uint // a key's shard is its hash >> shift
 	seed     maphash.Seed
 	p        refill.Params // immutable after New
 	clk      refill.Clock  // immutable after New
@@ -110,6 +108,18 @@ func (*noCopy) Unlock() {}
 // never is the RetryAfter or ResetAfter of a bucket that will never hold
 // what is asked: a zero rate, or a wait past the clock's horizon.
 const never = time.Duration(math.MaxInt64)
+
+// DefaultMaxKeys is the key bound without WithMaxKeys: 2^20 keys, about
+// 60 MiB at the measured bytes per key, plus the keys' own bytes.
+const DefaultMaxKeys = 1 << 20
+
+// defaultShards is the shard count without WithShards, lowered so that each
+// shard's share of the bound is at least minPerShard keys.
+const (
+	defaultShards = 256
+	minPerShard   = 64
+	maxShards     = 1 << 16
+)
 
 // New returns a limiter whose every key holds a bucket of capacity tokens
 // refilling at refillPerSecond tokens per second. It returns an error
@@ -143,7 +153,7 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Limite
 	}
 	l := &Limiter{
 		shards:   make([]shard, n),
-		mask:     uint64(n - 1),
+		shift:    uint(64 - bits.TrailingZeros(uint(n))), // 64 for one shard: h >> 64 is 0
 		seed:     maphash.MakeSeed(),
 		p:        p,
 		clk:      refill.NewClock(cfg.Clock),
@@ -160,17 +170,22 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Limite
 		if i < extra {
 			s.max++
 		}
-		s.index = make(map[string]int32)
 		s.head, s.tail, s.free = nilSlot, nilSlot, nilSlot
 	}
 	return l, nil
 }
 
+// hash is the key's 64-bit hash: its high bits pick the shard, its low 32
+// bits are the tag in the shard's table.
+func (l *Limiter) hash(key string) uint64 { return maphash.String(l.seed, key) }
+
+// shardOf returns the index of key's shard.
+func (l *Limiter) shardOf(key string) int { return int(l.hash(key) >> l.shift) }
+
 // Allow reports whether one token was taken from key's bucket:
 // AllowN(ctx, key, 1).Allowed, without a context. It never blocks.
 func (l *Limiter) Allow(key string) bool {
-	d, _ := l.allow(key, 1)
-	return d.Allowed
+	return l.take(key, l.p.Units(1)).allowed
 }
 
 // AllowN takes n tokens from key's bucket if it holds them, creating the
@@ -182,7 +197,9 @@ func (l *Limiter) Allow(key string) bool {
 // above the capacity returns Allowed == false and an error wrapping
 // admit.ErrUnsatisfiable, and touches no bucket. Under RefuseNew, a new key
 // that finds no room returns Allowed == false and an error wrapping
-// admit.ErrUnavailable (see the package doc).
+// admit.ErrUnavailable, with RetryAfter and ResetAfter the time until the
+// least recently used bucket of its shard is full and can be dropped (see
+// the package doc).
 //
 // Decision.RetryAfter (denied) and Decision.ResetAfter are exact: the
 // bucket holds n tokens, or is full, after exactly that long and not a
@@ -193,20 +210,44 @@ func (l *Limiter) AllowN(_ context.Context, key string, n int64) (admit.Decision
 	if n < 0 || n > l.capacity {
 		return admit.Decision{Limit: l.capacity}, fmt.Errorf("%w: n=%d is outside [0, capacity %d]", admit.ErrUnsatisfiable, n, l.capacity)
 	}
-	return l.allow(key, n)
+	need := l.p.Units(n)
+	o := l.take(key, need)
+	if o.refused {
+		w := l.after(o.t, o.z+l.p.Cap)
+		return admit.Decision{Limit: l.capacity, RetryAfter: w, ResetAfter: w}, l.errFull
+	}
+	// Built outside the lock from the outcome alone.
+	d := admit.Decision{Allowed: o.allowed, Limit: l.capacity, Remaining: (o.v - o.z) >> l.p.Shift}
+	if o.z > o.v-l.p.Cap { // not full
+		d.ResetAfter = l.after(o.t, o.z+l.p.Cap)
+	}
+	if !o.allowed {
+		d.RetryAfter = l.after(o.t, o.z+need)
+	}
+	return d, nil
 }
 
-// allow is AllowN for 0 <= n <= capacity.
-func (l *Limiter) allow(key string, n int64) (admit.Decision, error) {
+// take runs one call on key's shard: need units, 0 <= need <= capacity.
+func (l *Limiter) take(key string, need int64) outcome {
 	// The clock is read outside the lock: the shard applies the later of
 	// this reading and its own, so a reading that lost the race for the
 	// lock to a later one is harmless (see the package doc).
 	now := l.clk.Now()
-	s := &l.shards[maphash.String(l.seed, key)&l.mask]
+	h := l.hash(key)
+	s := &l.shards[h>>l.shift]
 	s.mu.Lock()
-	d, err := s.allow(l, key, l.p.Units(n), now)
+	o := s.take(l, key, h, need, now)
 	s.mu.Unlock()
-	return d, err
+	return o
+}
+
+// after returns how long from elapsed time t until the stream reaches v.
+func (l *Limiter) after(t, v int64) time.Duration {
+	w := l.p.Reach(t, v)
+	if w > refill.Horizon {
+		return never
+	}
+	return time.Duration(w - t)
 }
 
 // Len returns the number of keys held now. Keys whose buckets are full but
@@ -220,248 +261,4 @@ func (l *Limiter) Len() int {
 		s.mu.Unlock()
 	}
 	return n
-}
-
-// Stats is a snapshot of a Limiter's key table and of the events that
-// changed it since New.
-type Stats struct {
-	Keys    int // keys held now, as Len reports
-	MaxKeys int // the bound (WithMaxKeys)
-	Shards  int // the number of shards the bound is split over
-
-	Inserts   uint64 // buckets created: a key first seen, or seen again after it was dropped or evicted
-	Drops     uint64 // full buckets forgotten (exact: a full bucket equals a new one)
-	Evictions uint64 // live buckets forgotten to make room (EvictLRU); each such client restarts full
-	Refusals  uint64 // new keys refused for want of room (RefuseNew)
-}
-
-// Stats returns the limiter's counters. Each shard is read under its lock,
-// so the counts of one shard are consistent with each other; the limiter as
-// a whole is not stopped while they are summed.
-func (l *Limiter) Stats() Stats {
-	st := Stats{MaxKeys: l.maxKeys, Shards: len(l.shards)}
-	for i := range l.shards {
-		s := &l.shards[i]
-		s.mu.Lock()
-		st.Keys += s.n
-		st.Inserts += s.inserts
-		st.Drops += s.drops
-		st.Evictions += s.evictions
-		st.Refusals += s.refusals
-		s.mu.Unlock()
-	}
-	return st
-}
-
-// after returns how long from elapsed time t until the stream reaches v.
-func (l *Limiter) after(t, v int64) time.Duration {
-	w := l.p.Reach(t, v)
-	if w > refill.Horizon {
-		return never
-	}
-	return time.Duration(w - t)
-}
-
-// decision builds the Decision for a bucket whose empty point is z at
-// elapsed time t, stream value v = V(t), after a call that was allowed or
-// not; need is what a denied call asked for.
-func (l *Limiter) decision(allowed bool, z, t, v, need int64) admit.Decision {
-	d := admit.Decision{Allowed: allowed, Limit: l.capacity, Remaining: (v - z) >> l.p.Shift}
-	if z > v-l.p.Cap { // not full
-		d.ResetAfter = l.after(t, z+l.p.Cap)
-	}
-	if !allowed {
-		d.RetryAfter = l.after(t, z+need)
-	}
-	return d
-}
-
-// nilSlot marks the end of a list of slots.
-const nilSlot = -1
-
-// DefaultMaxKeys is the key bound without WithMaxKeys: 2^20 keys, about
-// 100 MiB at the measured bytes per key plus the keys' own bytes.
-const DefaultMaxKeys = 1 << 20
-
-// defaultShards is the shard count without WithShards, lowered so that each
-// shard's share of the bound is at least minPerShard keys.
-const (
-	defaultShards = 256
-	minPerShard   = 64
-	maxShards     = 1 << 16
-)
-
-// shard is one lock's worth of keys, padded to two cache lines so that
-// shards in use by different cores share no line (the adjacent-line
-// prefetcher pairs lines).
-type shard struct {
-	shardState
-	_ [128 - unsafe.Sizeof(shardState{})%128]byte
-}
-
-// shardState is a shard's fields; they require mu.
-type shardState struct {
-	mu    sync.Mutex
-	last  int64            // latest elapsed time applied: time never moves back within a shard
-	index map[string]int32 // key -> its slot in ents
-	ents  []entry          // slots: a key's bucket and its place in the LRU list
-	head  int32            // most recently used slot, or nilSlot
-	tail  int32            // least recently used slot, or nilSlot
-	free  int32            // first free slot, chained through entry.next, or nilSlot
-	n     int              // keys held
-	max   int              // this shard's share of the bound
-
-	inserts, drops, evictions, refusals uint64
-}
-
-// entry is one held key. The key's bytes are shared with the map's copy of
-// the key; key is kept here so that a slot can be unmapped from the LRU end.
-type entry struct {
-	key        string
-	z          int64 // empty point: balance = min(cap, V(t) - z)
-	prev, next int32 // LRU neighbours (prev is more recent), or nilSlot
-}
-
-// allow is the whole decision for one call, under s.mu; need is in units.
-func (s *shard) allow(l *Limiter, key string, need, now int64) (admit.Decision, error) {
-	t := max(now, s.last)
-	s.last = t
-	v := l.p.V(t)
-	capU := l.p.Cap
-	full := v - capU // a bucket whose z is at most this is full
-	i, ok := s.index[key]
-	if !ok {
-		if need == 0 { // a peek at a key not held: a full bucket, and nothing to store
-			s.sweep(full, 2)
-			return l.decision(true, full, t, v, 0), nil
-		}
-		s.sweep(full, 2)
-		if s.n >= s.max && !s.makeRoom(l) {
-			return s.refusal(l, t), l.errFull
-		}
-		z := full + need // need <= capacity: always admitted
-		s.insert(key, z)
-		return l.decision(true, z, t, v, 0), nil
-	}
-	e := &s.ents[i]
-	z := max(e.z, full)
-	allowed := v-z >= need
-	if allowed {
-		z += need
-		e.z = z
-	}
-	if z <= full {
-		// Full after this call (only a peek leaves a bucket full): forget
-		// it now, which is exact.
-		s.remove(i)
-		s.drops++
-	} else {
-		s.touch(i)
-	}
-	s.sweep(full, 2)
-	return l.decision(allowed, z, t, v, need), nil
-}
-
-// sweep drops up to k full buckets from the least recently used end.
-// Amortised O(1): each slot is dropped at most once per insertion.
-func (s *shard) sweep(full int64, k int) {
-	for ; k > 0 && s.tail != nilSlot && s.ents[s.tail].z <= full; k-- {
-		s.remove(s.tail)
-		s.drops++
-	}
-}
-
-// makeRoom frees a slot in a shard at its share of the bound whose least
-// recently used bucket is live (sweep has dropped a full one), by the
-// limiter's policy, and reports whether it did.
-func (s *shard) makeRoom(l *Limiter) bool {
-	if l.refuse || s.tail == nilSlot {
-		s.refusals++
-		return false
-	}
-	s.remove(s.tail)
-	s.evictions++
-	return true
-}
-
-// refusal is the Decision for a new key refused at elapsed time t: retry
-// once the least recently used bucket is full and can be dropped.
-func (s *shard) refusal(l *Limiter, t int64) admit.Decision {
-	d := admit.Decision{Limit: l.capacity, RetryAfter: never, ResetAfter: never}
-	if s.tail != nilSlot {
-		w := l.after(t, s.ents[s.tail].z+l.p.Cap)
-		d.RetryAfter, d.ResetAfter = w, w
-	}
-	return d
-}
-
-// insert stores a new key with empty point z at the most recently used end.
-func (s *shard) insert(key string, z int64) {
-	// The key is cloned so that the map does not keep alive a larger buffer
-	// the caller's string may point into (a request header, say); this is
-	// the one allocation of a new key besides the map's and the slots'
-	// amortised growth.
-	key = strings.Clone(key)
-	i := s.free
-	if i != nilSlot {
-		s.free = s.ents[i].next
-	} else {
-		if len(s.ents) >= math.MaxInt32 {
-			panic("keyed: shard slot index overflow") // unreachable: WithMaxKeys bounds a shard far below
-		}
-		i = int32(len(s.ents))
-		s.ents = append(s.ents, entry{})
-	}
-	s.ents[i] = entry{key: key, z: z, prev: nilSlot, next: s.head}
-	if s.head != nilSlot {
-		s.ents[s.head].prev = i
-	} else {
-		s.tail = i
-	}
-	s.head = i
-	s.index[key] = i
-	s.n++
-	s.inserts++
-}
-
-// unlink takes slot i out of the LRU list.
-func (s *shard) unlink(i int32) {
-	e := &s.ents[i]
-	if e.prev != nilSlot {
-		s.ents[e.prev].next = e.next
-	} else {
-		s.head = e.next
-	}
-	if e.next != nilSlot {
-		s.ents[e.next].prev = e.prev
-	} else {
-		s.tail = e.prev
-	}
-}
-
-// touch moves slot i to the most recently used end.
-func (s *shard) touch(i int32) {
-	if s.head == i {
-		return
-	}
-	s.unlink(i)
-	e := &s.ents[i]
-	e.prev, e.next = nilSlot, s.head
-	s.ents[s.head].prev = i // head != nilSlot: i was in the list and is not the head
-	s.head = i
-}
-
-// remove forgets slot i's key and frees the slot.
-func (s *shard) remove(i int32) {
-	s.unlink(i)
-	e := &s.ents[i]
-	delete(s.index, e.key)
-	*e = entry{next: s.free} // drop the key's bytes for the collector
-	s.free = i
-	s.n--
-}
-
-// shardOf returns the index of key's shard, for tests.
-func (l *Limiter) shardOf(key string) int {
-	return int(maphash.String(l.seed, key) & l.mask)
 }
