@@ -16,7 +16,7 @@
 // whole window), keys a client cannot spoof, and the standard fields. Per
 // admitted request it allocates twice (the header values, and the RateLimit
 // string) beyond what setting any header costs, and reads no clock of its
-// own: the Decision carries every number the fields need. In one noisy run
-// on a 2-core machine its own cost for one client was 2.2× below httprate's
-// at -cpu 1 and 1.97× below at -cpu 2 (docs/per-client.md has the table).
+// own: the Decision carries every number the fields need. In one run on a
+// busy 2-core machine an admitted request cost 2.2–5.2× less than through
+// httprate (docs/per-client.md has the table).
 package admithttp
