@@ -149,7 +149,8 @@ func WithPolicyName(name string) Option {
 
 // WithDenied sets the handler for denied requests, in place of a plain-text
 // 429. It runs with RateLimit, RateLimit-Policy and Retry-After already set
-// on the response and must write the status itself (429 is expected).
+// on the response. The status is 429 unless h writes another one itself: a
+// handler that only sets headers and writes a body still denies.
 func WithDenied(h http.Handler) Option {
 	return func(c *config) {
 		if h == nil {
@@ -202,6 +203,31 @@ type handler struct {
 
 func one(*http.Request) int64 { return 1 }
 
+// deniedWriter gives a WithDenied handler's response the status 429 unless
+// the handler writes a status of its own: one that only writes a body, or
+// nothing, still denies.
+type deniedWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (d *deniedWriter) WriteHeader(code int) {
+	if code >= 200 { // 1xx informational responses precede the final status
+		d.wrote = true
+	}
+	d.ResponseWriter.WriteHeader(code)
+}
+
+func (d *deniedWriter) Write(b []byte) (int, error) {
+	if !d.wrote {
+		d.WriteHeader(http.StatusTooManyRequests)
+	}
+	return d.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (d *deniedWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
+
 // tooManyBody is the default denial's body, as http.Error would write it.
 var tooManyBody = []byte("429 too many requests\n")
 
@@ -226,7 +252,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case err == nil:
 		m.fields(w.Header(), d, true)
 		if m.denied != nil {
-			m.denied.ServeHTTP(w, r)
+			dw := &deniedWriter{ResponseWriter: w}
+			m.denied.ServeHTTP(dw, r)
+			if !dw.wrote {
+				dw.WriteHeader(http.StatusTooManyRequests)
+			}
 			return
 		}
 		// What http.Error(w, ..., 429) does, without its formatting and

@@ -485,6 +485,29 @@ func TestDenied(t *testing.T) {
 	}
 }
 
+// TestDeniedStatusDefault: a WithDenied handler that writes no status, or
+// only a body, still answers 429; one that chooses a status keeps it.
+func TestDeniedStatusDefault(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		h    http.HandlerFunc
+		want int
+	}{
+		{"nothing", func(http.ResponseWriter, *http.Request) {}, 429},
+		{"body only", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "slow down") }, 429},
+		{"own status", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }, 503},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, _ := keyed.New(1, 1, admit.WithClock(buckettest.NewFakeClock(0)))
+			srv := serve(t, admithttp.Middleware(l, admithttp.WithDenied(c.h))(ok200))
+			get(t, srv)
+			if f := get(t, srv); f.status != c.want || f.retryAfter != 1 || !f.hasRate {
+				t.Fatalf("got %+v, want status %d with the fields", f, c.want)
+			}
+		})
+	}
+}
+
 func TestMisuse(t *testing.T) {
 	l, _ := keyed.New(1, 1)
 	for name, f := range map[string]func(){
