@@ -19,7 +19,11 @@
 // blocks until the caller's slot, so a storm of Take would measure how long
 // callers queue rather than how many are admitted.
 //
-// The second table is fairness under blocking: -waiters goroutines call
+// The second table is the same storm for the per-key limiters
+// (bench.KeyedImpls): the goroutines are spread over -keys keys, and each
+// key's admissions are held to the bound (see keyedTable).
+//
+// The third table is fairness under blocking: -waiters goroutines call
 // Acquire together on a limiter of capacity 1 that was just drained at time
 // t0. The k-th admission can come no earlier than t0 + k/rate (the ideal
 // schedule); each admission time is read after Acquire returns, so it can
@@ -68,6 +72,7 @@ func main() {
 	trials := flag.Int("trials", 3, "trials per storm configuration; the worst is shown")
 	goroutines := flag.String("goroutines", "2,8,64", "comma-separated goroutine counts for the storm")
 	mixes := flag.String("mixes", "1e5:10,1e3:1,1e6:1000", "comma-separated rate:capacity pairs for the storm")
+	keys := flag.Int("keys", 4, "keys in the keyed storm; the goroutines are spread over them")
 	waiters := flag.Int("waiters", 50, "goroutines blocked in Acquire in the fairness table")
 	waitRates := flag.String("waitrates", "200,2000", "comma-separated rates for the fairness table")
 	save := flag.String("save", "", "also write the output to <save>/storm-<YYYY-MM-DD>.txt")
@@ -96,6 +101,8 @@ func main() {
 	header(out)
 	fmt.Fprintf(out, "\n## Storm: TryAcquire from many goroutines on a full limiter, %v per trial, worst of %d\n\n", *duration, *trials)
 	stormTable(out, gs, ms, *duration, *trials)
+	fmt.Fprintf(out, "\n## Keyed storm: Allow from many goroutines over %d keys on a full per-key limiter, %v per trial, worst of %d\n\n", *keys, *duration, *trials)
+	keyedTable(out, gs, *keys, ms, *duration, *trials)
 	fmt.Fprintf(out, "\n## Waiters: %d goroutines in Acquire on a drained limiter of capacity 1\n\n", *waiters)
 	waitTable(out, *waiters, wrs)
 }
