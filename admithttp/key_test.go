@@ -137,8 +137,10 @@ func TestKeyByForwardedForInvalidPrefix(t *testing.T) {
 
 // The oracle below decides the same questions with package net's types
 // (net.IP, net.IPNet.Contains, net.IPMask), its own list splitting and its
-// own reading of the entry grammar, so that a shared bug in the netip-based
-// code cannot pass unnoticed.
+// own reading of the entry grammar (ports, brackets, zones), so that a bug
+// in which hop is chosen, how it is matched or how it is keyed cannot pass
+// unnoticed. Only the parse of a bare address literal is shared: since Go
+// 1.22 net.ParseIP calls netip.ParseAddr.
 
 func oracleHop(s string) (net.IP, bool) {
 	host := s
