@@ -139,8 +139,8 @@ func TestKeyByForwardedForInvalidPrefix(t *testing.T) {
 // (net.IP, net.IPNet.Contains, net.IPMask), its own list splitting and its
 // own reading of the entry grammar (ports, brackets, zones), so that a bug
 // in which hop is chosen, how it is matched or how it is keyed cannot pass
-// unnoticed. Only the parse of a bare address literal is shared: since Go
-// 1.22 net.ParseIP calls netip.ParseAddr.
+// unnoticed. IPv4 literals are parsed by hand; only the parse of an IPv6
+// literal is shared, since net.ParseIP calls netip.ParseAddr.
 
 func oracleHop(s string) (net.IP, bool) {
 	host := s
@@ -167,8 +167,32 @@ func oracleHop(s string) (net.IP, bool) {
 		}
 		host = host[:i]
 	}
+	if !strings.Contains(host, ":") {
+		return oracleIPv4(host)
+	}
 	ip := net.ParseIP(host)
 	return ip, ip != nil
+}
+
+// oracleIPv4 parses a dotted quad by hand: four decimal fields of 1 to 3
+// digits, at most 255, without leading zeros.
+func oracleIPv4(s string) (net.IP, bool) {
+	fields := strings.Split(s, ".")
+	if len(fields) != 4 {
+		return nil, false
+	}
+	var b [4]byte
+	for i, f := range fields {
+		if f == "" || len(f) > 3 || strings.Trim(f, "0123456789") != "" || (len(f) > 1 && f[0] == '0') {
+			return nil, false
+		}
+		v, _ := strconv.Atoi(f)
+		if v > 255 {
+			return nil, false
+		}
+		b[i] = byte(v)
+	}
+	return net.IPv4(b[0], b[1], b[2], b[3]), true
 }
 
 func oracleKey(ip net.IP) string {
