@@ -630,7 +630,9 @@ func TestStormRealClock(t *testing.T) {
 	for _, c := range clients {
 		for range 3 {
 			wg.Go(func() {
-				for time.Now().Before(deadline) {
+				// At least two requests each, so that every client sends
+				// more than its burst however late a goroutine starts.
+				for i := 0; i < 2 || time.Now().Before(deadline); i++ {
 					req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
 					req.Header.Set("Client", c)
 					resp, err := srv.Client().Do(req)
