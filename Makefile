@@ -2,7 +2,7 @@
 GO ?= go
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: test lint fuzz bench bench-full plots storm loadrun
+.PHONY: test lint fuzz bench bench-full bench-keyed plots storm loadrun
 
 # go vet and the race-enabled tests, over the core module and bench/.
 test:
@@ -18,10 +18,11 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd bench && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
-# Longer fuzz runs: the differential bucket test and admithttp's key
-# functions (the seed corpora run in `make test`).
+# Longer fuzz runs: the differential bucket test, keyed's model test and
+# admithttp's key functions (the seed corpora run in `make test`).
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./buckettest/
+	$(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 60s ./keyed/
 	$(GO) test -run '^$$' -fuzz FuzzKeyByForwardedFor -fuzztime 30s ./admithttp/
 	$(GO) test -run '^$$' -fuzz FuzzKeyByIP -fuzztime 15s ./admithttp/
 
@@ -37,6 +38,13 @@ bench:
 # version, commit and command) and the benchstat table beside it.
 bench-full:
 	cd bench && GO=$(GO) $(GO) run ./cmd/report -results ../results
+
+# The per-key comparison (keyed vs a sync.Map of x/time/rate, httprate,
+# go-limiter, tollbooth) at 1, 10k and 1M keys, -cpu 2, with heap bytes per
+# key at 1M keys; a few minutes. Prints the benchstat table.
+bench-keyed:
+	cd bench && $(GO) test -run '^$$' -bench 'BenchmarkKeyed' -benchtime 300000x -count 6 -cpu 2 . | tee keyed.tmp.txt
+	cd bench && $(GO) run golang.org/x/perf/cmd/benchstat -col /impl keyed.tmp.txt
 
 # SVG charts of the newest full result, into results/plots/.
 plots:

@@ -225,39 +225,55 @@ func TestAllocs(t *testing.T) {
 }
 
 // TestConcurrentBound: goroutines over more keys than the bound, on the
-// real clock, under RefuseNew: the bound holds whenever a goroutine looks,
-// and no key is admitted beyond its capacity (at 1e-3 tokens/s nothing
-// refills during the test).
+// real clock, under both policies. The bound holds whenever a goroutine
+// looks. At 1e-3 tokens/s nothing refills during the test, so each bucket
+// ever created admits at most its capacity: under RefuseNew every key gets
+// at most its capacity, and under EvictLRU the total is at most the capacity
+// times the buckets created (Stats.Inserts, one more per eviction).
 func TestConcurrentBound(t *testing.T) {
-	const bound, keys, g = 64, 256, 8
-	l, err := keyed.New(3, 1e-3, keyed.WithMaxKeys(bound), keyed.WithShards(4), keyed.WithPolicy(keyed.RefuseNew))
-	require.NoError(t, err)
-	admitted := make([]int64, keys)
-	var maxLen atomic.Int64
-	done := make(chan []int64, g)
-	for i := range g {
-		go func() {
-			mine := make([]int64, keys)
-			for r := range 2000 {
-				k := (r*31 + i*17) % keys
-				if l.Allow(fmt.Sprint("c", k)) {
-					mine[k]++
-				}
-				for n, m := int64(l.Len()), maxLen.Load(); n > m && !maxLen.CompareAndSwap(m, n); m = maxLen.Load() {
+	for _, policy := range []keyed.Policy{keyed.RefuseNew, keyed.EvictLRU} {
+		t.Run(policy.String(), func(t *testing.T) {
+			const capacity, bound, keys, g = 3, 64, 256, 8
+			l, err := keyed.New(capacity, 1e-3, keyed.WithMaxKeys(bound), keyed.WithShards(4), keyed.WithPolicy(policy))
+			require.NoError(t, err)
+			admitted := make([]int64, keys)
+			var maxLen atomic.Int64
+			done := make(chan []int64, g)
+			for i := range g {
+				go func() {
+					mine := make([]int64, keys)
+					for r := range 2000 {
+						k := (r*31 + i*17) % keys
+						if l.Allow(fmt.Sprint("c", k)) {
+							mine[k]++
+						}
+						for n, m := int64(l.Len()), maxLen.Load(); n > m && !maxLen.CompareAndSwap(m, n); m = maxLen.Load() {
+						}
+					}
+					done <- mine
+				}()
+			}
+			var total int64
+			for range g {
+				for k, n := range <-done {
+					admitted[k] += n
+					total += n
 				}
 			}
-			done <- mine
-		}()
+			st := l.Stats()
+			assert.LessOrEqual(t, maxLen.Load(), int64(bound), "the most keys any goroutine saw held")
+			assert.LessOrEqual(t, total, capacity*int64(st.Inserts), "no bucket admitted beyond its capacity")
+			assert.Equal(t, st.Inserts, uint64(st.Keys)+st.Drops+st.Evictions, "every bucket created is held, dropped or evicted")
+			if policy == keyed.RefuseNew {
+				for k, n := range admitted {
+					assert.LessOrEqual(t, n, int64(capacity), "key c%d: never beyond its capacity", k)
+				}
+				assert.Zero(t, st.Evictions)
+				assert.Positive(t, st.Refusals, "the bound was reached")
+			} else {
+				assert.Positive(t, st.Evictions, "the bound was reached")
+				assert.Zero(t, st.Refusals)
+			}
+		})
 	}
-	for range g {
-		for k, n := range <-done {
-			admitted[k] += n
-		}
-	}
-	for k, n := range admitted {
-		assert.LessOrEqual(t, n, int64(3), "key c%d under RefuseNew: never beyond its capacity at this rate", k)
-	}
-	assert.Zero(t, l.Stats().Evictions)
-	assert.LessOrEqual(t, maxLen.Load(), int64(bound), "the most keys any goroutine saw held")
-	assert.Positive(t, l.Stats().Refusals, "the bound was reached")
 }
