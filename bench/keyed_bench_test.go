@@ -97,6 +97,18 @@ func benchKeyed(b *testing.B, im KeyedImpl, keys []string, parallel, measure boo
 		perKey = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(len(keys)) - float64(keyBytesCopied(im.Name))
 	}
 	b.ReportAllocs()
+	// cpu-ns/op is CPU time per call: the benchmark thread's own (serial,
+	// the goroutine locked to its thread) or the whole process's
+	// (parallel). Unlike ns/op it leaves out the time the benchmark waited
+	// for a CPU, so it stays comparable on a machine shared with other
+	// work; in parallel it also counts other threads' work (GC, say).
+	cpu := processCPU
+	if !parallel {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		cpu = threadCPU
+	}
+	cpu0, cpuOK := cpu()
 	b.ResetTimer() // b.Loop does this itself; RunParallel does not
 	var admitted, calls atomic.Int64
 	if !parallel {
@@ -131,8 +143,12 @@ func benchKeyed(b *testing.B, im KeyedImpl, keys []string, parallel, measure boo
 			calls.Add(k)
 		})
 	}
+	cpu1, _ := cpu()
 	if measure {
 		b.ReportMetric(perKey, "B/key")
+	}
+	if cpuOK && b.N > 0 {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 	}
 	if c := calls.Load(); c > 0 {
 		b.ReportMetric(float64(admitted.Load())/float64(c), "admit/op")
