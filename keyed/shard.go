@@ -99,8 +99,9 @@ func (s *shard) sweep(l *Limiter, full int64, k int) {
 }
 
 // makeRoom frees a slot in a shard at its share of the bound whose least
-// recently used bucket is live (sweep has dropped a full one), by the
-// limiter's policy, and reports whether it did.
+// recently used bucket is live, by the limiter's policy, and reports whether
+// it did. The tail is live here: the sweep before it either dropped two
+// buckets, leaving room, or stopped at a live tail.
 func (s *shard) makeRoom(l *Limiter) bool {
 	if l.refuse || s.tail == nilSlot {
 		s.refusals++
