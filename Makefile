@@ -2,7 +2,7 @@
 GO ?= go
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: test xtime lint fuzz bench bench-full bench-keyed bench-redis plots storm algorithms
+.PHONY: test xtime lint fuzz bench bench-full bench-keyed bench-redis plots storm algorithms loadrun
 
 # go vet and the race-enabled tests, over the core module, bench/ and
 # redisbucket/ (whose tests start their own redis-server: .ci/redis-server
@@ -40,6 +40,8 @@ fuzz:
 	done
 	$(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 60s ./keyed/
 	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./rate/
+	$(GO) test -run '^$$' -fuzz FuzzKeyByForwardedFor -fuzztime 30s ./admithttp/
+	$(GO) test -run '^$$' -fuzz FuzzKeyByIP -fuzztime 15s ./admithttp/
 
 # The quick comparison, about a minute: cases admit and reject, serial and
 # parallel, every implementation and floor, -cpu 1,2, six samples each. Prints
@@ -84,3 +86,8 @@ bench-redis:
 	.ci/redis-server
 	cd redisbucket && $(GO) run ./internal/cmd/redisbench -save ../results -benchtime 10000x -count 5
 	cd bench && $(GO) run ./cmd/redisplots -results ../results
+
+# The middleware's loopback load run: vegeta against a 127.0.0.1 server with
+# and without each middleware, under a minute; saves results/loadrun-<date>.txt.
+loadrun:
+	cd bench && $(GO) run ./cmd/loadrun -rounds 3 -duration 2s -save ../results

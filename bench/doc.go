@@ -39,10 +39,17 @@
 // what part mixed admits. BenchmarkRate calls rate and x/time/rate
 // directly, without the adapter, API call for API call (see docs/rate.md).
 //
+// BenchmarkMiddleware/case=<admit|deny>/mode=<serial|parallel>/impl=<name>
+// compares the HTTP middlewares of MiddlewareImpls (none, admithttp,
+// httprate, tollbooth v7) through httptest.NewRecorder; impl=none is its
+// floor.
+//
 // # Commands
 //
 //	go run ./cmd/report -quick   quick subset, benchstat table to stdout (make bench)
 //	go run ./cmd/report          full run into ../results (make bench-full)
 //	go run ./cmd/plots           SVG charts of the newest full result (make plots)
 //	go run ./cmd/storm           accuracy and waiter fairness tables (make storm)
+//	go run ./cmd/loadrun         vegeta against a loopback server, per middleware (make loadrun)
+//	go run ./cmd/targets [FILE]  the ratios the targets are stated in
 package bench

@@ -43,6 +43,7 @@ func main() {
 
 	ns := map[key][]float64{}
 	allocs := map[key][]float64{}
+	cpuNs := map[key][]float64{}
 	r := benchfmt.NewReader(f, path)
 	for r.Scan() {
 		res, ok := r.Result().(*benchfmt.Result)
@@ -67,24 +68,18 @@ func main() {
 		if v, ok := res.Value("allocs/op"); ok {
 			allocs[k] = append(allocs[k], v)
 		}
+		if v, ok := res.Value("cpu-sec/op"); ok { // benchfmt reads cpu-ns/op as cpu-sec/op
+			cpuNs[k] = append(cpuNs[k], v*1e9)
+		} else if v, ok := res.Value("cpu-ns/op"); ok {
+			cpuNs[k] = append(cpuNs[k], v)
+		}
 	}
 	if err := r.Err(); err != nil {
 		fmt.Fprintln(os.Stderr, "targets:", err)
 		os.Exit(1)
 	}
 
-	med := func(k key) (float64, bool) {
-		v := ns[k]
-		if len(v) == 0 {
-			return 0, false
-		}
-		v = slices.Clone(v)
-		sort.Float64s(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2], true
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2, true
-	}
+	med := func(k key) (float64, bool) { return median(ns[k]) }
 
 	fmt.Printf("source: %s\n", path)
 	fmt.Println("ratios of medians (ns/op); floor = impl=floor-since in the same case, mode and GOMAXPROCS")
@@ -129,6 +124,67 @@ func main() {
 	}
 	fmt.Println("\nxrate÷ is x/time/rate's median divided by the bucket's: how many times faster the bucket is.")
 	fmt.Println("allocs is the largest allocs/op seen over the samples.")
+
+	// BenchmarkMiddleware (results/middleware-*.txt): admithttp against
+	// httprate and tollbooth, raw and as own cost (ns/op minus impl=none).
+	var mw []key
+	for k := range ns {
+		if strings.HasPrefix(k.name, "BenchmarkMiddleware/") && strings.HasSuffix(k.name, "/impl=admithttp") {
+			mw = append(mw, k)
+		}
+	}
+	if len(mw) == 0 {
+		return
+	}
+	sort.Slice(mw, func(i, j int) bool {
+		if mw[i].name != mw[j].name {
+			return mw[i].name < mw[j].name
+		}
+		return mw[i].procs < mw[j].procs
+	})
+	for _, metric := range []struct {
+		unit string
+		m    map[key][]float64
+	}{{"ns/op", ns}, {"cpu-ns/op", cpuNs}} {
+		if len(metric.m) == 0 {
+			continue
+		}
+		fmt.Printf("\n%-34s %5s %9s %9s %9s %9s %9s %9s   (%s)\n", "middleware case/mode", "procs", "none", "admithttp", "httprate÷", "own÷", "tollb÷", "own÷", metric.unit)
+		for _, k := range mw {
+			prefix := strings.TrimSuffix(k.name, "/impl=admithttp")
+			a, _ := median(metric.m[k])
+			none, nok := median(metric.m[key{prefix + "/impl=none", k.procs}])
+			cells := []string{}
+			for _, peer := range []string{"httprate", "tollbooth"} {
+				p, ok := median(metric.m[key{prefix + "/impl=" + peer, k.procs}])
+				if !ok || a == 0 {
+					cells = append(cells, "-", "-")
+					continue
+				}
+				own := "-"
+				if nok && a > none {
+					own = fmt.Sprintf("%.2f", (p-none)/(a-none))
+				}
+				cells = append(cells, fmt.Sprintf("%.2f", p/a), own)
+			}
+			fmt.Printf("%-34s %5d %9.1f %9.1f %9s %9s %9s %9s\n", strings.TrimPrefix(prefix, "BenchmarkMiddleware/"), k.procs, none, a,
+				cells[0], cells[1], cells[2], cells[3])
+		}
+	}
+	fmt.Println("\nhttprate÷ and tollb÷ are the peer's median over admithttp's; own÷ the same after subtracting impl=none.")
+}
+
+// median returns the median of v, and false if v is empty.
+func median(v []float64) (float64, bool) {
+	if len(v) == 0 {
+		return 0, false
+	}
+	v = slices.Clone(v)
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2], true
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2, true
 }
 
 // newest returns the most recent raw result file in dir (not a -benchstat
@@ -138,7 +194,9 @@ func newest(dir string) string {
 	var raw []string
 	for _, f := range files {
 		b := filepath.Base(f)
-		if strings.HasSuffix(b, "-benchstat.txt") || strings.HasPrefix(b, "storm") {
+		// Full results are named YYYY-MM-DD-...; storm, middleware and
+		// loadrun files are not.
+		if strings.HasSuffix(b, "-benchstat.txt") || b == "" || b[0] < '0' || b[0] > '9' {
 			continue
 		}
 		raw = append(raw, f)

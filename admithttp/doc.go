@@ -1,0 +1,23 @@
+// Package admithttp implements net/http middleware that admits each request
+// against a per-client token bucket held by any admit.KeyedLimiter: the
+// in-process keyed.Limiter, or the Redis-backed limiter shared by many
+// servers, a one-line change.
+//
+// A key function names the client (KeyByIP, KeyByForwardedFor behind trusted
+// proxies, KeyByHeader for API keys), a cost function weighs the request, and
+// every response the limiter decided carries the IETF RateLimit and
+// RateLimit-Policy fields (draft-ietf-httpapi-ratelimit-headers-10); a denial
+// is 429 Too Many Requests with a Retry-After that is never early. Middleware
+// lists the response to every edge: a key that cannot be found, a negative
+// cost, a cost above the capacity, a limiter that fails (closed by default).
+//
+// Pick it over go-chi/httprate or tollbooth for exact token-bucket
+// semantics per client, a Retry-After rounded up from the exact wait (not a
+// whole window), keys a client cannot spoof, and the standard fields. Per
+// admitted request it allocates twice (the header values, and the RateLimit
+// string) beyond what setting any header costs, and reads no clock of its
+// own: the Decision carries every number the fields need. In one run on a
+// busy 2-core machine its own CPU cost per request was 2.8–6.2× below
+// httprate's in seven of eight cases, 1.6× for parallel admissions at
+// -cpu 2 (docs/per-client.md has the table).
+package admithttp

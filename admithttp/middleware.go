@@ -1,0 +1,357 @@
+package admithttp
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/admit-go/admit"
+)
+
+// Middleware returns middleware that admits each request against l, under
+// the key and at the cost the options choose (by default KeyByIP, cost 1),
+// and answers as follows:
+//
+//   - admitted: the next handler runs, with the RateLimit and
+//     RateLimit-Policy fields already set;
+//   - denied: 429 Too Many Requests (or the WithDenied handler), with both
+//     fields and Retry-After, the wait in whole seconds rounded up, at least
+//     1, so a client that honours it is never early;
+//   - the key function fails: 400 Bad Request (the request does not say who
+//     sent it), no limiter call, no RateLimit fields;
+//   - the cost function returns a negative cost: 500 Internal Server Error (a
+//     bug in the server, not the client), no limiter call, no fields;
+//   - the cost is above the key's capacity (the limiter's error wraps
+//     admit.ErrUnsatisfiable): 413 Content Too Large, since waiting can never
+//     help, with the fields of the key's current state;
+//   - any other limiter error (admit.ErrUnavailable from a shared backend, a
+//     cancelled request context): by default fail closed, 503 Service
+//     Unavailable with Retry-After (the Decision's RetryAfter rounded up, at
+//     least 1 second); with WithFailOpen the next handler runs unlimited. No
+//     RateLimit fields either way: no trustworthy state exists.
+//
+// A cost of 0 admits without consuming and reports the key's state.
+//
+// The fields follow draft-ietf-httpapi-ratelimit-headers-10 with Structured
+// Field syntax (RFC 9651):
+//
+//	RateLimit-Policy: "<name>";q=<capacity>;w=<seconds to refill from empty>
+//	RateLimit: "<name>";r=<remaining>;t=<seconds until full>
+//
+// with w and t rounded up. w needs the limiter's refill rate, which
+// admit.KeyedLimiter does not expose: it is taken from WithFillTime if given,
+// else from l's FillTime method if l is a Refiller, and is left out (the
+// draft makes it optional) when neither says or the bucket never refills.
+// Integers above the Structured Field maximum (999,999,999,999,999) are
+// clamped to it.
+//
+// Middleware panics if l is nil or an option is invalid (a nil function, a
+// policy name that is not printable ASCII, a negative fill time): those are
+// programming errors found at start-up, not request data. The returned
+// middleware is safe for concurrent use.
+func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Handler {
+	if l == nil {
+		panic("admithttp: Middleware with a nil limiter")
+	}
+	c := config{key: KeyByIP, cost: one, name: "default"}
+	if rf, ok := l.(Refiller); ok {
+		c.fill = rf.FillTime()
+	}
+	for i, o := range opts {
+		if o == nil {
+			panic(fmt.Sprintf("admithttp: option %d is nil", i))
+		}
+		o(&c)
+		if c.err != nil {
+			panic(c.err.Error())
+		}
+	}
+	m := &middleware{l: l, config: c, quoted: quote(c.name)}
+	if c.fill > 0 {
+		m.w = ceilSeconds(c.fill)
+	}
+	return func(next http.Handler) http.Handler {
+		if next == nil {
+			panic("admithttp: Middleware applied to a nil handler")
+		}
+		return &handler{m: m, next: next}
+	}
+}
+
+// Refiller is an optional interface of an admit.KeyedLimiter: FillTime
+// reports how long one of its buckets takes to refill from empty to full
+// (capacity ÷ rate), or 0 if it never refills. Middleware reads it once, for
+// the w parameter of RateLimit-Policy.
+type Refiller interface {
+	FillTime() time.Duration
+}
+
+// Option configures Middleware.
+type Option func(*config)
+
+type config struct {
+	key      func(*http.Request) (string, error)
+	cost     func(*http.Request) int64
+	name     string
+	denied   http.Handler
+	failOpen bool
+	fill     time.Duration
+	err      error
+}
+
+func (c *config) fail(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("admithttp: "+format, args...)
+	}
+}
+
+// WithKey sets the function that names a request's client; the default is
+// KeyByIP. An error from f is answered with 400 Bad Request. To fall back to
+// a shared key instead, wrap f in a function that returns one.
+func WithKey(f func(*http.Request) (string, error)) Option {
+	return func(c *config) {
+		if f == nil {
+			c.fail("WithKey(nil)")
+		}
+		c.key = f
+	}
+}
+
+// WithCost sets the number of tokens a request consumes; the default is 1.
+// A cost of 0 admits without consuming; a negative cost is answered with 500
+// Internal Server Error.
+func WithCost(f func(*http.Request) int64) Option {
+	return func(c *config) {
+		if f == nil {
+			c.fail("WithCost(nil)")
+		}
+		c.cost = f
+	}
+}
+
+// WithPolicyName sets the policy name both RateLimit fields carry; the
+// default is "default". It must be printable ASCII (a Structured Field
+// String).
+func WithPolicyName(name string) Option {
+	return func(c *config) {
+		for i := 0; i < len(name); i++ {
+			if name[i] < 0x20 || name[i] > 0x7e {
+				c.fail("WithPolicyName(%q): byte %d is not printable ASCII", name, i)
+				return
+			}
+		}
+		c.name = name
+	}
+}
+
+// WithDenied sets the handler for denied requests, in place of a plain-text
+// 429. It runs with RateLimit, RateLimit-Policy and Retry-After already set
+// on the response. The status is 429 unless h writes another one itself: a
+// handler that only sets headers and writes a body still denies.
+func WithDenied(h http.Handler) Option {
+	return func(c *config) {
+		if h == nil {
+			c.fail("WithDenied(nil)")
+		}
+		c.denied = h
+	}
+}
+
+// WithFailOpen makes a limiter error (other than a cost above capacity) run
+// the next handler unlimited instead of answering 503. Fail open when an
+// outage of the limiter's backend must not become an outage of the service;
+// stay closed (the default) when the limit protects something that would
+// fall over without it.
+func WithFailOpen() Option {
+	return func(c *config) { c.failOpen = true }
+}
+
+// WithFillTime states how long an empty bucket takes to refill (capacity ÷
+// rate), for the w parameter of RateLimit-Policy, when the limiter is not a
+// Refiller or should be overridden; 0 leaves w out. Negative is invalid.
+func WithFillTime(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.fail("WithFillTime(%v) is negative", d)
+		}
+		c.fill = d
+	}
+}
+
+type middleware struct {
+	l admit.KeyedLimiter
+	config
+	quoted string // the policy name as an sf-string
+	w      int64  // the policy's w, or 0 to leave it out
+	// policy caches the RateLimit-Policy value for the last capacity seen,
+	// so that the usual case, one capacity for every key, allocates nothing.
+	policy atomic.Pointer[policyValue]
+}
+
+type policyValue struct {
+	q int64
+	s string
+}
+
+type handler struct {
+	m    *middleware
+	next http.Handler
+}
+
+func one(*http.Request) int64 { return 1 }
+
+// deniedWriter gives a WithDenied handler's response the status 429 unless
+// the handler writes a status of its own: one that only writes a body, or
+// nothing, still denies.
+type deniedWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (d *deniedWriter) WriteHeader(code int) {
+	if code >= 200 { // 1xx informational responses precede the final status
+		d.wrote = true
+	}
+	d.ResponseWriter.WriteHeader(code)
+}
+
+func (d *deniedWriter) Write(b []byte) (int, error) {
+	if !d.wrote {
+		d.WriteHeader(http.StatusTooManyRequests)
+	}
+	return d.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (d *deniedWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
+
+// tooManyBody is the default denial's body, as http.Error would write it.
+var tooManyBody = []byte("429 too many requests\n")
+
+// ServeHTTP implements the responses listed on Middleware.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := h.m
+	key, err := m.key(r)
+	if err != nil {
+		http.Error(w, "400 bad request: cannot identify the client", http.StatusBadRequest)
+		return
+	}
+	n := m.cost(r)
+	if n < 0 {
+		http.Error(w, "500 internal server error", http.StatusInternalServerError)
+		return
+	}
+	d, err := m.l.AllowN(r.Context(), key, n)
+	switch {
+	case err == nil && d.Allowed:
+		m.fields(w.Header(), d, false)
+		h.next.ServeHTTP(w, r)
+	case err == nil:
+		m.fields(w.Header(), d, true)
+		if m.denied != nil {
+			dw := &deniedWriter{ResponseWriter: w}
+			m.denied.ServeHTTP(dw, r)
+			if !dw.wrote {
+				dw.WriteHeader(http.StatusTooManyRequests)
+			}
+			return
+		}
+		// What http.Error(w, ..., 429) does, without its formatting and
+		// header churn: denials are the path a flood takes.
+		w.WriteHeader(http.StatusTooManyRequests)
+		w.Write(tooManyBody)
+	case errors.Is(err, admit.ErrUnsatisfiable):
+		// The Decision that comes with an error need not hold the
+		// key's state (keyed's does not): peek for it.
+		if d, err = m.l.AllowN(r.Context(), key, 0); err == nil && d.Limit >= 1 {
+			m.fields(w.Header(), d, false)
+		}
+		http.Error(w, "413 request costs more than the whole quota", http.StatusRequestEntityTooLarge)
+	case m.failOpen:
+		h.next.ServeHTTP(w, r)
+	default:
+		w.Header().Set("Retry-After", strconv.FormatInt(max(1, ceilSeconds(d.RetryAfter)), 10))
+		http.Error(w, "503 rate limiter unavailable", http.StatusServiceUnavailable)
+	}
+}
+
+// fields sets RateLimit-Policy and RateLimit, and for a denial Retry-After
+// and, unless WithDenied took over the body, the plain-text headers. The
+// header map takes its value slices from one allocation, each capped at
+// length 1 so that a later Add cannot write into its neighbour.
+func (m *middleware) fields(hd http.Header, d admit.Decision, retry bool) {
+	var vals []string
+	if retry {
+		vals = make([]string, 5)
+	} else {
+		vals = make([]string, 2)
+	}
+	vals[0] = m.policyFor(d.Limit)
+	var buf [96]byte
+	b := append(buf[:0], m.quoted...)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, clampSF(d.Remaining), 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, clampSF(ceilSeconds(d.ResetAfter)), 10)
+	vals[1] = string(b)
+	hd["Ratelimit-Policy"] = vals[0:1:1]
+	hd["Ratelimit"] = vals[1:2:2]
+	if retry {
+		vals[2] = strconv.FormatInt(clampSF(max(1, ceilSeconds(d.RetryAfter))), 10)
+		hd["Retry-After"] = vals[2:3:3]
+		if m.denied == nil {
+			vals[3], vals[4] = "text/plain; charset=utf-8", "nosniff"
+			hd["Content-Type"] = vals[3:4:4]
+			hd["X-Content-Type-Options"] = vals[4:5:5]
+		}
+	}
+}
+
+func (m *middleware) policyFor(q int64) string {
+	if p := m.policy.Load(); p != nil && p.q == q {
+		return p.s
+	}
+	b := append([]byte(m.quoted), ";q="...)
+	b = strconv.AppendInt(b, clampSF(q), 10)
+	if m.w > 0 {
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, clampSF(m.w), 10)
+	}
+	p := &policyValue{q: q, s: string(b)}
+	m.policy.Store(p)
+	return p.s
+}
+
+// sfMax is the largest Structured Field Integer.
+const sfMax = 999_999_999_999_999
+
+func clampSF(v int64) int64 { return min(max(v, 0), sfMax) }
+
+// ceilSeconds rounds d up to whole seconds; negative durations are 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// quote returns name as a Structured Field String: in double quotes, with
+// '"' and '\' escaped. name is printable ASCII (WithPolicyName checks).
+func quote(name string) string {
+	b := make([]byte, 0, len(name)+2)
+	b = append(b, '"')
+	for i := 0; i < len(name); i++ {
+		if name[i] == '"' || name[i] == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, name[i])
+	}
+	return string(append(b, '"'))
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// checkPoliteness checks, from the servers' own arrival times, that no host
+// received more than capacity + rate × (t_j − t_i) + 1 requests in any
+// window [t_i, t_j] (the +1 is the limiter contract's rounding unit; a
+// request's arrival lags its admission by the loopback delay, which could
+// only matter if it varied by more than 1/rate).
+func checkPoliteness(t *testing.T, hits map[string][]time.Time, capacity int64, rate float64) {
+	t.Helper()
+	for host, ts := range hits {
+		for i := range ts {
+			for j := i; j < len(ts); j++ {
+				n := float64(j - i + 1)
+				if bound := float64(capacity) + rate*ts[j].Sub(ts[i]).Seconds() + 1; n > bound {
+					t.Errorf("%s received %d requests in %v, more than capacity %d + rate %g × elapsed + 1 = %.2f",
+						host, j-i+1, ts[j].Sub(ts[i]), capacity, rate, bound)
+				}
+			}
+		}
+	}
+}
+
+func TestCrawlIsPolite(t *testing.T) {
+	o := Options{Hosts: 3, Pages: 10, Rate: 10, Burst: 3, Workers: 4, Queue: 64}
+	var out bytes.Buffer
+	site, st, err := run(context.Background(), o, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + out.String())
+	hits := site.Hits()
+	checkPoliteness(t, hits, o.Burst, o.Rate)
+	if len(hits) != o.Hosts {
+		t.Fatalf("%d hosts were visited, want %d", len(hits), o.Hosts)
+	}
+	// The queue had room for everything: every page once, no more.
+	for _, srv := range site.Servers {
+		host := strings.TrimPrefix(srv.URL, "http://")
+		if got := len(hits[host]); got != o.Pages {
+			t.Errorf("%s served %d requests, want each of its %d pages once", host, got, o.Pages)
+		}
+		if st.Fetched[host] != len(hits[host]) {
+			t.Errorf("%s: the crawler counted %d fetches, the server %d", host, st.Fetched[host], len(hits[host]))
+		}
+	}
+	if st.Dropped != 0 || st.Errors != 0 {
+		t.Errorf("dropped %d, errors %d; want none", st.Dropped, st.Errors)
+	}
+	if st.Waited == 0 {
+		t.Error("no worker ever waited for a token: the limit was never reached, so the test checked nothing")
+	}
+	for _, want := range []string{"achieved/s", "limit/s"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// TestCrawlBackPressure: with a queue of 3, discovery outruns fetching;
+// workers wait for room rather than the queue growing, the crawl ends, and
+// every host is still polite.
+func TestCrawlBackPressure(t *testing.T) {
+	o := Options{Hosts: 3, Pages: 8, Rate: 20, Burst: 2, Workers: 3, Queue: 3}
+	var out bytes.Buffer
+	site, st, err := run(context.Background(), o, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + out.String())
+	checkPoliteness(t, site.Hits(), o.Burst, o.Rate)
+	if st.MaxQueued > o.Queue {
+		t.Fatalf("queue held %d URLs, bound %d", st.MaxQueued, o.Queue)
+	}
+	// Discovery (up to two new links per page, at once) outruns fetching
+	// (20 pages/s per host), so offers must find the queue full: they wait
+	// (Blocked), or drop when every worker would wait.
+	if st.Blocked+st.Dropped == 0 {
+		t.Fatal("no offer ever found the queue full: back-pressure was not exercised")
+	}
+	total := 0
+	for _, n := range st.Fetched {
+		total += n
+	}
+	if total == 0 || st.Errors != 0 {
+		t.Fatalf("fetched %d pages, %d errors", total, st.Errors)
+	}
+}
+
+func TestCrawlCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out bytes.Buffer
+	if _, _, err := run(ctx, Options{Hosts: 2, Pages: 5, Rate: 1, Burst: 1, Workers: 2, Queue: 4}, &out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	for _, cfg := range []Config{{0, 1, 1}, {1, 0, 1}, {1, 1, 0}} {
+		if _, err := New(nil, nil, cfg, nil); err == nil {
+			t.Errorf("New with %+v: no error", cfg)
+		}
+	}
+	if _, err := New(nil, nil, Config{1, 1, 1}, []string{"/relative"}); err == nil {
+		t.Error("relative seed accepted")
+	}
+	if _, err := New(nil, nil, Config{1, 1, 1}, []string{"http://a/", "http://b/"}); err == nil {
+		t.Error("two seeds accepted into a queue of 1")
+	}
+}
