@@ -2,7 +2,16 @@ module github.com/admit-go/admit/bench
 
 go 1.26.0
 
-require github.com/admit-go/admit v0.0.0
+require (
+	github.com/admit-go/admit v0.0.0
+	github.com/jackc/puddle/v2 v2.2.3
+	github.com/juju/ratelimit v1.0.2
+	go.uber.org/ratelimit v0.3.1
+	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
+	golang.org/x/sync v0.25.0
+	golang.org/x/time v0.16.0
+	gonum.org/v1/plot v0.17.0
+)
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
@@ -13,16 +22,10 @@ require (
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/benbjohnson/clock v1.3.0 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
-	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/juju/ratelimit v1.0.2 // indirect
-	go.uber.org/ratelimit v0.3.1 // indirect
 	golang.org/x/image v0.46.0 // indirect
-	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da // indirect
-	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
-	gonum.org/v1/plot v0.17.0 // indirect
+	gopkg.in/check.v1 v1.0.0-20201130134442-10cb98267c6c // indirect
 )
 
 replace github.com/admit-go/admit => ../
