@@ -2,26 +2,44 @@
 GO ?= go
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: test lint fuzz bench bench-full plots storm
+.PHONY: test xtime lint fuzz bench bench-full bench-keyed bench-redis plots storm algorithms
 
-# go vet and the race-enabled tests, over the core module and bench/.
+# go vet and the race-enabled tests, over the core module, bench/ and
+# redisbucket/ (whose tests start their own redis-server: .ci/redis-server
+# installs it when missing), and golang.org/x/time/rate v0.16.0's own tests
+# run against ./rate (taken from the module cache through a build overlay;
+# see rate/testdata/xtime.sh).
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+	GO=$(GO) bash rate/testdata/xtime.sh -race -count=1
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	.ci/redis-server
+	cd redisbucket && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+# Only x/time/rate's tests against ./rate, verbose.
+xtime:
+	GO=$(GO) bash rate/testdata/xtime.sh -race -count=1 -v
 
 # gofmt, vet and staticcheck (pinned, run through the go command).
 lint:
 	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd redisbucket && $(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd bench && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd redisbucket && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 # Longer runs of the fuzz tests (their seed corpora run in `make test`).
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./buckettest/
 	$(GO) test -run '^$$' -fuzz FuzzReservations -fuzztime 60s ./buckettest/
+	for p in fixedwindow slidinglog slidingwindow leakybucket; do \
+		$(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 30s ./$$p/ || exit 1; \
+	done
+	$(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 60s ./keyed/
+	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./rate/
 
 # The quick comparison, about a minute: cases admit and reject, serial and
 # parallel, every implementation and floor, -cpu 1,2, six samples each. Prints
@@ -38,6 +56,13 @@ bench:
 bench-full:
 	cd bench && GO=$(GO) $(GO) run ./cmd/report -results ../results
 
+# The per-key comparison (keyed vs a sync.Map of x/time/rate, httprate,
+# go-limiter, tollbooth) at 1, 10k and 1M keys, -cpu 2, with heap bytes per
+# key at 1M keys; a few minutes. Prints the benchstat table.
+bench-keyed:
+	cd bench && $(GO) test -run '^$$' -bench 'BenchmarkKeyed' -benchtime 300000x -count 6 -cpu 2 . | tee keyed.tmp.txt
+	cd bench && $(GO) run golang.org/x/perf/cmd/benchstat -col /impl keyed.tmp.txt
+
 # SVG charts of the newest full result, into results/plots/.
 plots:
 	cd bench && $(GO) run ./cmd/plots -results ../results
@@ -46,3 +71,18 @@ plots:
 # implementation on the real clock, under a minute; saves results/storm-<date>.txt.
 storm:
 	cd bench && $(GO) run ./cmd/storm -save ../results
+
+# The classic algorithms side by side (fixed window, sliding log, sliding
+# window, token bucket, GCRA, leaky bucket): one synthetic trace on a fake
+# clock, the sliding window's error, memory and ns/op, about half a minute;
+# saves results/algorithms-<date>.txt and results/plots/algorithms-boundary.svg.
+algorithms:
+	cd bench && $(GO) run ./cmd/algorithms -save ../results
+
+# redisbucket against go-redis/redis_rate, rueidis and the redis-benchmark
+# floor, plus the storm on the server clock, against one redis-server it
+# starts; about two minutes. Saves results/redis-<date>-<host>-<commit>.txt.
+bench-redis:
+	.ci/redis-server
+	cd redisbucket && $(GO) run ./internal/cmd/redisbench -save ../results -benchtime 10000x -count 5
+	cd bench && $(GO) run ./cmd/redisplots -results ../results

@@ -8,8 +8,11 @@ import (
 )
 
 // Limiter is the contract every token bucket in this module satisfies
-// (mutexbucket, casbucket and shardedbucket). Switching one constructor for
-// another changes nothing else in the calling code.
+// (mutexbucket, casbucket, shardedbucket and gcra), and the other
+// algorithms too (fixedwindow, slidinglog, slidingwindow, leakybucket), where
+// "tokens" reads as what the algorithm would admit and each documents its
+// own bound. Switching one constructor for another changes nothing else in
+// the calling code.
 //
 // All methods are safe for concurrent use.
 type Limiter interface {
@@ -78,6 +81,10 @@ var (
 	// decide (a Redis error or timeout, say). The Decision returned with it
 	// says what the backend's failure policy chose.
 	ErrUnavailable = errors.New("admit: limiter backend unavailable")
+	// ErrQueueFull is wrapped when a limiter that bounds how many callers
+	// may wait (leakybucket) already has that many waiting: the request is
+	// rejected at once instead of queued.
+	ErrQueueFull = errors.New("admit: too many callers already waiting")
 )
 
 // Decision is the outcome of one keyed admission.
@@ -106,9 +113,14 @@ type KeyedLimiter interface {
 type Config struct {
 	// Clock is the time source; nil means the system's monotonic clock.
 	Clock Clock
-	// Shards is read only by shardedbucket (see shardedbucket.WithShards);
-	// 0 means its default. Other limiters ignore it.
+	// Shards is read by shardedbucket and keyed (see their WithShards);
+	// 0 means the package's default. Other limiters ignore it.
 	Shards int
+	// MaxKeys and KeyPolicy are read only by keyed (see keyed.WithMaxKeys
+	// and keyed.WithPolicy); 0 means its default. Other limiters ignore
+	// them.
+	MaxKeys   int
+	KeyPolicy int
 
 	err error // first invalid option seen
 }

@@ -15,9 +15,16 @@
 //     padded shards of one atomic word each, with a home shard per processor.
 //     Admissions on different cores write different cache lines; the global
 //     bound stays exact.
+//   - gcra: the token bucket in one atomic word (the empty point on the
+//     refill stream, GCRA's theoretical arrival time): one CompareAndSwap
+//     per decision and no allocation.
+//   - fixedwindow, slidinglog, slidingwindow, leakybucket: the other classic
+//     algorithms under the same interface (a counter per aligned window, an
+//     exact log of timestamps, a weighted two-counter estimate, a bounded
+//     queue drained at the rate); docs/algorithms.md compares them.
 //   - chanpool: a generic bounded resource pool on one buffered channel.
 //
-// All three buckets refill lazily from a monotonic clock on each call (no
+// All four buckets refill lazily from a monotonic clock on each call (no
 // background goroutine), keep balances in integer sub-token units derived
 // from absolute time (no drift, and no overflow within the 146-year horizon
 // from a bucket's creation), add nothing for clock readings older than one

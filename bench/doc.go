@@ -5,8 +5,9 @@
 // # Implementations
 //
 // Impls lists the token buckets in the fixed order every table and chart
-// uses: mutexbucket, casbucket and shardedbucket from this module, then
-// golang.org/x/time/rate (xrate: Allow, AllowN, Wait), github.com/juju/ratelimit
+// uses: mutexbucket, casbucket, shardedbucket and gcra from this module, its
+// x/time/rate drop-in rate (Allow, AllowN, Wait, adapted exactly as xrate),
+// then golang.org/x/time/rate (xrate: Allow, AllowN, Wait), github.com/juju/ratelimit
 // (juju: TakeAvailable, Wait) and go.uber.org/ratelimit (uber: Take). Each is
 // wrapped in an adapter that satisfies Limiter, so all of them pay the same
 // interface dispatch. Where a peer cannot do what a case asks, the case
@@ -29,12 +30,14 @@
 //
 //	BenchmarkTryAcquire/case=<admit|reject|mixed|n=8>/mode=<serial|parallel>/impl=<name>
 //	BenchmarkAcquire/case=rarewait/mode=<serial|parallel>/impl=<name>
+//	BenchmarkRate/op=<allow|allown|wait|reserve>/case=<admit|reject>/mode=<serial|parallel>/impl=<rate|xrate>
 //
 // and `benchstat -col /impl` gives one row per case and mode, one column per
 // implementation. mode=parallel uses RunParallel; GOMAXPROCS is set only
 // through -cpu. Every benchmark reports admit/op, the fraction of calls
 // admitted, which shows that admit never empties, reject never admits, and
-// what part mixed admits.
+// what part mixed admits. BenchmarkRate calls rate and x/time/rate
+// directly, without the adapter, API call for API call (see docs/rate.md).
 //
 // # Commands
 //

@@ -12,7 +12,9 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/admit-go/admit/casbucket"
+	"github.com/admit-go/admit/gcra"
 	"github.com/admit-go/admit/mutexbucket"
+	admitrate "github.com/admit-go/admit/rate"
 	"github.com/admit-go/admit/shardedbucket"
 )
 
@@ -57,11 +59,13 @@ type Impl struct {
 }
 
 // Impls lists the implementations in the order every table and plot uses:
-// this module's three buckets, then the peers.
+// this module's four buckets and its x/time/rate drop-in, then the peers.
 var Impls = []Impl{
 	{Name: "mutexbucket", New: newMutexbucket, Try: true, ExactN: true, Context: true},
 	{Name: "casbucket", New: newCasbucket, Try: true, ExactN: true, Context: true},
 	{Name: "shardedbucket", New: newShardedbucket, Try: true, ExactN: true, Context: true},
+	{Name: "gcra", New: newGcra, Try: true, ExactN: true, Context: true},
+	{Name: "rate", New: newRate, Try: true, ExactN: true, Context: true},
 	{Name: "xrate", New: newXrate, Try: true, ExactN: true, Context: true, Peer: true},
 	{Name: "juju", New: newJuju, Try: true, ExactN: false, Context: false, Peer: true},
 	{Name: "uber", New: newUber, Try: false, ExactN: false, Context: false, Peer: true},
@@ -131,6 +135,35 @@ func newShardedbucket(capacity int64, r float64) (Limiter, error) {
 	}
 	return b, nil
 }
+
+func newGcra(capacity int64, r float64) (Limiter, error) {
+	b, err := gcra.New(capacity, r)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// rateLimiter adapts this module's rate package exactly as xrateLimiter
+// adapts golang.org/x/time/rate, so that the two differ only behind the
+// calls: Allow, AllowN(time.Now(), n) and Wait.
+type rateLimiter struct{ l *admitrate.Limiter }
+
+func newRate(capacity int64, r float64) (Limiter, error) {
+	if capacity < 1 || capacity > math.MaxInt32 || !(r >= 0) || math.IsInf(r, 0) {
+		return nil, fmt.Errorf("rate: capacity %d, rate %v not supported", capacity, r)
+	}
+	return rateLimiter{admitrate.NewLimiter(admitrate.Limit(r), int(capacity))}, nil
+}
+
+func (x rateLimiter) TryAcquire() bool { return x.l.Allow() }
+func (x rateLimiter) TryAcquireN(n int64) bool {
+	if n < 0 || n > math.MaxInt32 {
+		return false
+	}
+	return x.l.AllowN(time.Now(), int(n))
+}
+func (x rateLimiter) Acquire(ctx context.Context) error { return x.l.Wait(ctx) }
 
 // xrateLimiter adapts golang.org/x/time/rate: burst is the capacity and
 // Allow, AllowN and Wait are the calls. Allow reads time.Now before taking

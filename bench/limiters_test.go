@@ -8,7 +8,7 @@ import (
 
 // TestImplsOrder pins the order every table and plot relies on.
 func TestImplsOrder(t *testing.T) {
-	want := []string{"mutexbucket", "casbucket", "shardedbucket", "xrate", "juju", "uber",
+	want := []string{"mutexbucket", "casbucket", "shardedbucket", "gcra", "rate", "xrate", "juju", "uber",
 		"floor-since", "floor-atomicadd", "floor-paddedadd"}
 	var got []string
 	for _, im := range append(Impls[:len(Impls):len(Impls)], Floors...) {

@@ -19,7 +19,11 @@
 // blocks until the caller's slot, so a storm of Take would measure how long
 // callers queue rather than how many are admitted.
 //
-// The second table is fairness under blocking: -waiters goroutines call
+// The second table is the same storm for the per-key limiters
+// (bench.KeyedImpls): the goroutines are spread over -keys keys, and each
+// key's admissions are held to the bound (see keyedTable).
+//
+// The third table is fairness under blocking: -waiters goroutines call
 // Acquire together on a limiter of capacity 1 that was just drained at time
 // t0. The k-th admission can come no earlier than t0 + k/rate (the ideal
 // schedule); each admission time is read after Acquire returns, so it can
@@ -33,7 +37,7 @@
 //
 // The defaults finish in well under a minute. Run from the bench directory:
 //
-//	go run ./cmd/storm [-duration 250ms] [-trials 3] [-save ../results]
+//	go run ./cmd/storm [-duration 250ms] [-trials 3] [-impls rate,xrate] [-save ../results]
 package main
 
 import (
@@ -58,6 +62,10 @@ import (
 	"github.com/admit-go/admit/bench/internal/provenance"
 )
 
+// impls are the implementations the tables run, bench.Impls unless -impls
+// narrows them.
+var impls = bench.Impls
+
 type mix struct {
 	rate     float64
 	capacity int64
@@ -68,9 +76,11 @@ func main() {
 	trials := flag.Int("trials", 3, "trials per storm configuration; the worst is shown")
 	goroutines := flag.String("goroutines", "2,8,64", "comma-separated goroutine counts for the storm")
 	mixes := flag.String("mixes", "1e5:10,1e3:1,1e6:1000", "comma-separated rate:capacity pairs for the storm")
+	keys := flag.Int("keys", 4, "keys in the keyed storm; the goroutines are spread over them")
 	waiters := flag.Int("waiters", 50, "goroutines blocked in Acquire in the fairness table")
 	waitRates := flag.String("waitrates", "200,2000", "comma-separated rates for the fairness table")
 	save := flag.String("save", "", "also write the output to <save>/storm-<YYYY-MM-DD>.txt")
+	only := flag.String("impls", "", "comma-separated implementations to run (default: all); with -save the file is storm-<YYYY-MM-DD>-<impls>.txt")
 	flag.Parse()
 
 	gs, err := parseInts(*goroutines)
@@ -83,7 +93,11 @@ func main() {
 	var out io.Writer = os.Stdout
 	if *save != "" {
 		check(os.MkdirAll(*save, 0o755))
-		path := filepath.Join(*save, "storm-"+time.Now().Format("2006-01-02")+".txt")
+		name := "storm-" + time.Now().Format("2006-01-02")
+		if *only != "" {
+			name += "-" + strings.ReplaceAll(*only, ",", "-")
+		}
+		path := filepath.Join(*save, name+".txt")
 		f, err := os.Create(path)
 		check(err)
 		defer func() {
@@ -93,9 +107,22 @@ func main() {
 		out = io.MultiWriter(os.Stdout, f)
 	}
 
+	if *only != "" {
+		impls = nil
+		for _, name := range strings.Split(*only, ",") {
+			im, ok := bench.Lookup(name)
+			if !ok {
+				check(fmt.Errorf("storm: unknown implementation %q", name))
+			}
+			impls = append(impls, im)
+		}
+	}
+
 	header(out)
 	fmt.Fprintf(out, "\n## Storm: TryAcquire from many goroutines on a full limiter, %v per trial, worst of %d\n\n", *duration, *trials)
 	stormTable(out, gs, ms, *duration, *trials)
+	fmt.Fprintf(out, "\n## Keyed storm: Allow from many goroutines over %d keys on a full per-key limiter, %v per trial, worst of %d\n\n", *keys, *duration, *trials)
+	keyedTable(out, gs, *keys, ms, *duration, *trials)
 	fmt.Fprintf(out, "\n## Waiters: %d goroutines in Acquire on a drained limiter of capacity 1\n\n", *waiters)
 	waitTable(out, *waiters, wrs)
 }
@@ -112,7 +139,7 @@ func (r stormResult) excess() int64 { return r.admitted - r.bound }
 func stormTable(out io.Writer, gs []int, ms []mix, d time.Duration, trials int) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "impl\tgoroutines\tcapacity\trate/s\telapsed\tadmitted\tbound\texcess\tover\t")
-	for _, im := range bench.Impls {
+	for _, im := range impls {
 		if !im.Try {
 			continue
 		}
@@ -184,7 +211,7 @@ func waitTable(out io.Writer, waiters int, rates []float64) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "impl\twaiters\trate/s\tok\tlast\tideal last\tachieved/s\tmax late\tmean |dev|\tmin dev\tearly>1µs\t")
 	for _, rate := range rates {
-		for _, im := range bench.Impls {
+		for _, im := range impls {
 			r := waiterRun(im, waiters, rate)
 			achieved := "-"
 			if r.last > 0 {

@@ -1,0 +1,47 @@
+package bench
+
+import "testing"
+
+// TestKeyedAdapters checks that every per-key adapter gives a new key its
+// capacity and then rejects, independently of other keys, with the
+// benchmark's own parameters as well: a peer that rejected them, or
+// clamped them into a different workload, would fail here rather than skew
+// a table. A rate of 1e-3/s adds nothing while the test runs.
+func TestKeyedAdapters(t *testing.T) {
+	if KeyedImpls[0].Name != "keyed" {
+		t.Fatalf("KeyedImpls[0] = %s: this module's limiter comes first", KeyedImpls[0].Name)
+	}
+	for _, im := range KeyedImpls {
+		t.Run(im.Name, func(t *testing.T) {
+			l, closer, err := im.New(3, 1e-3, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if closer != nil {
+				defer closer.Close()
+			}
+			for _, key := range []string{"a", "b", ""} {
+				for i := range 3 {
+					if !l.Allow(key) {
+						t.Fatalf("Allow(%q) #%d on a new key of capacity 3 = false", key, i+1)
+					}
+				}
+				if l.Allow(key) {
+					t.Fatalf("Allow(%q) on a drained key = true", key)
+				}
+			}
+			b, bcloser, err := im.New(keyedCapacity, keyedRate, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bcloser != nil {
+				defer bcloser.Close()
+			}
+			for i := range 1000 {
+				if !b.Allow(benchKeys(10)[i%10]) {
+					t.Fatalf("the benchmark's workload rejected call %d", i)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,124 @@
+// Package windowed holds what the windowed limiters (fixedwindow, slidinglog,
+// slidingwindow) and the leaky bucket share: validation of a limit and a
+// window, and the blocking loop over a reservation.
+//
+// Time is the elapsed nanoseconds of a refill.Clock: clamped to
+// [0, refill.Horizon] from the limiter's creation, so that window indices
+// and the products below never overflow.
+package windowed
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/internal/refill"
+)
+
+// MaxWindow is the longest window accepted: 2^60 ns, about 36.5 years. With
+// elapsed times below 2^62, a window index times the window, plus one window,
+// stays below 2^63.
+const MaxWindow = time.Duration(1) << 60
+
+// MaxLimit is the largest limit the counting limiters accept: 2^40 (about
+// 1.1e12). Counts plus a request stay far below 2^63, and the weighted
+// estimate's products fit the 128-bit arithmetic of slidingwindow.
+const MaxLimit = int64(1) << 40
+
+// Validate checks a (limit, window) pair against [1, maxLimit] and
+// [1ns, MaxWindow]. Errors wrap admit.ErrInvalidConfig and name the value.
+func Validate(limit int64, window time.Duration, maxLimit int64) error {
+	switch {
+	case limit < 1:
+		return fmt.Errorf("%w: limit %d is below 1", admit.ErrInvalidConfig, limit)
+	case limit > maxLimit:
+		return fmt.Errorf("%w: limit %d is above %d", admit.ErrInvalidConfig, limit, maxLimit)
+	case window < 1:
+		return fmt.Errorf("%w: window %v is not positive", admit.ErrInvalidConfig, window)
+	case window > MaxWindow:
+		return fmt.Errorf("%w: window %v is above %v", admit.ErrInvalidConfig, window, MaxWindow)
+	}
+	return nil
+}
+
+// Special results of a Reserve.
+const (
+	// Never: no amount of waiting admits the request within the horizon.
+	Never = -1
+	// Full: the limiter's queue is full (leakybucket); the request is
+	// rejected at once rather than queued.
+	Full = -2
+)
+
+// Reserve is a limiter's blocking step, taken under its own
+// synchronisation. It admits n now if it can and returns wait 0. Otherwise it
+// computes the earliest elapsed time at which the algorithm would admit n
+// without overtaking anyone already waiting; if that is at most limit
+// nanoseconds away it records the admission at that time (a reservation)
+// and returns the wait and a cancel. Over limit, Never or Full, it changes
+// nothing and returns a nil cancel.
+//
+// cancel reports whether the reservation had already come due, in which
+// case the caller is admitted and nothing changes. Otherwise the caller is
+// not admitted, and the reservation is undone only if no later admission or
+// reservation has been built on it (the tail rule): later waiters were
+// placed behind it and keep their times, so a reservation below the tail
+// stays recorded, unused, rather than letting a new caller in beside them.
+// Either way, the limiter never admits more than its bound allows: an undo
+// restores exactly the state before the reservation, and an abandoned
+// reservation only leaves a slot unused.
+type Reserve func(n, limit int64) (wait int64, cancel func() (due bool))
+
+// Acquire is the blocking path: validate n against max, reserve, sleep until
+// the reservation comes due, undo on cancellation. noun names what max
+// bounds in error messages ("the limit", "the capacity").
+func Acquire(ctx context.Context, clk *refill.Clock, max int64, noun string, n int64, reserve Reserve) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	switch {
+	case n == 0:
+		return nil
+	case n < 0:
+		return fmt.Errorf("%w: n=%d is negative", admit.ErrUnsatisfiable, n)
+	case n > max:
+		return fmt.Errorf("%w: n=%d exceeds %s %d", admit.ErrUnsatisfiable, n, noun, max)
+	}
+	limit := int64(math.MaxInt64)
+	dl, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		limit = int64(time.Until(dl))
+	}
+	wait, cancel := reserve(n, limit)
+	switch {
+	case wait == 0:
+		return nil
+	case wait == Never:
+		return fmt.Errorf("%w: n=%d: no admission before the clock's horizon", admit.ErrUnsatisfiable, n)
+	case wait == Full:
+		return fmt.Errorf("%w: n=%d: the queue is at %s %d", admit.ErrQueueFull, n, noun, max)
+	case cancel == nil:
+		return fmt.Errorf("%w: n=%d is %v away, the deadline %v: %w", admit.ErrDeadline, n, time.Duration(wait), time.Until(dl), context.DeadlineExceeded)
+	}
+	// reserve may have waited for a lock; the deadline was read before. A
+	// reservation the deadline no longer allows is cancelled.
+	if left := time.Until(dl); hasDeadline && left < time.Duration(wait) && !cancel() {
+		return fmt.Errorf("%w: n=%d is %v away, the deadline %v: %w", admit.ErrDeadline, n, time.Duration(wait), left, context.DeadlineExceeded)
+	}
+	if err := clk.Sleep(ctx, time.Duration(wait)); err != nil && !cancel() {
+		return err
+	}
+	return nil
+}
+
+// Now returns max(clk.Now(), *last) and stores it in *last: the limiters
+// that keep a latest reading treat a stale one as that latest reading, so
+// time never runs backwards for them. The caller holds the lock guarding
+// *last.
+func Now(clk *refill.Clock, last *int64) int64 {
+	now := max(clk.Now(), *last)
+	*last = now
+	return now
+}

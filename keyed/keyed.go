@@ -1,0 +1,276 @@
+// Package keyed implements per-key token buckets in one process: a separate
+// bucket for every client (API key, user, IP address), with memory bounded
+// under a key-spraying attack and no background goroutine.
+//
+// # Buckets
+//
+// Every key behaves exactly like a mutexbucket.New(capacity, rate) created
+// together with the Limiter and left untouched until the key is first seen:
+// it starts full, refills lazily with the same integer arithmetic (package
+// internal/refill: units of 2^-k tokens, refill V(b) − V(a) on the
+// limiter's stream, no drift), and never admits more than
+// capacity + rate × T (+1 for rounding) over any span T, under any number of
+// goroutines.
+//
+// A key holds one int64, z: the point on the refill stream at which its
+// bucket would be empty. At elapsed time t its balance is
+// min(capacity, V(t) − z); admitting u units moves z to
+// max(z, V(t) − capacity) + u. A bucket is full exactly when
+// z <= V(t) − capacity, and a full bucket is indistinguishable from one
+// never used, so forgetting a full key is exact: its next request finds a
+// full bucket either way.
+//
+// # Time
+//
+// Keys live in power-of-two many shards, picked by a hash of the key, each a
+// mutex around an open-addressing index, the keys' slots, and the latest
+// clock reading the shard has applied. A
+// call uses the later of its own reading and that one, so within a shard,
+// and so for every key, time never moves back: a stale reading is treated as
+// the latest applied, adds nothing, and is stored as nothing new (the rule
+// of mutexbucket, kept per shard rather than per key, so a key costs one
+// word). RetryAfter and ResetAfter are counted from that time, exactly to
+// the nanosecond at which the bucket will hold what is asked.
+//
+// # Memory
+//
+// The limiter holds at most WithMaxKeys keys (default DefaultMaxKeys),
+// split evenly over the shards. Each shard keeps its keys in least recently
+// used order, and every call drops up to two full buckets from the least
+// recently used end (a bucket last touched more than capacity/rate ago is
+// always full), so full keys go without a goroutine or a pass over the map,
+// in amortised O(1): each key is dropped at most once per insertion. A key
+// whose bucket is full after a call (a peek at a full bucket) is dropped at
+// once.
+//
+// When a new key arrives at a shard whose share of the bound is taken and
+// whose least recently used bucket is live (not full), the limiter answers
+// at once, by the policy chosen with WithPolicy:
+//
+//   - EvictLRU (the default) forgets the least recently used key. Its client
+//     then sees a fresh, full bucket: up to one extra burst of capacity for
+//     that client, once per eviction, and nothing more. Stats.Evictions
+//     counts them; with the bound comfortably above the number of clients
+//     active within one refill period (capacity/rate), there are none.
+//   - RefuseNew keeps every live bucket and refuses the new key: Allowed is
+//     false and the error wraps admit.ErrUnavailable, with RetryAfter until
+//     the least recently used bucket of its shard is full and can be
+//     dropped (an upper bound on the wait for room: a bucket used more
+//     recently but drained less may be full sooner). No client ever exceeds
+//     its bound, but under a key-spraying attack new legitimate clients are
+//     refused until the attack's buckets refill. Stats.Refusals counts them.
+//
+// The bound is split over the shards, so a shard can reach its share while
+// the limiter as a whole holds fewer keys: with a uniform hash the shards
+// fill evenly, and eviction or refusal starts when the limiter holds a few
+// per cent fewer keys than the bound. Memory is held at the peak: a shard's
+// index and slot array do not shrink when keys are dropped.
+//
+// # Cost
+//
+// A held key costs a 32-byte slot, an 8-byte index word at a load factor of
+// at most 3/4, and a copy of its bytes: about 53 heap bytes per key at 1M
+// keys, key bytes excluded, against 202 for a sync.Map of x/time/rate
+// limiters. A call on a held key allocates nothing; it reads the clock once
+// (outside the lock), hashes the key once, and holds its shard's lock for
+// the lookup, the arithmetic and the LRU move. See docs/keyed.md and the
+// README for measured numbers.
+//
+// Pick keyed for per-client limits in one process; pick the redisbucket
+// module when several processes must share the limits, and mutexbucket or
+// shardedbucket for one limit shared by all.
+package keyed
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"math/bits"
+	"time"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/internal/refill"
+)
+
+// Limiter is a set of token buckets, one per key. It is safe for concurrent
+// use. The zero value is not usable; create one with New. A Limiter must
+// not be copied after first use.
+type Limiter struct {
+	_        noCopy
+	shards   []shard
+	shift    uint // a key's shard is its hash >> shift
+	seed     maphash.Seed
+	p        refill.Params // immutable after New
+	clk      refill.Clock  // immutable after New
+	capacity int64         // in tokens
+	maxKeys  int
+	refuse   bool
+	errFull  error // returned on every refusal; built once so that refusals do not allocate
+}
+
+var _ admit.KeyedLimiter = (*Limiter)(nil)
+
+// noCopy makes go vet's copylocks check flag copies of a Limiter.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}
+
+// never is the RetryAfter or ResetAfter of a bucket that will never hold
+// what is asked: a zero rate, or a wait past the clock's horizon.
+const never = time.Duration(math.MaxInt64)
+
+// DefaultMaxKeys is the key bound without WithMaxKeys: 2^20 keys, about
+// 55 MB at the measured 53 bytes per key, plus the keys' own bytes.
+const DefaultMaxKeys = 1 << 20
+
+// defaultShards is the shard count without WithShards, lowered so that each
+// shard's share of the bound is at least minPerShard keys.
+const (
+	defaultShards = 256
+	minPerShard   = 64
+	maxShards     = 1 << 16
+)
+
+// New returns a limiter whose every key holds a bucket of capacity tokens
+// refilling at refillPerSecond tokens per second. It returns an error
+// wrapping admit.ErrInvalidConfig for a capacity below 1, a rate that is
+// negative, NaN or infinite, one the buckets cannot represent (above 1e9/s,
+// or too small for the capacity), or an invalid option; every capacity in
+// [1, 1e9] and every rate 0 or in [1e-6, 1e9] is accepted. Options:
+// admit.WithClock, WithMaxKeys, WithPolicy, WithShards.
+func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Limiter, error) {
+	cfg, err := admit.NewConfig(opts...)
+	if err != nil {
+		return nil, err
+	}
+	p, err := refill.NewParams(capacity, refillPerSecond)
+	if err != nil {
+		return nil, err
+	}
+	maxKeys := cfg.MaxKeys
+	if maxKeys == 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	n := cfg.Shards
+	switch {
+	case n == 0:
+		n = defaultShards
+		for n > 1 && n*minPerShard > maxKeys {
+			n >>= 1
+		}
+	case n > maxKeys:
+		return nil, fmt.Errorf("%w: WithShards(%d) exceeds the key bound %d", admit.ErrInvalidConfig, n, maxKeys)
+	}
+	l := &Limiter{
+		shards:   make([]shard, n),
+		shift:    uint(64 - bits.TrailingZeros(uint(n))), // 64 for one shard: h >> 64 is 0
+		seed:     maphash.MakeSeed(),
+		p:        p,
+		clk:      refill.NewClock(cfg.Clock),
+		capacity: capacity,
+		maxKeys:  maxKeys,
+		refuse:   Policy(cfg.KeyPolicy) == RefuseNew,
+	}
+	l.errFull = fmt.Errorf("%w: keyed: no room for a new key: its shard holds its share of WithMaxKeys(%d) in live buckets (RefuseNew)", admit.ErrUnavailable, maxKeys)
+	// Split the bound exactly: the first maxKeys%n shards hold one more.
+	each, extra := maxKeys/n, maxKeys%n
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.max = each
+		if i < extra {
+			s.max++
+		}
+		s.head, s.tail, s.free = nilSlot, nilSlot, nilSlot
+	}
+	return l, nil
+}
+
+// hash is the key's 64-bit hash: its high bits pick the shard, its low 32
+// bits are the tag in the shard's table.
+func (l *Limiter) hash(key string) uint64 { return maphash.String(l.seed, key) }
+
+// shardOf returns the index of key's shard.
+func (l *Limiter) shardOf(key string) int { return int(l.hash(key) >> l.shift) }
+
+// Allow reports whether one token was taken from key's bucket:
+// AllowN(ctx, key, 1).Allowed, without a context. It never blocks.
+func (l *Limiter) Allow(key string) bool {
+	return l.take(key, l.p.Units(1)).allowed
+}
+
+// AllowN takes n tokens from key's bucket if it holds them, creating the
+// bucket full if key is not held, and returns the decision; it never blocks
+// and does not consult ctx. Every string, the empty one included, is an
+// ordinary key.
+//
+// n == 0 is a peek: Allowed is true and nothing is consumed. n < 0 or n
+// above the capacity returns Allowed == false and an error wrapping
+// admit.ErrUnsatisfiable, and touches no bucket. Under RefuseNew, a new key
+// that finds no room returns Allowed == false and an error wrapping
+// admit.ErrUnavailable, with RetryAfter and ResetAfter the time until the
+// least recently used bucket of its shard is full and can be dropped (see
+// the package doc).
+//
+// Decision.RetryAfter (denied) and Decision.ResetAfter are exact: the
+// bucket holds n tokens, or is full, after exactly that long and not a
+// nanosecond before, unless other calls take from it meanwhile. A wait that
+// will never end (a zero rate, or past the clock's horizon of about 146
+// years) is reported as the largest time.Duration.
+func (l *Limiter) AllowN(_ context.Context, key string, n int64) (admit.Decision, error) {
+	if n < 0 || n > l.capacity {
+		return admit.Decision{Limit: l.capacity}, fmt.Errorf("%w: n=%d is outside [0, capacity %d]", admit.ErrUnsatisfiable, n, l.capacity)
+	}
+	need := l.p.Units(n)
+	o := l.take(key, need)
+	if o.refused {
+		w := l.after(o.t, o.z+l.p.Cap)
+		return admit.Decision{Limit: l.capacity, RetryAfter: w, ResetAfter: w}, l.errFull
+	}
+	// Built outside the lock from the outcome alone.
+	d := admit.Decision{Allowed: o.allowed, Limit: l.capacity, Remaining: (o.v - o.z) >> l.p.Shift}
+	if o.z > o.v-l.p.Cap { // not full
+		d.ResetAfter = l.after(o.t, o.z+l.p.Cap)
+	}
+	if !o.allowed {
+		d.RetryAfter = l.after(o.t, o.z+need)
+	}
+	return d, nil
+}
+
+// take runs one call on key's shard: need units, 0 <= need <= capacity.
+func (l *Limiter) take(key string, need int64) outcome {
+	// The clock is read outside the lock: the shard applies the later of
+	// this reading and its own, so a reading that lost the race for the
+	// lock to a later one is harmless (see the package doc).
+	now := l.clk.Now()
+	h := l.hash(key)
+	s := &l.shards[h>>l.shift]
+	s.mu.Lock()
+	o := s.take(l, key, h, need, now)
+	s.mu.Unlock()
+	return o
+}
+
+// after returns how long from elapsed time t until the stream reaches v.
+func (l *Limiter) after(t, v int64) time.Duration {
+	w := l.p.Reach(t, v)
+	if w > refill.Horizon {
+		return never
+	}
+	return time.Duration(w - t)
+}
+
+// Len returns the number of keys held now. Keys whose buckets are full but
+// not yet dropped are counted.
+func (l *Limiter) Len() int {
+	n := 0
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		n += s.n
+		s.mu.Unlock()
+	}
+	return n
+}

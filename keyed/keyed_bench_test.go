@@ -1,0 +1,87 @@
+package keyed_test
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/admit-go/admit/keyed"
+)
+
+// BenchmarkAllow measures Allow on keys already held, at a rate that never
+// rejects, serial and parallel (set GOMAXPROCS with -cpu). The cross-library
+// comparison lives in the bench module (BenchmarkKeyed).
+func BenchmarkAllow(b *testing.B) {
+	for _, n := range []int{1, 10_000} {
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = "client-" + strconv.Itoa(i)
+		}
+		for _, mode := range []string{"serial", "parallel"} {
+			b.Run(fmt.Sprintf("keys=%d/mode=%s", n, mode), func(b *testing.B) {
+				l, err := keyed.New(1e9, 1, keyed.WithMaxKeys(2*n))
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, k := range keys {
+					l.Allow(k)
+				}
+				b.ReportAllocs()
+				if mode == "serial" {
+					i := 0
+					for b.Loop() {
+						l.Allow(keys[i])
+						if i++; i == n {
+							i = 0
+						}
+					}
+					return
+				}
+				var seq atomic.Int64
+				b.RunParallel(func(pb *testing.PB) {
+					i := int(seq.Add(7919)) % n
+					for pb.Next() {
+						l.Allow(keys[i])
+						if i++; i == n {
+							i = 0
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkBytesPerKey reports the heap bytes each held key costs after a
+// GC, keys' own bytes (keyed's copies of them) excluded, at 1M keys. One
+// iteration is a whole fill; run it with -benchtime 1x.
+func BenchmarkBytesPerKey(b *testing.B) {
+	const n = 1 << 20
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%012d", i) // 16 bytes: the copy is one 16-byte allocation
+	}
+	var perKey float64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		l, err := keyed.New(1, 1e-6, keyed.WithMaxKeys(2*n))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range keys {
+			l.Allow(k)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if l.Len() != n {
+			b.Fatalf("%d keys held, want %d", l.Len(), n)
+		}
+		perKey = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/n - 16
+		runtime.KeepAlive(l)
+	}
+	b.ReportMetric(perKey, "B/key")
+}

@@ -1,0 +1,32 @@
+package keyed
+
+// Stats is a snapshot of a Limiter's key table and of the events that
+// changed it since New.
+type Stats struct {
+	Keys    int // keys held now, as Len reports
+	MaxKeys int // the bound (WithMaxKeys)
+	Shards  int // the number of shards the bound is split over
+
+	Inserts   uint64 // buckets created: a key first seen, or seen again after it was dropped or evicted
+	Drops     uint64 // full buckets forgotten (exact: a full bucket equals a new one)
+	Evictions uint64 // live buckets forgotten to make room (EvictLRU); each such client restarts full
+	Refusals  uint64 // new keys refused for want of room (RefuseNew)
+}
+
+// Stats returns the limiter's counters. Each shard is read under its lock,
+// so the counts of one shard are consistent with each other; the limiter as
+// a whole is not stopped while they are summed.
+func (l *Limiter) Stats() Stats {
+	st := Stats{MaxKeys: l.maxKeys, Shards: len(l.shards)}
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		st.Keys += s.n
+		st.Inserts += s.inserts
+		st.Drops += s.drops
+		st.Evictions += s.evictions
+		st.Refusals += s.refusals
+		s.mu.Unlock()
+	}
+	return st
+}

@@ -1,0 +1,25 @@
+package redisbucket_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/keyedtest"
+	"github.com/admit-go/admit/redisbucket"
+)
+
+var conformanceRun atomic.Int64
+
+// The keyed conformance suite's real-clock cases, unchanged: the same
+// Decisions as the in-process keyed limiter. Each limiter gets its own
+// prefix, so the suite's keys never meet.
+func TestConformance(t *testing.T) {
+	keyedtest.Run(t, func(t *testing.T, capacity int64, rate float64, opts ...admit.Option) (admit.KeyedLimiter, error) {
+		if len(opts) > 0 {
+			return nil, fmt.Errorf("%w: redisbucket reads the server's clock and takes no admit.Option", admit.ErrInvalidConfig)
+		}
+		return redisbucket.New(client(t, srv), capacity, rate, redisbucket.WithPrefix(fmt.Sprintf("conf:%d:", conformanceRun.Add(1))), redisbucket.WithTimeout(testTimeout))
+	})
+}

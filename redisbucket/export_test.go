@@ -1,0 +1,21 @@
+package redisbucket
+
+// Units exposes a limiter's representation to the tests: units per token
+// and the capacity in units.
+func Units(l *Limiter) (per, capUnits int64) { return l.p.per, l.p.capUnits }
+
+// Tick is the limiter's tick in microseconds.
+func Tick(l *Limiter) int64 { return l.p.q }
+
+// ScriptHash is the SHA-1 that EVALSHA names.
+func ScriptHash() string { return script.Hash() }
+
+// Leases is how many keys the limiter's batcher holds.
+func Leases(l *Limiter) int {
+	l.batch.mu.Lock()
+	defer l.batch.mu.Unlock()
+	return len(l.batch.leases)
+}
+
+// MaxLeases bounds Leases.
+const MaxLeases = maxLeases

@@ -1,0 +1,232 @@
+package redisbucket_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/mutexbucket"
+	"github.com/admit-go/admit/redisbucket"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+)
+
+// localKeyed is a small in-process keyed limiter over mutexbuckets, the
+// fallback in these tests.
+type localKeyed struct {
+	mu sync.Mutex
+	m  map[string]*mutexbucket.Bucket
+	c  int64
+}
+
+func (k *localKeyed) AllowN(_ context.Context, key string, n int64) (admit.Decision, error) {
+	k.mu.Lock()
+	b, ok := k.m[key]
+	if !ok {
+		b, _ = mutexbucket.New(k.c, 0)
+		k.m[key] = b
+	}
+	k.mu.Unlock()
+	ok = b.TryAcquireN(n)
+	return admit.Decision{Allowed: ok, Limit: k.c, Remaining: int64(b.Tokens())}, nil
+}
+
+// The outage cases: Redis killed, then started again on the same port; or
+// frozen with SIGSTOP, then continued. For each policy, every decision in
+// the outage returns within the timeout (checked against a bound far below
+// the client's 30s read timeout, the wait without the limiter's bound),
+// wraps ErrUnavailable, and is the policy's; goroutines and connections
+// stay bounded; decisions resume by themselves after.
+func TestOutage(t *testing.T) {
+	for _, outage := range []string{"kill", "freeze"} {
+		for _, policy := range []string{"closed", "open", "fallback"} {
+			t.Run("outage="+outage+"/policy="+policy, func(t *testing.T) { testOutage(t, outage, policy, false) })
+		}
+		// The rueidis transport (NewRueidis), under the same bounds.
+		t.Run("outage="+outage+"/policy=closed/client=rueidis", func(t *testing.T) { testOutage(t, outage, "closed", true) })
+	}
+}
+
+func testOutage(t *testing.T, outage, policy string, useRueidis bool) {
+	s, err := startServer(tmpDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Kill()
+	const poolSize = 8
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, PoolSize: poolSize,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, DialTimeout: 30 * time.Second})
+	defer c.Close()
+	const timeout = 100 * time.Millisecond
+	const fallbackCap = 5
+	fb := &localKeyed{m: map[string]*mutexbucket.Bucket{}, c: fallbackCap}
+	opts := []redisbucket.Option{redisbucket.WithTimeout(timeout)}
+	switch policy {
+	case "open":
+		opts = append(opts, redisbucket.WithFailOpen())
+	case "fallback":
+		opts = append(opts, redisbucket.WithFallback(fb))
+	}
+	conns := func() int64 { return int64(c.PoolStats().TotalConns) }
+	extraG := 0 // more goroutines the transport may hold
+	var l *redisbucket.Limiter
+	if useRueidis {
+		// ConnWriteTimeout near the limiter's timeout: rueidis leaves one
+		// goroutine per abandoned command until it closes the connection
+		// (docs/redis.md).
+		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true, ConnWriteTimeout: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		// rueidis multiplexes commands over a fixed set of connections it
+		// redials itself; the goroutine bound covers it.
+		conns = func() int64 { return 0 }
+		extraG = int(600*time.Millisecond/timeout) + 16
+		l, err = redisbucket.NewRueidis(rc, 1000, 1000, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else if l, err = redisbucket.New(c, 1000, 1000, opts...); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Healthy first. A loaded machine may stall a decision past the short
+	// timeout, so this waits for one success rather than demanding it.
+	if !eventually(20, func() bool { d, err := l.AllowN(ctx, "k", 1); return err == nil && d.Allowed }) {
+		t.Fatal("no decision succeeded before the outage")
+	}
+	base := countGoroutines()
+
+	switch outage {
+	case "kill":
+		s.Kill()
+	case "freeze":
+		if err := s.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	const workers = 32
+	var (
+		wg                     sync.WaitGroup
+		slowest                atomic.Int64
+		allowed, denied, wrong atomic.Int64
+		maxG, maxConns         atomic.Int64
+		firstWrong             atomic.Pointer[string]
+	)
+	end := time.Now().Add(600 * time.Millisecond)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				start := time.Now()
+				d, err := l.AllowN(ctx, "k", 1)
+				if took := int64(time.Since(start)); took > slowest.Load() {
+					slowest.Store(took)
+				}
+				// Past the first wave (callers that were already in flight
+				// when the server went, and their deadline timers firing),
+				// only probes reach the client.
+				if time.Until(end) < 400*time.Millisecond {
+					if g := int64(countGoroutines()); g > maxG.Load() {
+						maxG.Store(g)
+					}
+				}
+				if n := conns(); n > maxConns.Load() {
+					maxConns.Store(n)
+				}
+				if !errors.Is(err, admit.ErrUnavailable) {
+					msg := "decision without ErrUnavailable: " + errString(err)
+					firstWrong.CompareAndSwap(nil, &msg)
+					wrong.Add(1)
+					continue
+				}
+				if d.Allowed {
+					allowed.Add(1)
+				} else {
+					denied.Add(1)
+				}
+				if policy == "closed" && d.Allowed || policy == "open" && !d.Allowed {
+					wrong.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("outage: %d allowed, %d denied, slowest %v, max goroutines %d (base %d), max conns %d",
+		allowed.Load(), denied.Load(), time.Duration(slowest.Load()), maxG.Load(), base, maxConns.Load())
+	if w := wrong.Load(); w != 0 {
+		msg := ""
+		if p := firstWrong.Load(); p != nil {
+			msg = *p
+		}
+		t.Errorf("%d decisions did not follow the %s policy %s", w, policy, msg)
+	}
+	if policy == "fallback" && allowed.Load() != fallbackCap {
+		t.Errorf("fallback admitted %d, want its capacity %d", allowed.Load(), fallbackCap)
+	}
+	// Far below the 30s a frozen server would hold a read without the
+	// limiter's deadline; generous for a loaded machine.
+	if got := time.Duration(slowest.Load()); got > 5*time.Second {
+		t.Errorf("a decision took %v with a %v timeout", got, timeout)
+	}
+	if maxG.Load() > int64(base+workers+poolSize+4+extraG) {
+		t.Errorf("goroutines piled up: %d, base %d, %d workers", maxG.Load(), base, workers)
+	}
+	if maxConns.Load() > poolSize {
+		t.Errorf("connections piled up: %d, pool size %d", maxConns.Load(), poolSize)
+	}
+
+	switch outage {
+	case "kill":
+		if err := s.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	case "freeze":
+		if err := s.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Resumed: 20 decisions made by Redis (no error, and a Remaining near
+	// the capacity of 1000, which neither policy reports).
+	ok := 0
+	resumed := eventually(20, func() bool {
+		d, err := l.AllowN(ctx, "after", 1)
+		switch {
+		case err == nil && d.Allowed && d.Remaining >= 900:
+			ok++
+		case err == nil:
+			t.Fatalf("after recovery: %+v", d)
+		case !errors.Is(err, admit.ErrUnavailable):
+			t.Fatalf("after recovery: %v", err)
+		}
+		return ok == 20
+	})
+	if !resumed {
+		t.Fatalf("decisions did not resume after the outage ended (%d of 20)", ok)
+	}
+}
+
+// eventually calls f until it reports true, every 10ms for up to seconds.
+func eventually(seconds int, f func() bool) bool {
+	for deadline := time.Now().Add(time.Duration(seconds) * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if f() {
+			return true
+		}
+	}
+	return false
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}

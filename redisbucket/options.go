@@ -1,0 +1,102 @@
+package redisbucket
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/admit-go/admit"
+)
+
+// DefaultTimeout bounds each decision when WithTimeout is not given.
+const DefaultTimeout = 100 * time.Millisecond
+
+// DefaultPrefix is prepended to every key when WithPrefix is not given.
+const DefaultPrefix = "admit:"
+
+// Option configures a Limiter in New.
+type Option func(*config)
+
+type config struct {
+	prefix   string
+	timeout  time.Duration
+	open     bool
+	fallback admit.KeyedLimiter
+	batchN   int64
+	batchAge time.Duration
+	err      error
+}
+
+func (c *config) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// WithPrefix sets the string prepended to every key in Redis (default
+// "admit:"). Limiters with different capacities or rates must not share a
+// prefix. A prefix containing '{' or '}' is rejected: it would be read as a
+// Cluster hash tag and put every key in one slot.
+func WithPrefix(p string) Option {
+	return func(c *config) {
+		if strings.ContainsAny(p, "{}") {
+			c.fail(fmt.Errorf("%w: prefix %q contains a hash-tag brace", admit.ErrInvalidConfig, p))
+			return
+		}
+		c.prefix = p
+	}
+}
+
+// WithTimeout bounds each decision, the round trip and any wait for a pooled
+// connection included (default DefaultTimeout). It must be positive. While
+// Redis fails, at most one decision per timeout probes it; the rest are
+// decided by the failure policy at once.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.fail(fmt.Errorf("%w: timeout %v is not positive", admit.ErrInvalidConfig, d))
+			return
+		}
+		c.timeout = d
+	}
+}
+
+// WithFailOpen admits every request Redis cannot decide. The default is to
+// fail closed: such requests are denied. Either way AllowN returns an error
+// wrapping admit.ErrUnavailable and the cause.
+func WithFailOpen() Option {
+	return func(c *config) { c.open = true }
+}
+
+// WithFallback decides requests Redis cannot decide with k, typically an
+// in-process keyed limiter sized for one replica's share of the limit.
+func WithFallback(k admit.KeyedLimiter) Option {
+	return func(c *config) {
+		if k == nil {
+			c.fail(fmt.Errorf("%w: WithFallback(nil)", admit.ErrInvalidConfig))
+			return
+		}
+		c.fallback = k
+	}
+}
+
+// WithBatch turns on local batching for hot keys: a decision that goes to
+// Redis takes up to n tokens (at least the request's), and this process
+// spends the surplus locally for at most maxAge after sending the request,
+// when the rest is dropped. A denial is remembered the same way, for
+// requests at least as large, until its RetryAfter (at most maxAge): that is
+// exact, since no client can make tokens appear sooner. Remaining and
+// ResetAfter are then as of the latest round trip. The bound per key then becomes
+// capacity + rate·(T + maxAge) over any span T, since tokens taken from the
+// server up to maxAge before the span may be spent inside it; surplus that
+// ages out is lost (under-admission, never over). n must be at least 2 and
+// maxAge positive.
+func WithBatch(n int64, maxAge time.Duration) Option {
+	return func(c *config) {
+		if n < 2 || maxAge <= 0 {
+			c.fail(fmt.Errorf("%w: WithBatch(%d, %v): n must be at least 2 and maxAge positive", admit.ErrInvalidConfig, n, maxAge))
+			return
+		}
+		c.batchN, c.batchAge = n, maxAge
+	}
+}

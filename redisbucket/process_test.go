@@ -1,0 +1,267 @@
+package redisbucket_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/admit-go/admit/redisbucket"
+	"github.com/redis/go-redis/v9"
+)
+
+// childEnv, when set, makes the test binary a load-generating child: it
+// reads a childSpec from the variable, runs it and prints the counts.
+const childEnv = "REDISBUCKET_CHILD"
+
+type childSpec struct {
+	Addr       string
+	Prefix     string
+	Key        string
+	Capacity   int64
+	Rate       float64
+	Goroutines int
+	Duration   time.Duration
+	BatchN     int64
+	BatchAge   time.Duration
+	// Monitor asks the child to print its own client's view of time too.
+	PrintClock bool
+}
+
+type childResult struct {
+	Admitted  int64
+	Decisions int64
+	Errors    int64
+	WallNow   time.Time
+}
+
+func child() int {
+	var spec childSpec
+	if err := json.Unmarshal([]byte(os.Getenv(childEnv)), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	c := redis.NewClient(&redis.Options{Addr: spec.Addr, ContextTimeoutEnabled: true, PoolSize: spec.Goroutines})
+	defer c.Close()
+	opts := []redisbucket.Option{redisbucket.WithPrefix(spec.Prefix), redisbucket.WithTimeout(testTimeout)}
+	if spec.BatchN > 0 {
+		opts = append(opts, redisbucket.WithBatch(spec.BatchN, spec.BatchAge))
+	}
+	l, err := redisbucket.New(c, spec.Capacity, spec.Rate, opts...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	var res childResult
+	var wg sync.WaitGroup
+	end := time.Now().Add(spec.Duration)
+	for range spec.Goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				d, err := l.AllowN(context.Background(), spec.Key, 1)
+				atomic.AddInt64(&res.Decisions, 1)
+				if err != nil {
+					atomic.AddInt64(&res.Errors, 1)
+					continue
+				}
+				if d.Allowed {
+					atomic.AddInt64(&res.Admitted, 1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	res.WallNow = time.Now()
+	out, _ := json.Marshal(res)
+	fmt.Println("RESULT " + string(out))
+	return 0
+}
+
+// runChildren starts procs copies of the test binary with spec and returns
+// their results. wrap, if not nil, prefixes the command (unshare, say).
+func runChildren(t *testing.T, procs int, spec childSpec, wrap ...string) []childResult {
+	t.Helper()
+	env, _ := json.Marshal(spec)
+	type out struct {
+		b   []byte
+		err error
+	}
+	outs := make([]out, procs)
+	var wg sync.WaitGroup
+	for i := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := append(append([]string{}, wrap...), os.Args[0], "-test.run=^$")
+			cmd := exec.Command(args[0], args[1:]...)
+			cmd.Env = append(os.Environ(), childEnv+"="+string(env))
+			outs[i].b, outs[i].err = cmd.CombinedOutput()
+		}()
+	}
+	wg.Wait()
+	var res []childResult
+	for i, o := range outs {
+		if o.err != nil {
+			t.Fatalf("child %d: %v: %s", i, o.err, o.b)
+		}
+		var r childResult
+		found := false
+		for _, line := range readLines(o.b) {
+			if s, ok := strings.CutPrefix(line, "RESULT "); ok {
+				if err := json.Unmarshal([]byte(s), &r); err != nil {
+					t.Fatalf("child %d: %v", i, err)
+				}
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("child %d printed no result: %s", i, o.b)
+		}
+		res = append(res, r)
+	}
+	return res
+}
+
+// Several OS processes, many goroutines each, one key: the total admitted
+// never exceeds capacity + rate × elapsed, elapsed measured on the server's
+// clock from before the first child starts to after the last one ends.
+func TestProcessesShareOneBucket(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rate     float64
+		batchN   int64
+		batchAge time.Duration
+	}{
+		{name: "batch=off", rate: 2000},
+		{name: "batch=20/age=20ms", rate: 2000, batchN: 20, batchAge: 20 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := client(t, srv)
+			const capacity = 100
+			spec := childSpec{Addr: srv.Addr, Prefix: "procs:" + tc.name + ":", Key: "hot", Capacity: capacity, Rate: tc.rate,
+				Goroutines: 16, Duration: 800 * time.Millisecond, BatchN: tc.batchN, BatchAge: tc.batchAge}
+			t0 := serverTime(t, c)
+			res := runChildren(t, 3, spec)
+			t1 := serverTime(t, c)
+			var admitted, decisions, errs int64
+			for _, r := range res {
+				admitted += r.Admitted
+				decisions += r.Decisions
+				errs += r.Errors
+			}
+			elapsed := float64(t1-t0) / 1e6
+			bound := capacity + tc.rate*(elapsed+tc.batchAge.Seconds())
+			t.Logf("admitted %d of %d decisions (%d errors) in %.3fs server time; bound %.0f", admitted, decisions, errs, elapsed, bound)
+			if errs != 0 {
+				t.Errorf("%d decisions failed", errs)
+			}
+			if float64(admitted) > bound {
+				t.Errorf("admitted %d > capacity + rate × (elapsed + age) = %.1f", admitted, bound)
+			}
+			if admitted < capacity || decisions <= admitted {
+				t.Errorf("admitted %d of %d: the children did not drain the bucket", admitted, decisions)
+			}
+		})
+	}
+}
+
+// A client whose clock is far off changes nothing: a child whose monotonic
+// and boot clocks are ten years ahead (a time namespace) shares the bucket
+// with this process and the bound holds; and what a client sends holds no
+// time at all (checked on the wire with MONITOR).
+func TestClientClockIgnored(t *testing.T) {
+	c := client(t, srv)
+	ctx := context.Background()
+	const tenYears = "315360000"
+	if out, err := exec.Command("unshare", "--time", "--monotonic", tenYears, "--boottime", tenYears, "true").CombinedOutput(); err != nil {
+		t.Fatalf("unshare --time (needs root and Linux 5.6): %v: %s", err, out)
+	}
+	const capacity, rate = 50, 500.0
+	spec := childSpec{Addr: srv.Addr, Prefix: "clock:", Key: "k", Capacity: capacity, Rate: rate, Goroutines: 8, Duration: 500 * time.Millisecond}
+	l, err := redisbucket.New(c, capacity, rate, redisbucket.WithPrefix("clock:"), redisbucket.WithTimeout(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := serverTime(t, c)
+	var here atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if d, err := l.AllowN(ctx, "k", 1); err == nil && d.Allowed {
+				here.Add(1)
+			}
+		}
+	}()
+	res := runChildren(t, 1, spec, "unshare", "--time", "--monotonic", tenYears, "--boottime", tenYears)
+	close(stop)
+	wg.Wait()
+	t1 := serverTime(t, c)
+	total := here.Load() + res[0].Admitted
+	bound := capacity + rate*float64(t1-t0)/1e6
+	t.Logf("admitted %d here + %d in the shifted child, bound %.0f", here.Load(), res[0].Admitted, bound)
+	if float64(total) > bound || res[0].Admitted == 0 {
+		t.Errorf("admitted %d + %d, bound %.1f", here.Load(), res[0].Admitted, bound)
+	}
+
+	// On the wire: the arguments are the key, the three constants of the
+	// configuration and n (twice: asked and wanted); nothing derived from
+	// the client's clock.
+	mon, err := net.Dial("tcp", srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mon.Close()
+	br := bufio.NewReader(mon)
+	if _, err := mon.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "+OK") {
+		t.Fatalf("MONITOR: %q, %v", line, err)
+	}
+	per, capUnits := redisbucket.Units(l)
+	want := []string{"1", "clock:k2", strconv.FormatInt(capUnits, 10), strconv.FormatInt(per, 10), "1", "3", "3", "1"}
+	for i := 0; i < 3; i++ {
+		if _, err := l.AllowN(ctx, "k2", 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = mon.SetReadDeadline(time.Now().Add(10 * time.Second))
+	seen := 0
+	for seen < 3 {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("MONITOR read: %v (saw %d evalsha)", err, seen)
+		}
+		f := strings.Fields(line)
+		if len(f) < 4 || f[3] != `"evalsha"` {
+			continue
+		}
+		var got []string
+		for _, a := range f[5:] {
+			got = append(got, strings.Trim(a, `"`))
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("script called with %q, want %q", got, want)
+		}
+		seen++
+	}
+}
