@@ -28,7 +28,11 @@
 // on, so that goroutines on different cores touch different cache lines and
 // an admission writes no shared word other than its own shard's. If the home
 // shard is short, the caller first sums every shard with loads only; if the
-// sum is short too it rejects, having written nothing. Otherwise it gathers
+// sum is short too it rejects, having written nothing to any shard. While the
+// bucket is dry (the shards together hold less than a token) it rejects
+// sooner: the first gather to find it dry publishes the stream value before
+// which no token can exist, and until then a caller whose home shard is
+// short rejects after reading that one word instead of every shard. Otherwise it gathers
 // the units from several shards, fractions included, and if a concurrent
 // caller won the race for them it rejects, putting back what it took into
 // every shard nobody else has touched since (a put-back after another take
