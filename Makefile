@@ -45,7 +45,9 @@ fuzz:
 
 # The quick comparison, about a minute: cases admit and reject, serial and
 # parallel, every implementation and floor, -cpu 1,2, six samples each. Prints
-# the benchstat table (one row per case, one column per implementation).
+# a summary that fits 100 columns (one row per case, one column per
+# implementation in ns/op, then the speed-up over x/time/rate) and says
+# where the full benchstat matrix, p-values included, was written.
 bench:
 	cd bench && GO=$(GO) $(GO) run ./cmd/report -quick
 

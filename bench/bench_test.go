@@ -32,7 +32,10 @@ type limiterCase struct {
 // what each run actually admitted, so read ns/op beside it.
 const mixedRate = 6e6
 
-// tryCases are the non-blocking workloads. admit and n=8 use capacity 1e9
+// tryCases are the non-blocking workloads. limited is a realistic
+// rate-limited service: capacity 100 at 1e4/s under saturating demand, so
+// nearly every call is rejected while the bucket is dry and the few tokens
+// that appear are fought over. admit and n=8 use capacity 1e9
 // refilled at 1e9/s: a full second of calls would have to run faster than
 // one per nanosecond (or one n=8 call per 8 ns) to empty it, which no
 // implementation comes near, so every call is admitted; admit/op shows it.
@@ -40,6 +43,7 @@ var tryCases = []limiterCase{
 	{name: "admit", capacity: 1e9, rate: 1e9, n: 1},
 	{name: "reject", capacity: 1, rate: 1e-6, n: 1, drain: true},
 	{name: "mixed", capacity: 100, rate: mixedRate, n: 1},
+	{name: "limited", capacity: 100, rate: 1e4, n: 1},
 	{name: "n=8", capacity: 1e9, rate: 1e9, n: 8},
 }
 

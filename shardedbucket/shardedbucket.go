@@ -28,7 +28,11 @@
 // on, so that goroutines on different cores touch different cache lines and
 // an admission writes no shared word other than its own shard's. If the home
 // shard is short, the caller first sums every shard with loads only; if the
-// sum is short too it rejects, having written nothing. Otherwise it gathers
+// sum is short too it rejects, having written nothing to any shard. While the
+// bucket is dry (the shards together hold less than a token) it rejects
+// sooner: the first gather to find it dry publishes the stream value before
+// which no token can exist, and until then a caller whose home shard is
+// short rejects after reading that one word instead of every shard. Otherwise it gathers
 // the units from several shards, fractions included, and if a concurrent
 // caller won the race for them it rejects, putting back what it took into
 // every shard nobody else has touched since (a put-back after another take
@@ -117,11 +121,28 @@ type Bucket struct {
 	p   refill.Params // immutable after New
 	clk refill.Clock  // immutable after New
 
+	// dry is a stream value before which the shards together hold less
+	// than one token: a gather that found them short computed it, and
+	// callers whose home shard is short reject on this one read-mostly
+	// line instead of reading every shard. It is a lower bound on when a
+	// whole token can exist, because the shards' balances grow by at most
+	// the stream's growth (the shards' streams sum exactly to V) and takes
+	// and reservations only lower them; only a give-back (a put-back after
+	// a lost gather, an undone reservation) can raise them sooner, so each
+	// give-back stores -gen, a value no stream reaches, and a gather only
+	// publishes its bound over the value it read before summing, by CAS.
+	_   cpu.CacheLinePad
+	dry atomic.Int64
+
+	dryMin int64 // units the stream produces in dryWorth: shorter bounds are not published; immutable
+
 	// debtUntil is the elapsed time until which reservations may hold
-	// shards below zero. Only blocking calls write it, so it sits on its own
-	// line, away from the fields every call reads.
+	// shards below zero, and gen numbers give-backs. Only blocking calls and
+	// give-backs write them, so they sit on their own line, away from the
+	// fields every call reads.
 	_         cpu.CacheLinePad
 	debtUntil atomic.Int64
+	gen       atomic.Int64
 	_         cpu.CacheLinePad
 }
 
@@ -132,6 +153,10 @@ type noCopy struct{}
 
 func (*noCopy) Lock()   {}
 func (*noCopy) Unlock() {}
+
+// dryWorth is the shortest dry spell, in nanoseconds, worth publishing a dry
+// bound for (see Bucket.dry and gather).
+const dryWorth = 1000
 
 // maxShards bounds WithShards; the default is at most the next power of two
 // at or above GOMAXPROCS.
@@ -176,6 +201,7 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket
 		return nil, fmt.Errorf("%w: WithShards(%d) exceeds the capacity %d", admit.ErrInvalidConfig, n, capacity)
 	}
 	b := &Bucket{
+		dryMin: max(1, p.V(dryWorth)),
 		shards: make([]shard, n),
 		mask:   uint(n - 1),
 		shift:  uint(bits.TrailingZeros(uint(n))),
@@ -257,18 +283,35 @@ func (b *Bucket) takeAt(need, v int64, start uint) bool {
 			return true
 		}
 	}
+	if v < b.dry.Load() {
+		return false // less than a token in all the shards: see Bucket.dry
+	}
 	return b.gather(need, v, start)
 }
+
+// gaveBack invalidates the dry bound after units went back into a shard.
+func (b *Bucket) gaveBack() { b.dry.Store(-b.gen.Add(1)) }
 
 // gather is the slow path: the home shard is short. It sums what every
 // shard holds with loads only, so a rejection writes nothing.
 func (b *Bucket) gather(need, v int64, start uint) bool {
+	dry := b.dry.Load() // before the sum: a give-back after it fails the CAS below
 	var sum int64
 	for i := range b.shards {
 		bal, _, _ := b.shards[i].state(v, b.shift)
 		sum += max(bal, 0)
 	}
 	if sum < need {
+		// Less than a token: no whole token before the stream has produced
+		// the rest. (Between one token and need, the bound would only help
+		// requests as large, so none is kept.) A bound that would lift
+		// within dryMin is not worth its shared write: at a high rate
+		// (case=mixed in bench/, a token every 170 ns) it was rewritten so
+		// often that the line bounced between cores and contended calls
+		// got 40% slower.
+		if one := b.p.Units(1); one-sum >= b.dryMin && v+one-sum > dry {
+			b.dry.CompareAndSwap(dry, v+one-sum)
+		}
 		return false
 	}
 	// Balances, planned takes, and each taken shard's z before and after.
@@ -299,6 +342,7 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 						b.shards[(start+uint(j))&b.mask].z.CompareAndSwap(news[j], olds[j])
 					}
 				}
+				b.gaveBack()
 				return false
 			}
 			if s.z.CompareAndSwap(z, base+t) {
@@ -410,6 +454,7 @@ func (r *reservation) undo() bool {
 			b.shards[(r.start+uint(i))&b.mask].z.CompareAndSwap(r.z[i], r.z[i]-t)
 		}
 	}
+	b.gaveBack()
 	return true
 }
 

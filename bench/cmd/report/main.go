@@ -4,8 +4,14 @@
 //
 // Run it from the bench directory:
 //
-//	go run ./cmd/report -quick        # make bench: a subset, table to stdout
+//	go run ./cmd/report -quick        # make bench: a subset, summary to stdout
 //	go run ./cmd/report               # make bench-full: writes ../results/
+//
+// Both print a summary that fits a 100-column terminal: one row per case,
+// mode and GOMAXPROCS, one column per implementation with its median ns/op,
+// then each one's speed-up over x/time/rate. The full benchstat matrix goes
+// to a file (bench/bench.tmp-benchstat.txt for -quick), and the output says
+// where.
 //
 // The full run writes two files into -results:
 //
@@ -65,7 +71,8 @@ const (
 	quickCPU       = "1,2"
 	quickCount     = 6
 	quickBenchtime = "100ms"
-	quickOut       = "bench.tmp.txt" // in bench/, ignored by git
+	quickOut       = "bench.tmp.txt"           // in bench/, ignored by git
+	quickStat      = "bench.tmp-benchstat.txt" // likewise
 )
 
 func main() {
@@ -77,7 +84,15 @@ func main() {
 	cpu := flag.String("cpu", "", "go test -cpu list (default: the mode's)")
 	count := flag.Int("count", 0, "go test -count (default: the mode's)")
 	benchtime := flag.String("benchtime", "", "go test -benchtime (default: the mode's)")
+	summaryOf := flag.String("summary", "", "print the summary of an existing raw output file and exit")
 	flag.Parse()
+	if *summaryOf != "" {
+		if err := summarise(os.Stdout, *summaryOf); err != nil {
+			log("summary: %v", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	def := func(s *string, v string) {
 		if *s == "" {
@@ -115,7 +130,7 @@ func main() {
 
 	var rawPath, statPath string
 	if *quick {
-		rawPath = quickOut
+		rawPath, statPath = quickOut, quickStat
 	} else {
 		if err := os.MkdirAll(*results, 0o755); err != nil {
 			log("%v", err)
@@ -158,23 +173,15 @@ func main() {
 		os.Exit(1)
 	}
 
-	// benchstat. The quick table shows time and allocations only; the
-	// full one every unit, admit/op included.
-	statArgs := []string{"run", "golang.org/x/perf/cmd/benchstat", "-col", "/impl"}
-	if *quick {
-		statArgs = append(statArgs, "-filter", ".unit:(sec/op OR allocs/op)")
-	}
-	statArgs = append(statArgs, rawPath)
+	// benchstat, every unit (admit/op included), into the table file; the
+	// terminal gets the summary a person reads at a glance.
+	statArgs := []string{"run", "golang.org/x/perf/cmd/benchstat", "-col", "/impl", rawPath}
 	var table bytes.Buffer
 	st := exec.Command(goCmd, statArgs...)
 	st.Stdout, st.Stderr = &table, os.Stderr
 	if err := st.Run(); err != nil {
 		log("benchstat: %v", err)
 		os.Exit(1)
-	}
-	if *quick {
-		os.Stdout.Write(table.Bytes())
-		return
 	}
 	var f bytes.Buffer
 	fmt.Fprintf(&f, "# benchstat: cd bench && %s %s\n", goCmd, shellJoin(statArgs))
@@ -184,8 +191,12 @@ func main() {
 		log("%v", err)
 		os.Exit(1)
 	}
-	os.Stdout.Write(table.Bytes())
-	log("table in %s", statPath)
+	if err := summarise(os.Stdout, rawPath); err != nil {
+		log("summary: %v", err)
+		os.Exit(1)
+	}
+	fmt.Printf("\nThe full benchstat matrix (every unit, confidence intervals, p-values) is in bench/%s;\nthe raw output in bench/%s.\n",
+		filepath.Clean(statPath), filepath.Clean(rawPath))
 }
 
 // header writes the run's provenance; see package provenance.

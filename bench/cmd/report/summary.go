@@ -1,0 +1,168 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"golang.org/x/perf/benchfmt"
+)
+
+// summaryWidth is the terminal width the summary fits in.
+const summaryWidth = 100
+
+// baseline is the implementation the summary's ratios compare against.
+const baseline = "xrate"
+
+// sample is one benchmark row's identity in the summary: its case, mode and
+// GOMAXPROCS.
+type row struct {
+	bench, cas, mode string
+	procs            int
+}
+
+func (r row) label() string {
+	name := r.cas + " " + r.mode
+	if r.bench != "TryAcquire" {
+		name = r.bench + " " + name
+	}
+	return fmt.Sprintf("%s -cpu %d", name, r.procs)
+}
+
+// summarise reads raw go test -bench output and writes the table a person
+// reads at a glance: one row per case, mode and GOMAXPROCS; one column per
+// implementation, in the order the benchmarks ran (the registration order),
+// with the median ns/op; then the same grid as "x/time/rate's median over
+// this one's" (above 1 is faster than x/time/rate). Floors are left out;
+// benchmarks without impl, case and mode keys (the pool's) too. The full
+// matrix, with confidence intervals and p-values, is benchstat's.
+func summarise(w io.Writer, rawPath string) error {
+	f, err := os.Open(rawPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	samples := map[row]map[string][]float64{}
+	var rows []row
+	var impls []string
+	rd := benchfmt.NewReader(f, rawPath)
+	for rd.Scan() {
+		res, ok := rd.Result().(*benchfmt.Result)
+		if !ok {
+			continue
+		}
+		base, parts := splitName(res.Name.String())
+		impl, cas, mode := parts["impl"], parts["case"], parts["mode"]
+		if impl == "" || cas == "" || mode == "" || strings.HasPrefix(impl, "floor-") {
+			continue
+		}
+		ns, ok := res.Value("sec/op")
+		if !ok {
+			continue
+		}
+		r := row{bench: base, cas: cas, mode: mode, procs: procs(res.Name.String())}
+		if samples[r] == nil {
+			samples[r] = map[string][]float64{}
+			rows = append(rows, r)
+		}
+		if !slices.Contains(impls, impl) {
+			impls = append(impls, impl)
+		}
+		samples[r][impl] = append(samples[r][impl], ns*1e9)
+	}
+	if err := rd.Err(); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return fmt.Errorf("%s: no limiter benchmarks", rawPath)
+	}
+	labelW := 0
+	for _, r := range rows {
+		labelW = max(labelW, len(r.label()))
+	}
+	colW := min(10, (summaryWidth-labelW)/max(1, len(impls)))
+	cell := func(s string) string { return fmt.Sprintf("%*s", colW, s) }
+	head := func(title string) {
+		fmt.Fprintf(w, "%s\n%-*s", title, labelW, "")
+		for _, im := range impls {
+			name := im
+			if len(name) > colW-1 {
+				name = name[:colW-1]
+			}
+			fmt.Fprint(w, cell(name))
+		}
+		fmt.Fprintln(w)
+	}
+	head("median ns/op (lower is better)")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-*s", labelW, r.label())
+		for _, im := range impls {
+			if v := samples[r][im]; len(v) > 0 {
+				fmt.Fprint(w, cell(fmt.Sprintf("%.1f", median(v))))
+			} else {
+				fmt.Fprint(w, cell("-"))
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	if !slices.Contains(impls, baseline) {
+		return nil
+	}
+	fmt.Fprintln(w)
+	head("speed-up over x/time/rate: its median / this one's (higher is better)")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-*s", labelW, r.label())
+		b := samples[r][baseline]
+		for _, im := range impls {
+			if v := samples[r][im]; len(v) > 0 && len(b) > 0 {
+				fmt.Fprint(w, cell(fmt.Sprintf("%.2fx", median(b)/median(v))))
+			} else {
+				fmt.Fprint(w, cell("-"))
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
+}
+
+// splitName returns a benchmark's base name (without "Benchmark") and its
+// key=value parts.
+func splitName(full string) (string, map[string]string) {
+	full = strings.TrimPrefix(full, "Benchmark")
+	if i := strings.LastIndex(full, "-"); i >= 0 && strings.Trim(full[i+1:], "0123456789") == "" {
+		full = full[:i]
+	}
+	parts := strings.Split(full, "/")
+	kv := map[string]string{}
+	for _, p := range parts[1:] {
+		if k, v, ok := strings.Cut(p, "="); ok {
+			kv[k] = v
+		}
+	}
+	return parts[0], kv
+}
+
+// procs returns the GOMAXPROCS suffix of a benchmark name, 1 if none.
+func procs(full string) int {
+	i := strings.LastIndex(full, "-")
+	var n int
+	if i < 0 {
+		return 1
+	}
+	if _, err := fmt.Sscanf(full[i+1:], "%d", &n); err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// median returns the median of v; it sorts v.
+func median(v []float64) float64 {
+	slices.Sort(v)
+	if n := len(v); n%2 == 1 {
+		return v[n/2]
+	} else {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+}
