@@ -96,6 +96,7 @@ func TestBenchCases(t *testing.T) {
 				l := handle(newCaseLimiter(t, im, c))
 				const calls = 1000
 				admitted := 0
+				begin := time.Now()
 				for range calls {
 					var ok bool
 					switch {
@@ -117,6 +118,12 @@ func TestBenchCases(t *testing.T) {
 					}
 				case c.name == "mixed":
 					// Depends on speed; the benchmark reports it.
+				case c.name == "limited" && !im.Floor:
+					// The burst, then what the rate refilled meanwhile.
+					bound := float64(c.capacity) + c.rate*time.Since(begin).Seconds() + 1
+					if admitted < int(c.capacity) || float64(admitted) > bound {
+						t.Errorf("admitted %d of %d: want the burst of %d and at most %.0f", admitted, calls, c.capacity, bound)
+					}
 				default:
 					if admitted != calls {
 						t.Errorf("admitted %d of %d on a bucket that never empties", admitted, calls)
