@@ -684,9 +684,12 @@ func (s suite) blockingStorm(t *testing.T) {
 	elapsed := time.Since(begin)
 	assert.LessOrEqual(t, float64(admitted.Load()), capacity+rate*elapsed.Seconds()+1, "admitted over %v", elapsed)
 	// Every waiter has returned, so every reservation has come due (a
-	// waiter sleeps until then) or been given back: no debt is left.
+	// waiter sleeps until then), been given back, or been forfeited because
+	// a later one stood on it. Forfeited tokens are debt the refill repays;
+	// at most every goroutine's last request (2 tokens) can still be
+	// outstanding, since each one's wake is no later than its deadline.
 	tok := l.Tokens()
-	assert.True(t, tok >= 0 && tok <= capacity, "Tokens() = %v outside [0, %d]", tok, capacity)
+	assert.True(t, tok >= -16*2 && tok <= capacity, "Tokens() = %v outside [-32, %d]", tok, capacity)
 }
 
 // Storm runs g goroutines that call l.TryAcquireN(n(i)) (i is the

@@ -63,6 +63,15 @@ func FuzzReservations(f *testing.F) {
 	f.Add(uint8(7), uint8(5), uint8(3), []byte{0, 0, 5, 3, 1, 5, 2, 0, 0, 0})
 	f.Add(uint8(4), uint8(2), uint8(1), []byte{1, 3, 1, 5, 1, 2, 3, 40, 2, 1, 0, 6, 4, 0, 1, 6, 3, 3, 2, 0, 0, 1, 3, 200})
 	f.Add(uint8(9), uint8(3), uint8(2), []byte{0, 10, 1, 10, 1, 10, 1, 4, 2, 2, 2, 1, 4, 3, 1, 11, 3, 255, 0, 11})
+	// An independent review's construction against per-shard give-backs
+	// (capacity 16 at 1e9/s over 2 shards, one unit a token): reservations
+	// stacked and cancelled so that one shard ends full and the other deep
+	// in debt, a reservation of 16 levelled entirely onto the full shard,
+	// then the debt beneath it cancelled newest first. Both home parities.
+	review := []byte{0, 8, 1, 16, 1, 1, 2, 0, 1, 13, 1, 1, 2, 1, 1, 14, 1, 1, 2, 2, 1, 15, 1, 1, 2, 3,
+		1, 16, 1, 1, 2, 4, 1, 16, 2, 4, 2, 3, 2, 2, 2, 1, 2, 0, 5, 16, 0, 0}
+	f.Add(uint8(15), uint8(5), uint8(1), review)
+	f.Add(uint8(15), uint8(5), uint8(1), append([]byte{5, 1}, review...))
 	f.Fuzz(func(t *testing.T, capSel, rateSel, shardSel uint8, ops []byte) {
 		if len(ops) > 400 {
 			ops = ops[:400]

@@ -64,6 +64,7 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -143,7 +144,14 @@ type Bucket struct {
 	_         cpu.CacheLinePad
 	debtUntil atomic.Int64
 	gen       atomic.Int64
-	_         cpu.CacheLinePad
+
+	// resvMu serialises reservations and their undos (the blocking path
+	// only: TryAcquire never takes it). resvSeq numbers the reservations;
+	// an undo gives units back only while its reservation is the newest in
+	// the whole bucket (see reservation.undo). Requires resvMu.
+	resvMu  sync.Mutex
+	resvSeq int64
+	_       cpu.CacheLinePad
 }
 
 var _ admit.Limiter = (*Bucket)(nil)
@@ -295,7 +303,9 @@ func (b *Bucket) gaveBack() { b.dry.Store(-b.gen.Add(1)) }
 // gather is the slow path: the home shard is short. It sums what every
 // shard holds with loads only, so a rejection writes nothing.
 func (b *Bucket) gather(need, v int64, start uint) bool {
-	dry := b.dry.Load() // before the sum: a give-back after it fails the CAS below
+	// Before the sum: a give-back after these reads either fails the CAS
+	// below (it stored -gen) or shows in gen after it.
+	dry, gen := b.dry.Load(), b.gen.Load()
 	var sum int64
 	for i := range b.shards {
 		bal, _, _ := b.shards[i].state(v, b.shift)
@@ -309,8 +319,12 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 		// (case=mixed in bench/, a token every 170 ns) it was rewritten so
 		// often that the line bounced between cores and contended calls
 		// got 40% slower.
-		if one := b.p.Units(1); one-sum >= b.dryMin && v+one-sum > dry {
-			b.dry.CompareAndSwap(dry, v+one-sum)
+		if one := b.p.Units(1); one-sum >= b.dryMin && v+one-sum > dry &&
+			b.dry.CompareAndSwap(dry, v+one-sum) && b.gen.Load() != gen {
+			// A give-back landed after the sum, and another gather had
+			// published the very value read above: withdraw (the CAS
+			// compares values, so it cannot see that).
+			b.gaveBack()
 		}
 		return false
 	}
@@ -365,6 +379,8 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 	if b.takeAt(need, v, start) {
 		return 0, nil
 	}
+	b.resvMu.Lock()
+	defer b.resvMu.Unlock()
 	var balBuf, takeBuf [64]int64
 	bal, take := b.scratch(balBuf[:]), b.scratch(takeBuf[:])
 	sum := b.balances(v, start, bal, true)
@@ -409,8 +425,11 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 		}
 	}
 	r.wake = b.p.When(now, ready)
+	r.prev = b.resvSeq
+	b.resvSeq++
+	r.seq = b.resvSeq
 	if r.wake > refill.Horizon || r.wake > now && r.wake-now > limit {
-		r.undo()
+		r.giveBack() // the newest, and its caller is not admitted, due or not
 		if r.wake > refill.Horizon {
 			return refill.Never, nil
 		}
@@ -427,35 +446,61 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 
 // reservation is what a blocked AcquireN took, for its undo.
 type reservation struct {
-	b     *Bucket
-	start uint
-	take  []int64 // units taken from shard start+i
-	z     []int64 // the z each take left behind
-	wake  int64   // elapsed time at which every take is covered
+	b         *Bucket
+	start     uint
+	take      []int64 // units taken from shard start+i
+	z         []int64 // the z each take left behind
+	wake      int64   // elapsed time at which every take is covered
+	seq, prev int64   // its number in Bucket.resvSeq, and the one before it
 }
 
 // undo gives up the reservation if its wake time has not come, and reports
-// whether it did (see refill.Reserve). It gives back the units taken from
-// each shard by the tail rule of refill's reservation doc: a shard whose z is
-// still the one this reservation left behind has had nothing stacked on it
-// since, so swapping z back hands the units on exactly (a shard left at zero
-// or above included); a shard whose z has moved keeps its units forfeited,
-// since another caller's take or reservation sits above them. The swap
-// compares against the z it decided on, so a stale reading of the clock, or a
-// pause between the reading and the swap, cannot resurrect units a later
-// take consumed.
+// whether it did (see refill.Reserve).
+//
+// The tail rule, bucket-wide. The units go back only if no reservation has
+// been made anywhere in the bucket since this one. Per shard it would not be
+// enough: a later reservation levels its takes against every shard's debt,
+// this one's included, and may take from one shard far more than that
+// shard's capacity because another shard is deep in debt; giving back that
+// debt afterwards leaves the later reservation holding units that a single
+// bucket would have discarded, and it wakes into a refilled shard (an
+// independent review built 20 tokens at one instant from capacity 16 this
+// way at 1e9/s). Then, per shard, a shard whose z is still the one this
+// reservation left behind has had nothing taken since, and swapping z back
+// hands the units on exactly (shards left at zero included); a shard whose z
+// has moved keeps its units forfeited. The swap compares against the z it
+// decided on, so a stale clock reading, or a pause between the reading and
+// the swap, cannot resurrect units a later take consumed. Once every shard
+// is restored, the bucket is as it was before this reservation, so the one
+// before it is the newest again and may give its units back in turn.
 func (r *reservation) undo() bool {
 	b := r.b
+	b.resvMu.Lock()
+	defer b.resvMu.Unlock()
 	if b.clk.Now() >= r.wake {
 		return false
 	}
+	if b.resvSeq == r.seq {
+		r.giveBack()
+	}
+	return true // forfeited if a later reservation stands on it
+}
+
+// giveBack swaps each shard's z back where nothing was taken since, and makes
+// the previous reservation the newest if every shard was restored. It
+// requires b.resvMu held and r to be the newest reservation.
+func (r *reservation) giveBack() {
+	b := r.b
+	all := true
 	for i, t := range r.take {
-		if t > 0 {
-			b.shards[(r.start+uint(i))&b.mask].z.CompareAndSwap(r.z[i], r.z[i]-t)
+		if t > 0 && !b.shards[(r.start+uint(i))&b.mask].z.CompareAndSwap(r.z[i], r.z[i]-t) {
+			all = false
 		}
 	}
+	if all {
+		b.resvSeq = r.prev
+	}
 	b.gaveBack()
-	return true
 }
 
 // scratch returns buf cut to the shard count, or a new slice if there are
