@@ -26,7 +26,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,10 +39,12 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/admit-go/admit/bench"
+
+	"github.com/admit-go/admit/bench/internal/provenance"
 )
 
 // rawName matches the raw result files cmd/report writes.
-var rawName = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}-.+\.txt$`)
+var rawName = provenance.FullResult
 
 func main() {
 	results := flag.String("results", "../results", "directory holding the raw results")

@@ -20,6 +20,8 @@ import (
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
+
+	"github.com/admit-go/admit/bench/internal/provenance"
 )
 
 type key struct {
@@ -194,9 +196,7 @@ func newest(dir string) string {
 	var raw []string
 	for _, f := range files {
 		b := filepath.Base(f)
-		// Full results are named YYYY-MM-DD-...; storm, middleware and
-		// loadrun files are not.
-		if strings.HasSuffix(b, "-benchstat.txt") || b == "" || b[0] < '0' || b[0] > '9' {
+		if !provenance.FullResult.MatchString(b) {
 			continue
 		}
 		raw = append(raw, f)

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"strings"
 	"time"
@@ -81,3 +82,9 @@ func cpuModel() string {
 	}
 	return runtime.GOARCH
 }
+
+// FullResult matches the name of a make bench-full raw result,
+// <YYYY-MM-DD>-<host>-<commit>.txt; other result files (benchstat tables,
+// storm tables, the keyed, rate, middleware and Redis runs) carry a suffix
+// or another prefix and do not match.
+var FullResult = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}-.+-[0-9a-f]{7,40}\.txt$`)
