@@ -53,9 +53,11 @@
 // them (see level).
 //
 // Pick it when many cores admit from one bucket at high rates: admissions
-// proceed in parallel instead of bouncing one cache line between cores. Its
-// costs are memory (a cache line per shard), rejections that read every
-// shard, and the burst caveat above. See the README for measured numbers.
+// proceed in parallel instead of bouncing one cache line between cores, and
+// a dry bucket rejects on one read-mostly word. Its costs are memory (a
+// cache line per shard), gathers that read and write several shards when
+// the bucket hovers around a token (1.2× mutexbucket's cost there, on two
+// cores), and the burst caveat above. See the README for measured numbers.
 package shardedbucket
 
 import (
