@@ -70,9 +70,9 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/admit-go/admit"
-	"github.com/admit-go/admit/bench/internal/provenance"
 	"github.com/admit-go/admit/fixedwindow"
 	"github.com/admit-go/admit/gcra"
+	"github.com/admit-go/admit/internal/provenance"
 	"github.com/admit-go/admit/leakybucket"
 	"github.com/admit-go/admit/mutexbucket"
 	"github.com/admit-go/admit/slidinglog"

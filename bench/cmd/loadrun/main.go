@@ -38,7 +38,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/admit-go/admit/bench"
-	"github.com/admit-go/admit/bench/internal/provenance"
+	"github.com/admit-go/admit/internal/provenance"
 )
 
 func main() {

@@ -40,7 +40,7 @@ import (
 
 	"github.com/admit-go/admit/bench"
 
-	"github.com/admit-go/admit/bench/internal/provenance"
+	"github.com/admit-go/admit/internal/provenance"
 )
 
 // rawName matches the raw result files cmd/report writes.

@@ -38,7 +38,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/admit-go/admit/bench/internal/provenance"
+	"github.com/admit-go/admit/internal/provenance"
 )
 
 // The full run: every benchmark of package bench at four GOMAXPROCS values,

@@ -59,7 +59,7 @@ import (
 
 	"github.com/admit-go/admit/bench"
 
-	"github.com/admit-go/admit/bench/internal/provenance"
+	"github.com/admit-go/admit/internal/provenance"
 )
 
 // impls are the implementations the tables run, bench.Impls unless -impls

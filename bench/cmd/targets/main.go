@@ -21,7 +21,7 @@ import (
 
 	"golang.org/x/perf/benchfmt"
 
-	"github.com/admit-go/admit/bench/internal/provenance"
+	"github.com/admit-go/admit/internal/provenance"
 )
 
 type key struct {

@@ -35,6 +35,8 @@ import (
 
 	"github.com/admit-go/admit/redisbucket"
 	"github.com/admit-go/admit/redisbucket/internal/redistest"
+
+	"github.com/admit-go/admit/internal/provenance"
 )
 
 func main() {
@@ -58,17 +60,17 @@ func main() {
 
 	var out bytes.Buffer
 	w := io.MultiWriter(os.Stdout, &out)
-	header(w, strings.Join(os.Args, " "))
+	provenance.Write(w, runtime.Version(), "cd redisbucket && go run ./internal/cmd/redisbench "+strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(w, "redis-server: %s\n", redisVersion())
 	fmt.Fprintf(w, "note: client, server and redis-benchmark share the machine's cores; every figure includes that contention\n\n")
 
 	floors(w, srv)
 	decisions(w, srv, *benchtime, *count)
 	storm(w, srv, *trial)
-	fmt.Fprintf(w, "\nloadavg-at-end: %s\n", loadavg())
+	fmt.Fprintf(w, "\nloadavg-at-end: %s\n", provenance.LoadAvg())
 
 	if *save != "" {
-		commit, _ := gitCommit()
+		commit, _ := provenance.Commit()
 		host, _ := os.Hostname()
 		name := filepath.Join(*save, fmt.Sprintf("redis-%s-%s-%s.txt", time.Now().UTC().Format("2006-01-02"), host, commit))
 		if err := os.WriteFile(name, out.Bytes(), 0o644); err != nil {
@@ -76,23 +78,6 @@ func main() {
 		}
 		log.Printf("wrote %s", name)
 	}
-}
-
-func header(w io.Writer, command string) {
-	commit, dirty := gitCommit()
-	if dirty {
-		commit += " (tracked files modified)"
-	}
-	host, _ := os.Hostname()
-	fmt.Fprintf(w, "machine: %s\n", host)
-	fmt.Fprintf(w, "cpu-model: %s\n", cpuModel())
-	fmt.Fprintf(w, "cores: %d\n", runtime.NumCPU())
-	fmt.Fprintf(w, "go: %s\n", runtime.Version())
-	fmt.Fprintf(w, "commit: %s\n", commit)
-	fmt.Fprintf(w, "date: %s\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(w, "loadavg-at-start: %s\n", loadavg())
-	fmt.Fprintf(w, "command: cd redisbucket && go run ./internal/cmd/redisbench %s\n", strings.Join(os.Args[1:], " "))
-	_ = command
 }
 
 // floors runs redis-benchmark: PING and EVALSHA of "return 1", with 1 and
@@ -310,41 +295,4 @@ func redisVersion() string {
 		return "unknown"
 	}
 	return strings.TrimSpace(string(b))
-}
-
-func gitCommit() (string, bool) {
-	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		return "nocommit", false
-	}
-	status, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", "..", ":(exclude)../results").Output()
-	return strings.TrimSpace(string(out)), len(bytes.TrimSpace(status)) > 0
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return runtime.GOARCH
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		k, v, ok := strings.Cut(s.Text(), ":")
-		if ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return runtime.GOARCH
 }

@@ -1,4 +1,5 @@
-// Package provenance writes the header every committed result starts with:
+// Package provenance writes the header every committed result starts with
+// (bench/'s commands and redisbucket's redisbench share it):
 // where, on what, from which commit and by which command it was measured.
 // The lines are benchfmt configuration lines ("key: value"), so benchstat
 // and benchfmt carry them into their tables.
@@ -32,7 +33,7 @@ func Write(w io.Writer, goVersion, command string) {
 	fmt.Fprintf(w, "go: %s\n", goVersion)
 	fmt.Fprintf(w, "commit: %s\n", commit)
 	fmt.Fprintf(w, "date: %s\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(w, "loadavg-at-start: %s\n", loadavg())
+	fmt.Fprintf(w, "loadavg-at-start: %s\n", LoadAvg())
 	fmt.Fprintf(w, "command: %s\n", command)
 	fmt.Fprintf(w, "note: this machine has %d cores; GOMAXPROCS above that only adds goroutines, not parallelism\n", runtime.NumCPU())
 }
@@ -52,9 +53,9 @@ func Commit() (string, bool) {
 	return strings.TrimSpace(string(out)), len(bytes.TrimSpace(status)) > 0
 }
 
-// loadavg is /proc/loadavg's 1, 5 and 15 minute figures: a busy machine
+// LoadAvg is /proc/loadavg's 1, 5 and 15 minute figures: a busy machine
 // makes every number in the run suspect, and the header should say so.
-func loadavg() string {
+func LoadAvg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return "unknown"
