@@ -134,7 +134,8 @@ func (b *Bucket) AcquireN(ctx context.Context, n int64) error {
 }
 
 // Tokens returns the current balance. It is negative while blocked
-// AcquireN calls hold reservations.
+// AcquireN calls hold reservations, and until the refill has covered a
+// cancelled reservation that was forfeited (see admit.Limiter).
 func (b *Bucket) Tokens() float64 {
 	now := b.clk.Now()
 	bal := min(b.p.Cap, b.p.V(now)-b.z.Load())

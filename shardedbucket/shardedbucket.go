@@ -260,7 +260,9 @@ func (b *Bucket) AcquireN(ctx context.Context, n int64) error {
 }
 
 // Tokens returns the current balance, summed over the shards. It is
-// negative while blocked AcquireN calls hold reservations.
+// negative while blocked AcquireN calls hold reservations, and until the
+// refill has covered a cancelled reservation that was forfeited (see
+// admit.Limiter).
 func (b *Bucket) Tokens() float64 {
 	now := b.clk.Now()
 	v := b.p.V(now)
