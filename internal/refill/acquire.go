@@ -99,6 +99,29 @@ type Reserve func(need, limit int64) (wait int64, undo func() bool)
 // (see Refund); if ctx ends only after the tokens came due, the caller has
 // them and Acquire returns nil.
 func Acquire(ctx context.Context, clk *Clock, p *Params, n int64, reserve Reserve) error {
+	return Block(ctx, clk, n, p.Cap>>p.Shift, "the capacity", p.Shift, reserve, never)
+}
+
+// never is the buckets' only special wait: Never.
+func never(n, _ int64) error {
+	return fmt.Errorf("%w: n=%d: too few tokens and no refill in time (rate 0, or past the clock's horizon)", admit.ErrUnsatisfiable, n)
+}
+
+// Block is the blocking loop every limiter of the module shares: the buckets
+// through Acquire, the windowed limiters and the leaky bucket through
+// windowed.Acquire. It checks n against max (noun names max in errors: "the
+// capacity", "the limit"), then calls reserve with n<<shift units and the
+// nanoseconds left before ctx's deadline. A negative wait is a special
+// outcome (Never, a full queue), which special turns into the error to
+// return; it is called on that path only, so the common ones pay nothing for
+// it. Wait 0 means admitted at once; a wait with a nil undo exceeds the
+// deadline (ErrDeadline); otherwise Block sleeps on clk until the
+// reservation comes due. If ctx ends first, or the deadline no longer allows
+// the wait (reserve may have waited for a lock), it calls undo, which reports
+// whether the caller was still waiting (see Reserve): if so Block returns the
+// error; if the reservation had come due meanwhile, the caller has its
+// tokens and Block returns nil.
+func Block(ctx context.Context, clk *Clock, n, max int64, noun string, shift uint, reserve Reserve, special func(n, wait int64) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -107,25 +130,23 @@ func Acquire(ctx context.Context, clk *Clock, p *Params, n int64, reserve Reserv
 		return nil
 	case n < 0:
 		return fmt.Errorf("%w: n=%d is negative", admit.ErrUnsatisfiable, n)
-	case n > p.Cap>>p.Shift:
-		return fmt.Errorf("%w: n=%d exceeds the capacity %d", admit.ErrUnsatisfiable, n, p.Cap>>p.Shift)
+	case n > max:
+		return fmt.Errorf("%w: n=%d exceeds %s %d", admit.ErrUnsatisfiable, n, noun, max)
 	}
 	limit := int64(math.MaxInt64)
 	dl, hasDeadline := ctx.Deadline()
 	if hasDeadline {
 		limit = int64(time.Until(dl))
 	}
-	wait, undo := reserve(p.Units(n), limit)
+	wait, undo := reserve(n<<shift, limit)
 	switch {
 	case wait == 0:
 		return nil
-	case wait == Never:
-		return fmt.Errorf("%w: n=%d: too few tokens and no refill in time (rate 0, or past the clock's horizon)", admit.ErrUnsatisfiable, n)
+	case wait < 0:
+		return special(n, wait)
 	case undo == nil:
 		return fmt.Errorf("%w: n=%d is %v away, the deadline %v: %w", admit.ErrDeadline, n, time.Duration(wait), time.Until(dl), context.DeadlineExceeded)
 	}
-	// reserve may have waited for a lock or retried; the deadline was read
-	// before. A reservation the deadline no longer allows is given back.
 	if left := time.Until(dl); hasDeadline && left < time.Duration(wait) && undo() {
 		return fmt.Errorf("%w: n=%d is %v away, the deadline %v: %w", admit.ErrDeadline, n, time.Duration(wait), left, context.DeadlineExceeded)
 	}

@@ -10,7 +10,6 @@ package windowed
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/admit-go/admit"
@@ -71,46 +70,27 @@ const (
 // reservation only leaves a slot unused.
 type Reserve func(n, limit int64) (wait int64, cancel func() (due bool))
 
-// Acquire is the blocking path: validate n against max, reserve, sleep until
-// the reservation comes due, undo on cancellation. noun names what max
-// bounds in error messages ("the limit", "the capacity").
+// Acquire is the blocking path, refill.Block over reserve: validate n
+// against max, reserve, sleep until the reservation comes due, cancel on
+// cancellation. noun names what max bounds in error messages ("the limit",
+// "the capacity").
 func Acquire(ctx context.Context, clk *refill.Clock, max int64, noun string, n int64, reserve Reserve) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	step := func(n, limit int64) (int64, func() bool) {
+		wait, cancel := reserve(n, limit)
+		if cancel == nil {
+			return wait, nil
+		}
+		// refill's undo reports whether the caller was still waiting; a
+		// cancel reports whether it had come due.
+		return wait, func() bool { return !cancel() }
 	}
-	switch {
-	case n == 0:
-		return nil
-	case n < 0:
-		return fmt.Errorf("%w: n=%d is negative", admit.ErrUnsatisfiable, n)
-	case n > max:
-		return fmt.Errorf("%w: n=%d exceeds %s %d", admit.ErrUnsatisfiable, n, noun, max)
-	}
-	limit := int64(math.MaxInt64)
-	dl, hasDeadline := ctx.Deadline()
-	if hasDeadline {
-		limit = int64(time.Until(dl))
-	}
-	wait, cancel := reserve(n, limit)
-	switch {
-	case wait == 0:
-		return nil
-	case wait == Never:
+	special := func(n, wait int64) error {
+		if wait == Full {
+			return fmt.Errorf("%w: n=%d: the queue is at %s %d", admit.ErrQueueFull, n, noun, max)
+		}
 		return fmt.Errorf("%w: n=%d: no admission before the clock's horizon", admit.ErrUnsatisfiable, n)
-	case wait == Full:
-		return fmt.Errorf("%w: n=%d: the queue is at %s %d", admit.ErrQueueFull, n, noun, max)
-	case cancel == nil:
-		return fmt.Errorf("%w: n=%d is %v away, the deadline %v: %w", admit.ErrDeadline, n, time.Duration(wait), time.Until(dl), context.DeadlineExceeded)
 	}
-	// reserve may have waited for a lock; the deadline was read before. A
-	// reservation the deadline no longer allows is cancelled.
-	if left := time.Until(dl); hasDeadline && left < time.Duration(wait) && !cancel() {
-		return fmt.Errorf("%w: n=%d is %v away, the deadline %v: %w", admit.ErrDeadline, n, time.Duration(wait), left, context.DeadlineExceeded)
-	}
-	if err := clk.Sleep(ctx, time.Duration(wait)); err != nil && !cancel() {
-		return err
-	}
-	return nil
+	return refill.Block(ctx, clk, n, max, noun, 0, step, special)
 }
 
 // Now returns max(clk.Now(), *last) and stores it in *last: the limiters
