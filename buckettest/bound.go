@@ -2,6 +2,7 @@ package buckettest
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"slices"
 	"strconv"
@@ -14,41 +15,52 @@ import (
 // so it keeps the minimum over t1 of P(before t1) − rate·t1. The arithmetic
 // is exact: the rate is the rational its decimal form names, and time is in
 // nanoseconds. Admissions must be recorded in non-decreasing time order;
-// Check sorts a recorded list first.
+// CheckAdmissions sorts a recorded list first. AdmitWithin takes an
+// admission whose time is known only to an interval, for real-clock tests.
 //
 // The zero value is not usable; create one with NewBound. A Bound is not
 // safe for concurrent use.
 type Bound struct {
-	limit *big.Rat // capacity + 1
-	rate  *big.Rat // tokens per ns
-	last  int64
-	total int64
-	best  *big.Rat // min over admissions so far of P(before it) − rate·t
+	limit  *big.Rat // capacity + 1
+	rate   *big.Rat // tokens per ns
+	total  int64
+	best   *big.Rat // min over admissions so far of P(before it) − rate·lo
+	last   int64    // the latest hi
+	lastLo int64    // the latest lo
 }
 
 // NewBound returns a Bound for a bucket of capacity tokens refilling at rate
 // tokens per second.
 func NewBound(capacity int64, rate float64) *Bound {
 	r, _ := new(big.Rat).SetString(strconv.FormatFloat(rate, 'g', -1, 64))
-	return &Bound{limit: big.NewRat(capacity+1, 1), rate: r.Quo(r, big.NewRat(1e9, 1))}
+	return &Bound{limit: big.NewRat(capacity+1, 1), rate: r.Quo(r, big.NewRat(1e9, 1)), last: math.MinInt64, lastLo: math.MinInt64}
 }
 
 // Admit records n tokens admitted at time now (nanoseconds on any fixed
 // origin) and reports whether every window ending at now respects the
 // bound. It panics if now is before an admission already recorded: that is
 // a bug in the test, not in the limiter.
-func (w *Bound) Admit(now, n int64) bool {
-	if w.best != nil && now < w.last {
-		panic(fmt.Sprintf("buckettest: Bound.Admit(%d) after an admission at %d", now, w.last))
+func (w *Bound) Admit(now, n int64) bool { return w.AdmitWithin(now, now, n) }
+
+// AdmitWithin records n tokens admitted at a time known only to lie in
+// [lo, hi], and reports whether the bound can hold: for every earlier
+// admission i, the tokens from i to this one are at most
+// capacity + rate × (hi − lo_i) + 1. That is what the exact bound implies
+// whatever the true times were, so long as they did not decrease. Neither lo
+// nor hi may decrease from one call to the next; it panics if one does.
+func (w *Bound) AdmitWithin(lo, hi, n int64) bool {
+	if lo > hi || hi < w.last || lo < w.lastLo {
+		panic(fmt.Sprintf("buckettest: Bound.AdmitWithin(%d, %d) after (%d, %d)", lo, hi, w.lastLo, w.last))
 	}
-	w.last = now
-	rt := new(big.Rat).Mul(w.rate, new(big.Rat).SetInt64(now))
-	start := new(big.Rat).Sub(new(big.Rat).SetInt64(w.total), rt) // P(before) − rate·now
+	w.lastLo, w.last = lo, hi
+	rlo := new(big.Rat).Mul(w.rate, new(big.Rat).SetInt64(lo))
+	start := new(big.Rat).Sub(new(big.Rat).SetInt64(w.total), rlo) // P(before) − rate·lo
 	if w.best == nil || start.Cmp(w.best) < 0 {
 		w.best = start
 	}
 	w.total += n
-	end := new(big.Rat).Sub(new(big.Rat).SetInt64(w.total), rt) // P(now) − rate·now
+	rhi := new(big.Rat).Mul(w.rate, new(big.Rat).SetInt64(hi))
+	end := new(big.Rat).Sub(new(big.Rat).SetInt64(w.total), rhi) // P(now) − rate·hi
 	return new(big.Rat).Sub(end, w.best).Cmp(w.limit) <= 0
 }
 

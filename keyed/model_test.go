@@ -13,7 +13,6 @@ import (
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/internal/refill"
 	"github.com/admit-go/admit/keyed"
-	"github.com/admit-go/admit/keyedtest"
 	"github.com/admit-go/admit/mutexbucket"
 )
 
@@ -96,11 +95,11 @@ func FuzzModel(f *testing.F) {
 			b      *mutexbucket.Bucket
 			spares []*mutexbucket.Bucket
 			sh     shadow
-			win    *keyedtest.Window
+			win    *buckettest.Bound
 		}
 		model := map[string]*keyModel{}
 		for _, k := range modelKeys {
-			km := &keyModel{b: newBucket(), sh: shadow{tokens: p.Cap}, win: keyedtest.NewWindow(capacity, rate)}
+			km := &keyModel{b: newBucket(), sh: shadow{tokens: p.Cap}, win: buckettest.NewBound(capacity, rate)}
 			for range len(ops)/3 + 1 {
 				km.spares = append(km.spares, newBucket())
 			}
@@ -224,7 +223,7 @@ func FuzzModel(f *testing.F) {
 				evictions++
 				mk.b, mk.spares = mk.spares[0], mk.spares[1:]
 				mk.sh = shadow{tokens: p.Cap}
-				mk.win = keyedtest.NewWindow(capacity, rate) // an evicted client restarts full
+				mk.win = buckettest.NewBound(capacity, rate) // an evicted client restarts full
 			}
 			require.Equal(t, stats.Drops+drops, now.Drops, "op %d: drops counted", i/3)
 			require.Equal(t, stats.Evictions+evictions, now.Evictions, "op %d: evictions counted", i/3)

@@ -3,9 +3,7 @@ package keyedtest
 import (
 	"fmt"
 	"math"
-	"math/big"
 	"math/rand/v2"
-	"strconv"
 	"testing"
 	"time"
 
@@ -297,7 +295,7 @@ func (s suite) fullEqualsNew(t *testing.T) {
 // RetryAfter is honoured (the same request is allowed once the clock reads
 // that far past the latest reading so far, if no other request on the key
 // was admitted meanwhile); and the bound on every window of each key's
-// admissions (see Window.AdmitWithin: an admission's time lies between the
+// admissions (see buckettest.Bound.AdmitWithin: an admission's time lies between the
 // key's latest reading and the latest reading of all).
 func (s suite) randomWalk(t *testing.T) {
 	for seed := range uint64(16) {
@@ -315,7 +313,7 @@ func (s suite) randomWalk(t *testing.T) {
 				until int64 // a reading at or after which the request must be allowed
 			}
 			type keyState struct {
-				win    *Window
+				win    *buckettest.Bound
 				latest int64 // the latest reading a call on the key made
 				owed   *promise
 			}
@@ -335,7 +333,7 @@ func (s suite) randomWalk(t *testing.T) {
 				key := []string{"", "a", "b", "c"}[rng.IntN(4)]
 				ks := keys[key]
 				if ks == nil {
-					ks = &keyState{win: NewWindow(capacity, rate), latest: now}
+					ks = &keyState{win: buckettest.NewBound(capacity, rate), latest: now}
 					keys[key] = ks
 				}
 				ks.latest = max(ks.latest, now)
@@ -359,55 +357,4 @@ func (s suite) randomWalk(t *testing.T) {
 			}
 		})
 	}
-}
-
-// Window checks, admission by admission, that no window [t1, t2] of a
-// sequence of admissions at non-decreasing times holds more than
-// capacity + rate × (t2 − t1) + 1 tokens. With P the tokens admitted so far,
-// that is P(t2) − P(before t1) − rate·(t2 − t1) <= capacity + 1 for every
-// t1 <= t2, so it keeps the minimum over t1 of P(before t1) − rate·t1. The
-// arithmetic is exact: the rate is the rational its decimal form names,
-// time is in nanoseconds. It is exported for implementations' own tests.
-type Window struct {
-	limit  *big.Rat // capacity + 1
-	rate   *big.Rat // tokens per ns
-	total  int64
-	best   *big.Rat // min over admissions so far of P(before it) − rate·lo
-	last   int64    // the latest hi
-	lastLo int64    // the latest lo
-}
-
-// NewWindow returns a Window for a bucket of capacity tokens refilling at
-// rate tokens per second.
-func NewWindow(capacity int64, rate float64) *Window {
-	r, _ := new(big.Rat).SetString(strconv.FormatFloat(rate, 'g', -1, 64))
-	return &Window{limit: big.NewRat(capacity+1, 1), rate: r.Quo(r, big.NewRat(1e9, 1)), last: math.MinInt64, lastLo: math.MinInt64}
-}
-
-// Admit records n tokens admitted at time now (ns) and reports whether
-// every window ending here respects the bound. Times must not decrease from
-// one call to the next.
-func (w *Window) Admit(now, n int64) bool { return w.AdmitWithin(now, now, n) }
-
-// AdmitWithin records n tokens admitted at a time known only to lie in
-// [lo, hi], and reports whether the bound can hold: for every earlier
-// admission i, the tokens from i to this one are at most
-// capacity + rate × (hi − lo_i) + 1. That is what the exact bound implies
-// whatever the true times were, so long as they did not decrease. Neither lo
-// nor hi may decrease from one call to the next.
-func (w *Window) AdmitWithin(lo, hi, n int64) bool {
-	if lo > hi || hi < w.last || lo < w.lastLo {
-		panic(fmt.Sprintf("keyedtest: Window.AdmitWithin(%d, %d) after (%d, %d)", lo, hi, w.lastLo, w.last))
-	}
-	w.lastLo, w.last = lo, hi
-	rlo := new(big.Rat).Mul(w.rate, new(big.Rat).SetInt64(lo))
-	startHere := new(big.Rat).Sub(new(big.Rat).SetInt64(w.total), rlo) // P(before) − rate·lo
-	if w.best == nil || startHere.Cmp(w.best) < 0 {
-		w.best = startHere
-	}
-	w.total += n
-	// P(now) − rate·hi − best <= capacity + 1
-	rhi := new(big.Rat).Mul(w.rate, new(big.Rat).SetInt64(hi))
-	excess := new(big.Rat).Sub(new(big.Rat).Sub(new(big.Rat).SetInt64(w.total), rhi), w.best)
-	return excess.Cmp(w.limit) <= 0
 }
