@@ -43,16 +43,12 @@ func (g *ledger) check(t *testing.T) {
 	require.NoError(t, CheckAdmissions(g.capacity, g.rate, all), "waiters: %v", g.ws)
 }
 
-// laterWaiters is the first finding: capacity 2 at 1 token/s, drained; ten
-// waiters of 2 queue, then three more (due at 22, 24 and 26 s); the ten are
-// cancelled at once. Refunding them would let the bucket refill to capacity
-// by 8 s while the three still sleep on tokens paid for long ago, and each
-// would wake into a full bucket: 4 tokens at one instant. The three must
-// still be admitted at their wake times, and nothing more than the bound.
-func (s suite) laterWaiters(t *testing.T) {
+// thirteenWaiters sets up the first two findings' queue: capacity 2 at 1
+// token/s, drained at t=0, thirteen waiters of 2 (due every 2 s up to 26 s),
+// the first ten cancelled at once. The caller closes g.ws.
+func (s suite) thirteenWaiters(t *testing.T) (admit.Limiter, *ledger) {
 	l, clk := s.fake(t, 2, 1)
 	g := &ledger{capacity: 2, rate: 1, clk: clk, ws: NewWaiters(l, clk)}
-	defer g.ws.Close()
 	g.takeAll(l)
 	for range 13 {
 		g.ws.Start(2)
@@ -62,6 +58,18 @@ func (s suite) laterWaiters(t *testing.T) {
 		err, _ := g.ws.Result(i)
 		assert.Equal(t, context.Canceled, err, "waiter %d", i)
 	}
+	return l, g
+}
+
+// laterWaiters is the first finding: capacity 2 at 1 token/s, drained; ten
+// waiters of 2 queue, then three more (due at 22, 24 and 26 s); the ten are
+// cancelled at once. Refunding them would let the bucket refill to capacity
+// by 8 s while the three still sleep on tokens paid for long ago, and each
+// would wake into a full bucket: 4 tokens at one instant. The three must
+// still be admitted at their wake times, and nothing more than the bound.
+func (s suite) laterWaiters(t *testing.T) {
+	l, g := s.thirteenWaiters(t)
+	defer g.ws.Close()
 	for range 30 {
 		g.ws.Advance(time.Second)
 		g.takeAll(l)
@@ -80,16 +88,8 @@ func (s suite) laterWaiters(t *testing.T) {
 // refill the cap has already discarded admits twice; capping the refund at
 // the debt is not enough.
 func (s suite) refundsAfterClamp(t *testing.T) {
-	l, clk := s.fake(t, 2, 1)
-	g := &ledger{capacity: 2, rate: 1, clk: clk, ws: NewWaiters(l, clk)}
+	l, g := s.thirteenWaiters(t)
 	defer g.ws.Close()
-	g.takeAll(l)
-	for range 13 {
-		g.ws.Start(2)
-	}
-	for i := range 10 {
-		g.ws.Cancel(i)
-	}
 	g.ws.Advance(10 * time.Second)
 	g.takeAll(l)
 	for i := 10; i < 13; i++ {
