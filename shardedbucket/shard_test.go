@@ -48,7 +48,7 @@ func TestSplitIsExact(t *testing.T) {
 			v := b.p.V(r.Int64N(1 << 62))
 			var vs int64
 			for i := range b.shards {
-				vs += (v + b.shards[i].off) >> b.shift
+				vs += b.g.vi(&b.shards[i], v)
 			}
 			require.Equal(t, v, vs)
 		}
@@ -220,23 +220,144 @@ func TestStaleReadingPerShard(t *testing.T) {
 }
 
 // TestSoonest checks the rank order level uses: rank r is the shard whose
-// stream receives a unit r+1 units of V from now.
+// stream receives its next unit r-th soonest after v.
 func TestSoonest(t *testing.T) {
 	b, err := New(64, 1, WithShards(8))
 	require.NoError(t, err)
+	vmax := b.p.V(1 << 62)
 	r := rand.New(rand.NewPCG(7, 8))
 	for range 100 {
 		v, start := r.Int64N(1<<40), uint(r.IntN(8))
 		at := b.soonest(v, start)
 		seen := map[int]bool{}
+		prev := int64(-1)
 		for rank := range 8 {
 			pos := at(rank)
 			require.False(t, seen[pos], "a permutation")
 			seen[pos] = true
 			s := &b.shards[(start+uint(pos))&b.mask]
-			before := (v + s.off) >> b.shift
-			assert.Equal(t, before, (v+int64(rank)+s.off)>>b.shift, "no unit before rank %d", rank)
-			assert.Equal(t, before+1, (v+int64(rank)+1+s.off)>>b.shift, "a unit at rank %d", rank)
+			next := s.ready(b.g.vi(s, v)+1, &b.g, vmax) - 1 // the index of its next unit
+			require.GreaterOrEqual(t, next, v)
+			require.Greater(t, next, prev, "rank %d receives a unit after rank %d", rank, rank-1)
+			prev = next
 		}
+	}
+}
+
+// TestGeometry checks the deal of the stream to the shards against a
+// unit-by-unit count, on buckets whose blocks are a few units long: the
+// shards' streams sum to the bucket's, each is dealt whole blocks in turn,
+// and ready is the exact inverse.
+func TestGeometry(t *testing.T) {
+	for _, tc := range []struct {
+		rate   float64
+		shards int
+	}{{1e9, 1}, {1e9, 4}, {4e8, 2}, {1e8, 4}, {1e8, 8}, {3e8, 16}} {
+		b, err := New(64, tc.rate, WithShards(tc.shards))
+		require.NoError(t, err)
+		vmax := b.p.V(1 << 62)
+		count := make([]int64, tc.shards) // brute force: units dealt so far
+		for v := int64(0); v < 40*b.g.block*int64(tc.shards); v++ {
+			var sum int64
+			for i := range b.shards {
+				s := &b.shards[i]
+				require.Equal(t, count[i], b.g.vi(s, v), "%+v: shard %d at %d", tc, i, v)
+				sum += count[i]
+				// ready(z) is the least stream value at which shard i holds z units.
+				z := count[i] + 1
+				w := s.ready(z, &b.g, vmax)
+				require.GreaterOrEqual(t, b.g.vi(s, w), z)
+				require.Less(t, b.g.vi(s, w-1), z)
+			}
+			require.Equal(t, v, sum)
+			count[(v>>b.g.blockShift)&int64(b.mask)]++ // unit v goes to its block's shard
+		}
+		for _, z := range []int64{-5 * b.g.block, -1, 0} {
+			w := b.shards[0].ready(z, &b.g, vmax)
+			require.GreaterOrEqual(t, b.g.vi(&b.shards[0], w), z, "%+v: ready(%d)", tc, z)
+		}
+	}
+}
+
+// TestSchedule checks schedule against stepping the stream unit by unit:
+// the least w at which the shards, drained and refilled, supply need.
+func TestSchedule(t *testing.T) {
+	b, err := New(16, 1e8, WithShards(4))
+	require.NoError(t, err)
+	vmax := b.p.V(1 << 62)
+	r := rand.New(rand.NewPCG(3, 4))
+	bal := make([]int64, 4)
+	for range 2000 {
+		v := r.Int64N(1 << 20)
+		for i := range bal {
+			bal[i] = r.Int64N(b.shards[i].cap+30) - 30 // debt included
+		}
+		need := 1 + r.Int64N(b.p.Cap)
+		supply := func(w int64) (sum int64) {
+			for i := range bal {
+				s := &b.shards[i]
+				sum += min(s.cap, max(0, bal[i]+b.g.vi(s, w)-b.g.vi(s, v)))
+			}
+			return sum
+		}
+		w := v
+		for supply(w) < need {
+			w++
+		}
+		got, ok := b.schedule(v, vmax, bal, need)
+		require.True(t, ok)
+		require.Equal(t, w, got, "bal %v need %d at %d", bal, need, v)
+		if w > v {
+			require.Equal(t, need, supply(w), "exactly need at w")
+		}
+	}
+	// Without refill no amount of waiting helps.
+	z, err := New(16, 0, WithShards(4))
+	require.NoError(t, err)
+	_, ok := z.schedule(0, z.p.V(1<<62), make([]int64, 4), 1)
+	require.False(t, ok)
+}
+
+// TestReservationsAtTheRate stacks reservations of random sizes on a drained
+// bucket of many shards and checks that each wakes exactly when the stream
+// has produced every unit reserved so far, as one bucket's would: the next
+// units of the stream go to the oldest waiter wherever they are dealt. A
+// reservation of more than capacity − shards tokens may wake later, by less
+// than shards tokens' refill, because no shard gives one more than its
+// capacity.
+func TestReservationsAtTheRate(t *testing.T) {
+	for _, tc := range []struct {
+		capacity int64
+		rate     float64
+		shards   int
+	}{{16, 1, 8}, {16, 1e8, 8}, {100, 6e6, 2}, {7, 3, 4}, {64, 1e9, 16}, {1000, 1, 4}, {11, 1, 8}, {20, 100, 16}} {
+		clk := buckettest.NewFakeClock(0)
+		b, err := New(tc.capacity, tc.rate, WithShards(tc.shards), admit.WithClock(clk))
+		require.NoError(t, err)
+		require.True(t, b.TryAcquireN(tc.capacity))
+		clk.Advance(time.Duration(float64(time.Second) / tc.rate / 3)) // a third of a token: inside a block
+		r := rand.New(rand.NewPCG(uint64(tc.capacity), uint64(tc.shards)))
+		now := b.clk.Now()
+		owed := b.p.V(0) // drained at 0: the stream value the reservations so far are covered at
+		exact := 0
+		for k := range 60 {
+			n := 1 + r.Int64N(tc.capacity)
+			wait, undo := b.reserve(b.p.Units(n), 1<<62)
+			require.NotNil(t, undo, "%+v: reservation %d", tc, k)
+			want := b.p.When(now, owed+b.p.Units(n)) - now
+			// Within a block per shard of the capacity, a request may be late
+			// by less than a block per shard.
+			blocks := b.g.block * int64(tc.shards)
+			if b.p.Units(n) <= b.p.Cap-blocks {
+				require.Equal(t, want, wait, "%+v: reservation %d of %d tokens", tc, k, n)
+				exact++
+			} else {
+				require.GreaterOrEqual(t, wait, want, "%+v: reservation %d of %d tokens", tc, k, n)
+				require.Less(t, wait, b.p.When(now, owed+b.p.Units(n)+blocks)-now, "%+v: reservation %d of %d tokens", tc, k, n)
+				require.LessOrEqual(t, blocks, b.p.Units(min(int64(tc.shards), (tc.capacity+3)/4)), "%+v: the documented lateness", tc)
+			}
+			owed = b.p.V(now + wait)
+		}
+		require.NotZero(t, exact, "%+v", tc)
 	}
 }

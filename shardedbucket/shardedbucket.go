@@ -4,9 +4,14 @@
 // Capacity and rate are divided among a power-of-two number of shards in
 // integer units of 2^-k tokens, so that the parts add up exactly to the whole
 // (100 tokens over 8 shards is 12.5 tokens each, exactly). The rate is split
-// without remainder too: shard i receives every unit of the bucket's refill
-// stream V whose index is i modulo the shard count, so the shards together
-// refill exactly as fast as one bucket would.
+// without remainder too: the bucket's refill stream V is dealt to the shards
+// in blocks of one token (smaller where a shard holds less than four), in
+// turn (block b goes to shard b modulo the shard count), so the shards together refill exactly as fast as one bucket would,
+// and a token that appears appears whole, in one shard. Dealing single units
+// in turn, as this package first did, kept every shard at a fraction of a
+// token whenever the bucket ran dry, so that every admission had to gather
+// fractions from all the shards: on two cores that made a contended,
+// nearly dry bucket twice as slow.
 //
 // A shard stores one int64, z: the point on its refill stream at which it
 // would be empty. Its balance at time t is min(cap_i, V_i(t) − z); taking u
@@ -32,17 +37,20 @@
 // bucket is dry (the shards together hold less than a token) it rejects
 // sooner: the first gather to find it dry publishes the stream value before
 // which no token can exist, and until then a caller whose home shard is
-// short rejects after reading that one word instead of every shard. Otherwise it gathers
-// the units from several shards, fractions included, and if a concurrent
-// caller won the race for them it rejects, putting back what it took into
-// every shard nobody else has touched since (a put-back after another take
-// could resurrect refill the cap had discarded, so it is dropped instead).
+// short rejects after reading that one word instead of every shard. Otherwise,
+// if one shard holds enough (in a dry bucket, the shard the last token was
+// dealt to), it takes from that one, the fullest, alone; only when none does
+// it gathers the units from several shards, fractions included, and if a
+// concurrent caller won the race for them it rejects, putting back what it
+// took into every shard nobody else has touched since (a put-back after
+// another take could resurrect refill the cap had discarded, so it is
+// dropped instead).
 //
 // The bound: never more than capacity + rate × elapsed (+1 unit for
 // rounding), under any concurrency. A shard that is full while its siblings
 // are not discards its share of the refill, which one bucket would have
 // kept. When demand reaches every shard, as when the bucket is kept drained
-// (a caller asking at every whole token), this costs less than a token per
+// (a caller asking at every whole token), this costs at most a token per
 // shard; but demand concentrated on some shards (a single caller draining
 // only its home shard while the others sit full) can leave up to
 // (1 − 1/shards) of the capacity missing from a later burst that
@@ -81,15 +89,42 @@ import (
 type shard struct {
 	z   atomic.Int64 // empty point on this shard's stream: balance = min(cap, V_i(now) - z)
 	cap int64        // this shard's capacity in units; immutable
-	off int64        // shards-1-i, so that V_i(t) = (V(t) + off) >> shift; immutable
+	off int64        // (shards-1-i) << blockShift: see geometry.vi; immutable
 	_   [unsafe.Sizeof(cpu.CacheLinePad{}) - 24]byte
+}
+
+// geometry is how the refill stream is dealt to the shards: in blocks of one
+// token, shard i receiving block β when β mod shards == i. Where a shard
+// holds less than four tokens the blocks are smaller, at most a quarter of a
+// shard's capacity: a reservation takes from each shard at most its
+// capacity, and with blocks that large a shard's share of a long
+// reservation could exceed it by a block (see Bucket's Fairness). Immutable.
+type geometry struct {
+	block      int64 // units in a block: one token
+	blockShift uint  // log2(block)
+	roundShift uint  // log2(block * shards)
+	roundMask  int64 // block*shards - 1
+	last       int64 // (shards-1) * block: where a round's last block starts
+}
+
+// vi is shard s's stream at bucket-wide stream value v: the units u < v
+// whose block is s's. It is monotone in v and the shards' sum to v exactly.
+// Shifted by s.off, shard i's blocks are the last of each round, so it
+// counts the whole rounds below x = v + s.off and the part of x's round
+// past its last block's start (the shift adds none: s.off is below it).
+func (g *geometry) vi(s *shard, v int64) int64 {
+	if g.roundShift == 0 {
+		return v // one shard, dealt single units: its stream is the bucket's
+	}
+	x := v + s.off
+	return (x>>g.roundShift)<<g.blockShift + max((x&g.roundMask)-g.last, 0)
 }
 
 // state returns the shard's balance for the bucket-wide stream value v
 // (below zero while reservations wait), the z to swap out, and the clamped z
 // to build on: units beyond cap are discarded by moving z up to vi - cap.
-func (s *shard) state(v int64, shift uint) (bal, z, base int64) {
-	vi := (v + s.off) >> shift
+func (s *shard) state(v int64, g *geometry) (bal, z, base int64) {
+	vi := g.vi(s, v)
 	z = s.z.Load()
 	base = max(z, vi-s.cap)
 	return vi - base, z, base
@@ -98,11 +133,13 @@ func (s *shard) state(v int64, shift uint) (bal, z, base int64) {
 // ready is the bucket-wide stream value at which a shard whose z is z is
 // back at zero, or vmax+1 if that lies beyond vmax, the stream's value at the
 // horizon (the check comes first, so the shift cannot overflow).
-func (s *shard) ready(z int64, shift uint, vmax int64) int64 {
-	if z > (vmax+s.off)>>shift {
+func (s *shard) ready(z int64, g *geometry, vmax int64) int64 {
+	if z > g.vi(s, vmax) {
 		return vmax + 1
 	}
-	return z<<shift - s.off
+	// The z-th unit of s's stream (counting from 1) is unit j of block k.
+	k, j := (z-1)>>g.blockShift, (z-1)&(g.block-1)
+	return k<<g.roundShift + g.last - s.off + j + 1
 }
 
 // Bucket is a sharded token bucket. It is safe for concurrent use. The zero
@@ -110,16 +147,20 @@ func (s *shard) ready(z int64, shift uint, vmax int64) int64 {
 // first use.
 //
 // Fairness: a blocked AcquireN reserves its tokens when it starts waiting,
-// spreading the debt over the shards so that they all come back above zero
-// after the deficit divided by the rate, and sleeps until then. Waiters are
-// admitted in arrival order, exactly at the rate, and TryAcquire does not
-// overtake them. Cancelling gives back what it took from every shard that
+// on the next units of the refill stream wherever they are dealt, so that it
+// wakes after the deficit divided by the rate (see reserve). The one
+// exception is a request within Shards() tokens of the capacity (within a
+// quarter of it, if that is less): no shard gives a reservation more than
+// its own capacity, so such a request can wake later, by less than that
+// many tokens' worth of refill. Waiters are
+// admitted in arrival order, and TryAcquire does not overtake them. Cancelling gives back what it took from every shard that
 // nobody has taken from since (see admit.Limiter).
 type Bucket struct {
 	_      noCopy
 	shards []shard // power-of-two length; the backing array is line-aligned in practice (power-of-two sizes)
 	mask   uint    // len(shards) - 1
 	shift  uint    // log2(len(shards))
+	g      geometry
 
 	p   refill.Params // immutable after New
 	clk refill.Clock  // immutable after New
@@ -218,6 +259,13 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket
 		p:      p,
 		clk:    refill.NewClock(cfg.Clock),
 	}
+	// Blocks of one token, or of a power of two at most a quarter of the
+	// smallest shard's capacity if that is less, and at least a unit.
+	bs := min(p.Shift, uint(max(bits.Len64(uint64(p.Cap>>b.shift>>2)), 1)-1))
+	if n == 1 {
+		bs = 0 // blocks make no difference to one shard; see geometry.vi
+	}
+	b.g = geometry{block: 1 << bs, blockShift: bs, roundShift: bs + b.shift, roundMask: 1<<(bs+b.shift) - 1, last: int64(n-1) << bs}
 	// Split the capacity exactly: the first cap%n shards get one unit more.
 	// Every shard starts full: V_i(0) = 0, so z = -cap_i.
 	each, extra := p.Cap/int64(n), p.Cap%int64(n)
@@ -227,7 +275,7 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket
 		if int64(i) < extra {
 			s.cap++
 		}
-		s.off = int64(n - 1 - i)
+		s.off = int64(n-1-i) << bs
 		s.z.Store(-s.cap)
 	}
 	return b, nil
@@ -271,7 +319,7 @@ func (b *Bucket) Tokens() float64 {
 	debt := now < b.debtUntil.Load()
 	var sum int64
 	for i := range b.shards {
-		bal, _, _ := b.shards[i].state(v, b.shift)
+		bal, _, _ := b.shards[i].state(v, &b.g)
 		if !debt {
 			bal = max(bal, 0)
 		}
@@ -287,7 +335,7 @@ func (b *Bucket) take(need int64) bool { return b.takeAt(need, b.p.V(b.clk.Now()
 func (b *Bucket) takeAt(need, v int64, start uint) bool {
 	h := &b.shards[start&b.mask]
 	for {
-		bal, z, base := h.state(v, b.shift)
+		bal, z, base := h.state(v, &b.g)
 		if bal < need {
 			break
 		}
@@ -310,10 +358,30 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 	// Before the sum: a give-back after these reads either fails the CAS
 	// below (it stored -gen) or shows in gen after it.
 	dry, gen := b.dry.Load(), b.gen.Load()
-	var sum int64
+	var sum, most int64
+	fullest := -1
 	for i := range b.shards {
-		bal, _, _ := b.shards[i].state(v, b.shift)
+		bal, _, _ := b.shards[i].state(v, &b.g)
 		sum += max(bal, 0)
+		if bal > most {
+			most, fullest = bal, i
+		}
+	}
+	// One shard holds enough: take from it alone, one line written instead
+	// of several. In a dry bucket that is the shard the last whole token
+	// was dealt to; in a fuller one the fullest is the one most likely to
+	// discard refill at its cap, so this levels too.
+	if most >= need {
+		s := &b.shards[fullest]
+		for {
+			bal, z, base := s.state(v, &b.g)
+			if bal < need {
+				break
+			}
+			if s.z.CompareAndSwap(z, base+need) {
+				return true
+			}
+		}
 	}
 	if sum < need {
 		// Less than a token: no whole token before the stream has produced
@@ -349,7 +417,7 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 		}
 		s := &b.shards[(start+uint(i))&b.mask]
 		for {
-			have, z, base := s.state(v, b.shift)
+			have, z, base := s.state(v, &b.g)
 			if have < t {
 				// A concurrent caller took these units first. Put back what
 				// this call took, but only into a shard nobody has touched
@@ -373,9 +441,20 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 }
 
 // reserve is the blocking step; see refill.Reserve. When the shards hold too
-// little, it spreads the debt over all of them as evenly as it spreads
-// takes, so that they all come back above zero together, after the deficit
-// divided by the rate.
+// little, it schedules the request onto the refill stream itself: it finds
+// the least stream value w by which the shards, each drained to zero and
+// refilled from there, could have produced need units in all (see
+// schedule), and moves every shard that contributes to exactly its own
+// stream's value at w. The reservation is then an admission at w on every
+// shard it touches, like a single bucket's (see internal/refill's
+// reservation notes): its units on shard i are the last ones before V_i(w),
+// never more than cap_i of them, so each shard's bound holds on its own. A
+// shard that would contribute more than its capacity gives only cap_i and
+// discards the rest, as a full shard discards its refill.
+//
+// The plan is committed only as a whole: it swaps each shard's z from the
+// value it planned on, and if a concurrent TryAcquire moved one first, the
+// shards already swapped are put back and it plans again.
 func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 	now := b.clk.Now()
 	v := b.p.V(now)
@@ -385,98 +464,128 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 	}
 	b.resvMu.Lock()
 	defer b.resvMu.Unlock()
-	var balBuf, takeBuf [64]int64
-	bal, take := b.scratch(balBuf[:]), b.scratch(takeBuf[:])
-	sum := b.balances(v, start, bal, true)
-	if _, ok := refill.Deficit(sum, need); !ok {
-		return refill.Never, nil
-	}
-	level(bal, take, sum-need, b.soonest(v, start))
-	// The planned wake: each shard left below zero must refill to zero.
-	// Its z after the take is vi - bal + take.
+	var balBuf, zBuf, toBuf [64]int64
+	bal, zs, to := b.scratch(balBuf[:]), b.scratch(zBuf[:]), b.scratch(toBuf[:])
 	vmax := b.p.V(refill.Horizon)
-	ready := int64(0)
-	for i, t := range take {
-		if t > 0 && bal[i] < t {
-			s := &b.shards[(start+uint(i))&b.mask]
-			ready = max(ready, s.ready((v+s.off)>>b.shift-bal[i]+t, b.shift, vmax))
+	for ; ; now = b.clk.Now() {
+		v = b.p.V(now)
+		for i := range b.shards {
+			bal[i], zs[i], _ = b.shards[i].state(v, &b.g)
 		}
-	}
-	wake := b.p.When(now, ready)
-	if wake > refill.Horizon {
-		return refill.Never, nil
-	}
-	if wake > now && wake-now > limit {
-		return wake - now, nil
-	}
-	// Take, below zero where planned. Concurrent callers may have moved the
-	// shards since the plan, so the wake is computed again from the z each
-	// take left behind.
-	r := &reservation{b: b, start: start, take: slices.Clone(take), z: make([]int64, len(take))}
-	ready = 0
-	for i, t := range r.take {
-		if t == 0 {
-			continue
-		}
-		s := &b.shards[(start+uint(i))&b.mask]
-		for {
-			_, z, base := s.state(v, b.shift)
-			if s.z.CompareAndSwap(z, base+t) {
-				r.z[i] = base + t
-				ready = max(ready, s.ready(base+t, b.shift, vmax))
-				break
-			}
-		}
-	}
-	r.wake = b.p.When(now, ready)
-	r.prev = b.resvSeq
-	b.resvSeq++
-	r.seq = b.resvSeq
-	if r.wake > refill.Horizon || r.wake > now && r.wake-now > limit {
-		r.giveBack() // the newest, and its caller is not admitted, due or not
-		if r.wake > refill.Horizon {
+		w, ok := b.schedule(v, vmax, bal, need)
+		if !ok {
 			return refill.Never, nil
 		}
-		return r.wake - now, nil
+		if w == v {
+			// Enough whole units now (a gather lost a race, or units came
+			// back): take them like TryAcquire, or look again.
+			if b.takeAt(need, v, start) {
+				return 0, nil
+			}
+			continue
+		}
+		wake := b.p.When(now, w)
+		if wake > refill.Horizon {
+			return refill.Never, nil
+		}
+		if wake-now > limit {
+			return wake - now, nil
+		}
+		r := &reservation{b: b, wake: wake, old: slices.Clone(zs), z: slices.Clone(zs)}
+		for i := range b.shards {
+			s := &b.shards[i]
+			if wi := b.g.vi(s, w); bal[i]+wi-b.g.vi(s, v) > 0 {
+				to[i] = wi
+			} else {
+				to[i] = zs[i] // deeper in debt than w covers: untouched
+			}
+		}
+		if !r.commit(to) {
+			continue
+		}
+		r.prev = b.resvSeq
+		b.resvSeq++
+		r.seq = b.resvSeq
+		for until := b.debtUntil.Load(); until < r.wake && !b.debtUntil.CompareAndSwap(until, r.wake); {
+			until = b.debtUntil.Load()
+		}
+		return r.wake - now, r.undo
 	}
-	for until := b.debtUntil.Load(); until < r.wake && !b.debtUntil.CompareAndSwap(until, r.wake); {
-		until = b.debtUntil.Load()
+}
+
+// schedule returns the least stream value w >= v at which the shards, with
+// balances bal at v, could have supplied need units, each shard i at most
+// min(cap_i, bal[i] + V_i(w) − V_i(v)) of them; false if not even at vmax.
+// The supply grows by at most one unit per unit of w (each unit of the
+// stream goes to one shard), so at w it is exactly need, unless w == v: then
+// the shards already hold need units or more.
+func (b *Bucket) schedule(v, vmax int64, bal []int64, need int64) (int64, bool) {
+	supply := func(w int64) (sum int64) {
+		for i := range b.shards {
+			s := &b.shards[i]
+			sum += min(s.cap, max(0, bal[i]+b.g.vi(s, w)-b.g.vi(s, v)))
+		}
+		return sum
 	}
-	if r.wake == now {
-		return 0, nil
+	if supply(v) >= need {
+		return v, true
 	}
-	return r.wake - now, r.undo
+	if supply(vmax) < need {
+		return 0, false
+	}
+	lo, hi := v, vmax // supply(lo) < need <= supply(hi)
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if supply(mid) >= need {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi, true
 }
 
 // reservation is what a blocked AcquireN took, for its undo.
 type reservation struct {
 	b         *Bucket
-	start     uint
-	take      []int64 // units taken from shard start+i
-	z         []int64 // the z each take left behind
-	wake      int64   // elapsed time at which every take is covered
+	old, z    []int64 // each shard's z before and after; equal where untouched
+	wake      int64   // elapsed time at which the reservation is admitted
 	seq, prev int64   // its number in Bucket.resvSeq, and the one before it
+}
+
+// commit swaps every shard from r.old[i] to to[i], all or nothing: if a
+// concurrent caller moved a shard first, it swaps back the ones already
+// swapped and reports false. It requires b.resvMu held.
+func (r *reservation) commit(to []int64) bool {
+	b := r.b
+	for i := range b.shards {
+		if to[i] == r.old[i] {
+			continue
+		}
+		if !b.shards[i].z.CompareAndSwap(r.old[i], to[i]) {
+			r.giveBack()
+			return false
+		}
+		r.z[i] = to[i]
+	}
+	return true
 }
 
 // undo gives up the reservation if its wake time has not come, and reports
 // whether it did (see refill.Reserve).
 //
 // The tail rule, bucket-wide. The units go back only if no reservation has
-// been made anywhere in the bucket since this one. Per shard it would not be
-// enough: a later reservation levels its takes against every shard's debt,
-// this one's included, and may take from one shard far more than that
-// shard's capacity because another shard is deep in debt; giving back that
-// debt afterwards leaves the later reservation holding units that a single
-// bucket would have discarded, and it wakes into a refilled shard (an
-// independent review built 20 tokens at one instant from capacity 16 this
-// way at 1e9/s). Then, per shard, a shard whose z is still the one this
+// been made anywhere in the bucket since this one: a later reservation was
+// scheduled on the stream after this one's, and giving this one's units
+// back would let callers take them again while the later one still wakes
+// at its fixed time. Then, per shard, a shard whose z is still the one this
 // reservation left behind has had nothing taken since, and swapping z back
-// hands the units on exactly (shards left at zero included); a shard whose z
-// has moved keeps its units forfeited. The swap compares against the z it
-// decided on, so a stale clock reading, or a pause between the reading and
-// the swap, cannot resurrect units a later take consumed. Once every shard
-// is restored, the bucket is as it was before this reservation, so the one
-// before it is the newest again and may give its units back in turn.
+// hands the units on exactly; a shard whose z has moved keeps its units
+// forfeited. The swap compares against the z it decided on, so a stale
+// clock reading, or a pause between the reading and the swap, cannot
+// resurrect units a later take consumed. Once every shard is restored, the
+// bucket is as it was before this reservation, so the one before it is the
+// newest again and may give its units back in turn.
 func (r *reservation) undo() bool {
 	b := r.b
 	b.resvMu.Lock()
@@ -485,26 +594,25 @@ func (r *reservation) undo() bool {
 		return false
 	}
 	if b.resvSeq == r.seq {
-		r.giveBack()
+		if r.giveBack() {
+			b.resvSeq = r.prev
+		}
 	}
 	return true // forfeited if a later reservation stands on it
 }
 
-// giveBack swaps each shard's z back where nothing was taken since, and makes
-// the previous reservation the newest if every shard was restored. It
-// requires b.resvMu held and r to be the newest reservation.
-func (r *reservation) giveBack() {
+// giveBack swaps each shard's z back where nothing was taken since, and
+// reports whether every shard was restored. It requires b.resvMu held.
+func (r *reservation) giveBack() bool {
 	b := r.b
 	all := true
-	for i, t := range r.take {
-		if t > 0 && !b.shards[(r.start+uint(i))&b.mask].z.CompareAndSwap(r.z[i], r.z[i]-t) {
+	for i := range r.z {
+		if r.z[i] != r.old[i] && !b.shards[i].z.CompareAndSwap(r.z[i], r.old[i]) {
 			all = false
 		}
 	}
-	if all {
-		b.resvSeq = r.prev
-	}
 	b.gaveBack()
+	return all
 }
 
 // scratch returns buf cut to the shard count, or a new slice if there are
@@ -521,7 +629,7 @@ func (b *Bucket) scratch(buf []int64) []int64 {
 func (b *Bucket) balances(v int64, start uint, bal []int64, debt bool) int64 {
 	var sum int64
 	for i := range bal {
-		bal[i], _, _ = b.shards[(start+uint(i))&b.mask].state(v, b.shift)
+		bal[i], _, _ = b.shards[(start+uint(i))&b.mask].state(v, &b.g)
 		if !debt {
 			bal[i] = max(bal[i], 0)
 		}
@@ -532,22 +640,20 @@ func (b *Bucket) balances(v int64, start uint, bal []int64, debt bool) int64 {
 
 // soonest returns a function from rank to position (index from start): the
 // rank-th position is the shard that receives the rank-th next unit of the
-// refill stream after v. Shard i receives unit u when (u + off_i) is a
-// multiple of the shard count, so each rank names exactly one shard.
+// refill stream after v: the shard of v's block first, then the shards of
+// the blocks after it, in turn, so each rank names exactly one shard.
 func (b *Bucket) soonest(v int64, start uint) func(rank int) int {
 	return func(rank int) int {
-		off := (int64(len(b.shards)) - int64(rank) - 1 - v) & int64(b.mask)
-		return int((b.mask - uint(off) - start) & b.mask)
+		return int((uint(v>>b.g.blockShift) + uint(rank) - start) & b.mask)
 	}
 }
 
 // level fills take so that taking take[i] from bal[i] leaves keep units in
 // total, as evenly as possible: every shard keeps min(bal[i], L) or one unit
 // less, for the lowest water level L that keeps enough. The shards that keep
-// one less are the first in the order at gives, the ones refilled soonest, so
-// that a reservation spread this way is covered as soon as the stream has
-// produced its deficit. Balances and keep may be negative (reservations).
-// It requires keep <= sum(bal).
+// one less are the first in the order at gives, the ones refilled soonest.
+// gather uses it with balances and keep at or above zero; it is correct for
+// negative ones too. It requires keep <= sum(bal).
 func level(bal, take []int64, keep int64, at func(rank int) int) {
 	kept := func(l int64) (sum int64) {
 		for _, b := range bal {
