@@ -108,6 +108,47 @@ func TestLevel(t *testing.T) {
 	}
 }
 
+// TestFewest checks the plan gathers use below half the caps: need units
+// from the fullest shards first, so that at most one shard is left with
+// part of its balance, and every shard not taken from holds no more than
+// the least of those emptied.
+func TestFewest(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 2000 {
+		bal := make([]int64, 1+r.IntN(16))
+		var pos int64
+		for i := range bal {
+			bal[i] = r.Int64N(40) - 10
+			pos += max(bal[i], 0)
+		}
+		if pos == 0 {
+			continue
+		}
+		need := 1 + r.Int64N(pos)
+		take := make([]int64, len(bal))
+		fewest(bal, take, need)
+		var sum int64
+		partial := 0
+		emptied, untouched := int64(1<<62), int64(-1<<62)
+		for i := range bal {
+			require.GreaterOrEqual(t, take[i], int64(0))
+			require.LessOrEqual(t, take[i], max(bal[i], 0), "bal %v take %v", bal, take)
+			sum += take[i]
+			switch {
+			case take[i] > 0 && take[i] < bal[i]:
+				partial++
+			case take[i] > 0:
+				emptied = min(emptied, bal[i])
+			default:
+				untouched = max(untouched, bal[i])
+			}
+		}
+		require.Equal(t, need, sum, "bal %v take %v", bal, take)
+		require.LessOrEqual(t, partial, 1, "bal %v take %v", bal, take)
+		require.LessOrEqual(t, untouched, emptied, "fullest first: bal %v take %v", bal, take)
+	}
+}
+
 // TestRejectWritesNothing checks that a rejection, slow path included, only
 // loads: every shard word is unchanged afterwards.
 func TestRejectWritesNothing(t *testing.T) {

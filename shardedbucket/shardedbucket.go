@@ -349,15 +349,32 @@ func (b *Bucket) takeAt(need, v int64, start uint) bool {
 	return b.gather(need, v, start)
 }
 
+// publishDry publishes the dry bound at stream value v: gather found less
+// than one token (one units) in all the shards, with room for a bound worth
+// publishing. It sums again after reading the bound and gen, so that a
+// give-back after these reads either fails the CAS (it stored -gen) or
+// shows in gen after it.
+func (b *Bucket) publishDry(v, one int64) {
+	dry, gen := b.dry.Load(), b.gen.Load()
+	var sum int64
+	for i := range b.shards {
+		bal, _, _ := b.shards[i].state(v, &b.g)
+		sum += max(bal, 0)
+	}
+	if sum < one && v+one-sum > dry && b.dry.CompareAndSwap(dry, v+one-sum) && b.gen.Load() != gen {
+		// A give-back landed after the sum, and another gather had
+		// published the very value read above: withdraw (the CAS compares
+		// values, so it cannot see that).
+		b.gaveBack()
+	}
+}
+
 // gaveBack invalidates the dry bound after units went back into a shard.
 func (b *Bucket) gaveBack() { b.dry.Store(-b.gen.Add(1)) }
 
 // gather is the slow path: the home shard is short. It sums what every
 // shard holds with loads only, so a rejection writes nothing.
 func (b *Bucket) gather(need, v int64, start uint) bool {
-	// Before the sum: a give-back after these reads either fails the CAS
-	// below (it stored -gen) or shows in gen after it.
-	dry, gen := b.dry.Load(), b.gen.Load()
 	var sum, most int64
 	fullest := -1
 	for i := range b.shards {
@@ -391,15 +408,18 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 		// (case=mixed in bench/, a token every 170 ns) it was rewritten so
 		// often that the line bounced between cores and contended calls
 		// got 40% slower.
-		if one := b.p.Units(1); one-sum >= b.dryMin && v+one-sum > dry &&
-			b.dry.CompareAndSwap(dry, v+one-sum) && b.gen.Load() != gen {
-			// A give-back landed after the sum, and another gather had
-			// published the very value read above: withdraw (the CAS
-			// compares values, so it cannot see that).
-			b.gaveBack()
+		if one := b.p.Units(1); one-sum >= b.dryMin {
+			b.publishDry(v, one)
 		}
 		return false
 	}
+	// Near the caps, levelling the takes keeps any shard from sitting full
+	// and discarding refill. Below half of them it matters not, and taking
+	// from as few shards as possible writes fewer lines and gathers up the
+	// fractions a drained bucket leaves behind: levelling them instead left
+	// every shard of a nearly dry bucket holding a fraction, so that every
+	// later admission wrote all of them (2.7x slower with 8 shards).
+	spread := 2*most >= b.shards[fullest].cap
 	// Balances, planned takes, and each taken shard's z before and after.
 	// They live on the stack for up to 64 shards; more shards cost an
 	// allocation on this path.
@@ -410,7 +430,11 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 	if sum < need {
 		return false
 	}
-	level(bal, take, sum-need, b.soonest(v, start))
+	if spread {
+		level(bal, take, sum-need, b.soonest(v, start))
+	} else {
+		fewest(bal, take, need)
+	}
 	for i, t := range take {
 		if t == 0 {
 			continue
@@ -645,6 +669,23 @@ func (b *Bucket) balances(v int64, start uint, bal []int64, debt bool) int64 {
 func (b *Bucket) soonest(v int64, start uint) func(rank int) int {
 	return func(rank int) int {
 		return int((uint(v>>b.g.blockShift) + uint(rank) - start) & b.mask)
+	}
+}
+
+// fewest fills take so that taking take[i] from bal[i] takes need units in
+// total from as few shards as possible: everything from the fullest, then
+// from the next fullest, until the last one chosen gives the rest. It
+// requires need <= the sum of the positive balances.
+func fewest(bal, take []int64, need int64) {
+	for need > 0 {
+		j := -1
+		for i, b := range bal {
+			if take[i] == 0 && b > 0 && (j < 0 || b > bal[j]) {
+				j = i
+			}
+		}
+		take[j] = min(bal[j], need)
+		need -= take[j]
 	}
 }
 
