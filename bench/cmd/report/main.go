@@ -124,9 +124,21 @@ func main() {
 		os.Exit(2)
 	}
 
-	args := []string{"test", "-run", "^$", "-bench", *bench, "-cpu", *cpu,
-		"-count", fmt.Sprint(*count), "-benchtime", *benchtime, "."}
-	command := "cd bench && " + goCmd + " " + shellJoin(args)
+	// One go test per GOMAXPROCS value, not one -cpu list: with a list, the
+	// first sample of every benchmark runs under the GOMAXPROCS the previous
+	// benchmark left behind, its last -cpu value (golang/go#49980). A
+	// shardedbucket built there had 8 shards in a "-cpu 1" row, and each
+	// -cpu 1 row held one such sample in ten.
+	cpus := strings.Split(*cpu, ",")
+	argsFor := func(c string) []string {
+		return []string{"test", "-run", "^$", "-bench", *bench, "-cpu", c,
+			"-count", fmt.Sprint(*count), "-benchtime", *benchtime, "."}
+	}
+	command := "cd bench && " + goCmd + " " + shellJoin(argsFor(cpus[0]))
+	if len(cpus) > 1 {
+		one := strings.Replace(shellJoin(argsFor("CPU")), " -cpu CPU ", " -cpu $c ", 1)
+		command = "cd bench && for c in " + strings.Join(cpus, " ") + "; do " + goCmd + " " + one + "; done"
+	}
 
 	var rawPath, statPath string
 	if *quick {
@@ -160,9 +172,14 @@ func main() {
 	}
 	log("%s", command)
 	start := time.Now()
-	cmd := exec.Command(goCmd, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	runErr := cmd.Run()
+	var runErr error
+	for _, c := range cpus {
+		cmd := exec.Command(goCmd, argsFor(c)...)
+		cmd.Stdout, cmd.Stderr = out, out
+		if runErr = cmd.Run(); runErr != nil {
+			break
+		}
+	}
 	if err := raw.Close(); err != nil {
 		log("%v", err)
 		os.Exit(1)
