@@ -402,3 +402,46 @@ func TestReservationsAtTheRate(t *testing.T) {
 		require.NotZero(t, exact, "%+v", tc)
 	}
 }
+
+// TestPutBackAfterReservation replays a lost gather around a reservation
+// (an independent review's construction): the gather has taken shard 0's
+// token, a blocking AcquireN(2) plans without it and takes shard 1, then
+// the gather finds shard 1 short and puts shard 0 back. Put back, the token
+// would be free while the waiter sleeps, and a TryAcquire would overtake
+// it; so a put-back after a reservation forfeits instead. Without one in
+// between, the put-back restores the units.
+func TestPutBackAfterReservation(t *testing.T) {
+	for _, resv := range []bool{true, false} {
+		clk := buckettest.NewFakeClock(0)
+		b, err := New(8, 1, admit.WithClock(clk), WithShards(2))
+		require.NoError(t, err)
+		clk.Advance(time.Second) // the next block (block 1) is shard 1's
+		v := b.p.V(clk.Now())
+		one := b.p.Units(1)
+		require.True(t, b.takeAt(3*one, v, 0)) // shard 0: 1 token left
+		require.True(t, b.takeAt(3*one, v, 1)) // shard 1: 1 token left
+		// The gather (TryAcquireN(2)) takes shard 0's token first.
+		g0 := b.resvGen.Load()
+		s0 := &b.shards[0]
+		bal, z, base := s0.state(v, &b.g)
+		require.Equal(t, one, bal)
+		require.True(t, s0.z.CompareAndSwap(z, base+one))
+		take, olds, news := []int64{one}, []int64{z}, []int64{base + one}
+		if resv {
+			wait, undo := b.reserve(2*one, 1<<62)
+			require.NotNil(t, undo, "a blocking AcquireN(2) waits")
+			require.Positive(t, wait)
+			bal1, _, _ := b.shards[1].state(v, &b.g)
+			require.Less(t, bal1, one, "the reservation took shard 1")
+		} else {
+			require.True(t, b.takeAt(one, v, 1), "shard 1's token goes to someone else")
+		}
+		b.putBack(0, take, olds, news, g0)
+		if resv {
+			assert.False(t, b.TryAcquire(), "no TryAcquire overtakes the sleeping waiter")
+		} else {
+			assert.True(t, b.TryAcquire(), "the put-back restored shard 0's token")
+			assert.False(t, b.TryAcquire())
+		}
+	}
+}

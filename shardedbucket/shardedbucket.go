@@ -44,7 +44,7 @@
 // concurrent caller won the race for them it rejects, putting back what it
 // took into every shard nobody else has touched since (a put-back after
 // another take could resurrect refill the cap had discarded, so it is
-// dropped instead).
+// dropped instead), unless a reservation was made meanwhile.
 //
 // The bound: never more than capacity + rate × elapsed (+1 unit for
 // rounding), under any concurrency. A shard that is full while its siblings
@@ -189,9 +189,10 @@ type Bucket struct {
 	_         cpu.CacheLinePad
 	debtUntil atomic.Int64
 	gen       atomic.Int64
+	resvGen   atomic.Int64 // counts committed reservations; written under resvMu (see putBack)
 
-	// resvMu serialises reservations and their undos (the blocking path
-	// only: TryAcquire never takes it). resvSeq numbers the reservations;
+	// resvMu serialises reservations, their undos and a lost gather's
+	// put-back (the blocking path, and TryAcquire only after a lost race). resvSeq numbers the reservations;
 	// an undo gives units back only while its reservation is the newest in
 	// the whole bucket (see reservation.undo). Requires resvMu.
 	resvMu  sync.Mutex
@@ -351,6 +352,30 @@ func (b *Bucket) takeAt(need, v int64, start uint) bool {
 	return b.gather(need, v, start)
 }
 
+// putBack undoes a lost gather's takes: take[j] units from shard start+j,
+// whose z it moved from olds[j] to news[j]. It puts units back only into a
+// shard nobody has touched since (a put-back after someone else's take
+// could resurrect refill that their take's clamp discarded), and only if no
+// reservation was committed since the gather read g0, before its first
+// take: a reservation planned while these units were out did not count
+// them, so putting them back would let a later TryAcquire take them while
+// that waiter sleeps. Then they are forfeited. It takes resvMu, so that no
+// reservation is planned while it decides; TryAcquire takes it only here,
+// after a lost race.
+func (b *Bucket) putBack(start uint, take, olds, news []int64, g0 int64) {
+	b.resvMu.Lock()
+	defer b.resvMu.Unlock()
+	if b.resvGen.Load() != g0 {
+		return
+	}
+	for j, t := range take {
+		if t > 0 {
+			b.shards[(start+uint(j))&b.mask].z.CompareAndSwap(news[j], olds[j])
+		}
+	}
+	b.gaveBack()
+}
+
 // publishDry publishes the dry bound at stream value v: gather found less
 // than one token (one units) in all the shards, with room for a bound worth
 // publishing. It sums again after reading the bound and gen, so that a
@@ -437,6 +462,7 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 	} else {
 		fewest(bal, take, need)
 	}
+	g0 := b.resvGen.Load() // before the first take; see putBack
 	for i, t := range take {
 		if t == 0 {
 			continue
@@ -445,16 +471,8 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 		for {
 			have, z, base := s.state(v, &b.g)
 			if have < t {
-				// A concurrent caller took these units first. Put back what
-				// this call took, but only into a shard nobody has touched
-				// since: a put-back after someone else's take could
-				// resurrect refill that their take's clamp discarded.
-				for j := range i {
-					if take[j] > 0 {
-						b.shards[(start+uint(j))&b.mask].z.CompareAndSwap(news[j], olds[j])
-					}
-				}
-				b.gaveBack()
+				// A concurrent caller took these units first.
+				b.putBack(start, take[:i], olds, news, g0)
 				return false
 			}
 			if s.z.CompareAndSwap(z, base+t) {
@@ -529,6 +547,7 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 		if !r.commit(to) {
 			continue
 		}
+		b.resvGen.Add(1)
 		r.prev = b.resvSeq
 		b.resvSeq++
 		r.seq = b.resvSeq
