@@ -35,6 +35,7 @@ lint:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./buckettest/
 	$(GO) test -run '^$$' -fuzz FuzzReservations -fuzztime 60s ./buckettest/
+	$(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 60s ./shardedbucket/
 	for p in fixedwindow slidinglog slidingwindow leakybucket; do \
 		$(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 30s ./$$p/ || exit 1; \
 	done
