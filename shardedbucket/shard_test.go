@@ -265,7 +265,6 @@ func TestStaleReadingPerShard(t *testing.T) {
 func TestSoonest(t *testing.T) {
 	b, err := New(64, 1, WithShards(8))
 	require.NoError(t, err)
-	vmax := b.p.V(1 << 62)
 	r := rand.New(rand.NewPCG(7, 8))
 	for range 100 {
 		v, start := r.Int64N(1<<40), uint(r.IntN(8))
@@ -276,8 +275,13 @@ func TestSoonest(t *testing.T) {
 			pos := at(rank)
 			require.False(t, seen[pos], "a permutation")
 			seen[pos] = true
-			s := &b.shards[(start+uint(pos))&b.mask]
-			next := s.ready(b.g.vi(s, v)+1, &b.g, vmax) - 1 // the index of its next unit
+			i := int64((start + uint(pos)) & b.mask)
+			// The index of shard i's next unit: v itself if v's block is
+			// i's, else the start of i's next block.
+			next, blk := v, v>>b.g.blockShift
+			if d := (i - blk) & int64(b.mask); d > 0 {
+				next = (blk + d) << b.g.blockShift
+			}
 			require.GreaterOrEqual(t, next, v)
 			require.Greater(t, next, prev, "rank %d receives a unit after rank %d", rank, rank-1)
 			prev = next
@@ -287,8 +291,8 @@ func TestSoonest(t *testing.T) {
 
 // TestGeometry checks the deal of the stream to the shards against a
 // unit-by-unit count, on buckets whose blocks are a few units long: the
-// shards' streams sum to the bucket's, each is dealt whole blocks in turn,
-// and ready is the exact inverse.
+// shards' streams sum to the bucket's, and each is dealt whole blocks in
+// turn.
 func TestGeometry(t *testing.T) {
 	for _, tc := range []struct {
 		rate   float64
@@ -296,7 +300,6 @@ func TestGeometry(t *testing.T) {
 	}{{1e9, 1}, {1e9, 4}, {4e8, 2}, {1e8, 4}, {1e8, 8}, {3e8, 16}} {
 		b, err := New(64, tc.rate, WithShards(tc.shards))
 		require.NoError(t, err)
-		vmax := b.p.V(1 << 62)
 		count := make([]int64, tc.shards) // brute force: units dealt so far
 		for v := int64(0); v < 40*b.g.block*int64(tc.shards); v++ {
 			var sum int64
@@ -304,18 +307,9 @@ func TestGeometry(t *testing.T) {
 				s := &b.shards[i]
 				require.Equal(t, count[i], b.g.vi(s, v), "%+v: shard %d at %d", tc, i, v)
 				sum += count[i]
-				// ready(z) is the least stream value at which shard i holds z units.
-				z := count[i] + 1
-				w := s.ready(z, &b.g, vmax)
-				require.GreaterOrEqual(t, b.g.vi(s, w), z)
-				require.Less(t, b.g.vi(s, w-1), z)
 			}
 			require.Equal(t, v, sum)
 			count[(v>>b.g.blockShift)&int64(b.mask)]++ // unit v goes to its block's shard
-		}
-		for _, z := range []int64{-5 * b.g.block, -1, 0} {
-			w := b.shards[0].ready(z, &b.g, vmax)
-			require.GreaterOrEqual(t, b.g.vi(&b.shards[0], w), z, "%+v: ready(%d)", tc, z)
 		}
 	}
 }

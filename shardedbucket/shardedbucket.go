@@ -132,18 +132,6 @@ func (s *shard) state(v int64, g *geometry) (bal, z, base int64) {
 	return vi - base, z, base
 }
 
-// ready is the bucket-wide stream value at which a shard whose z is z is
-// back at zero, or vmax+1 if that lies beyond vmax, the stream's value at the
-// horizon (the check comes first, so the shift cannot overflow).
-func (s *shard) ready(z int64, g *geometry, vmax int64) int64 {
-	if z > g.vi(s, vmax) {
-		return vmax + 1
-	}
-	// The z-th unit of s's stream (counting from 1) is unit j of block k.
-	k, j := (z-1)>>g.blockShift, (z-1)&(g.block-1)
-	return k<<g.roundShift + g.last - s.off + j + 1
-}
-
 // Bucket is a sharded token bucket. It is safe for concurrent use. The zero
 // value is not usable; create one with New. A Bucket must not be copied after
 // first use.
@@ -161,7 +149,6 @@ type Bucket struct {
 	_      noCopy
 	shards []shard // power-of-two length; the backing array is line-aligned in practice (power-of-two sizes)
 	mask   uint    // len(shards) - 1
-	shift  uint    // log2(len(shards))
 	g      geometry
 
 	p   refill.Params // immutable after New
@@ -258,17 +245,17 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket
 		dryMin: max(1, p.V(dryWorth)),
 		shards: make([]shard, n),
 		mask:   uint(n - 1),
-		shift:  uint(bits.TrailingZeros(uint(n))),
 		p:      p,
 		clk:    refill.NewClock(cfg.Clock),
 	}
 	// Blocks of one token, or of a power of two at most a quarter of the
 	// smallest shard's capacity if that is less, and at least a unit.
-	bs := min(p.Shift, uint(max(bits.Len64(uint64(p.Cap>>b.shift>>2)), 1)-1))
+	shift := uint(bits.TrailingZeros(uint(n)))
+	bs := min(p.Shift, uint(max(bits.Len64(uint64(p.Cap>>shift>>2)), 1)-1))
 	if n == 1 {
 		bs = 0 // blocks make no difference to one shard; see geometry.vi
 	}
-	b.g = geometry{block: 1 << bs, blockShift: bs, roundShift: bs + b.shift, roundMask: 1<<(bs+b.shift) - 1, last: int64(n-1) << bs}
+	b.g = geometry{block: 1 << bs, blockShift: bs, roundShift: bs + shift, roundMask: 1<<(bs+shift) - 1, last: int64(n-1) << bs}
 	// Split the capacity exactly: the first cap%n shards get one unit more.
 	// Every shard starts full: V_i(0) = 0, so z = -cap_i.
 	each, extra := p.Cap/int64(n), p.Cap%int64(n)
@@ -352,6 +339,21 @@ func (b *Bucket) takeAt(need, v int64, start uint) bool {
 	return b.gather(need, v, start)
 }
 
+// survey reads every shard at stream value v, loads only: what they hold
+// above zero in all, and the largest balance and its shard (-1 if none is
+// above zero).
+func (b *Bucket) survey(v int64) (sum, most int64, fullest int) {
+	fullest = -1
+	for i := range b.shards {
+		bal, _, _ := b.shards[i].state(v, &b.g)
+		sum += max(bal, 0)
+		if bal > most {
+			most, fullest = bal, i
+		}
+	}
+	return sum, most, fullest
+}
+
 // putBack undoes a lost gather's takes: take[j] units from shard start+j,
 // whose z it moved from olds[j] to news[j]. It puts units back only into a
 // shard nobody has touched since (a put-back after someone else's take
@@ -383,12 +385,7 @@ func (b *Bucket) putBack(start uint, take, olds, news []int64, g0 int64) {
 // shows in gen after it.
 func (b *Bucket) publishDry(v, one int64) {
 	dry, gen := b.dry.Load(), b.gen.Load()
-	var sum int64
-	for i := range b.shards {
-		bal, _, _ := b.shards[i].state(v, &b.g)
-		sum += max(bal, 0)
-	}
-	if sum < one && v+one-sum > dry && b.dry.CompareAndSwap(dry, v+one-sum) && b.gen.Load() != gen {
+	if sum, _, _ := b.survey(v); sum < one && v+one-sum > dry && b.dry.CompareAndSwap(dry, v+one-sum) && b.gen.Load() != gen {
 		// A give-back landed after the sum, and another gather had
 		// published the very value read above: withdraw (the CAS compares
 		// values, so it cannot see that).
@@ -402,15 +399,7 @@ func (b *Bucket) gaveBack() { b.dry.Store(-b.gen.Add(1)) }
 // gather is the slow path: the home shard is short. It sums what every
 // shard holds with loads only, so a rejection writes nothing.
 func (b *Bucket) gather(need, v int64, start uint) bool {
-	var sum, most int64
-	fullest := -1
-	for i := range b.shards {
-		bal, _, _ := b.shards[i].state(v, &b.g)
-		sum += max(bal, 0)
-		if bal > most {
-			most, fullest = bal, i
-		}
-	}
+	sum, most, fullest := b.survey(v)
 	// One shard holds enough: take from it alone, one line written instead
 	// of several. In a dry bucket that is the shard the last whole token
 	// was dealt to; in a fuller one the fullest is the one most likely to
