@@ -53,11 +53,10 @@ import (
 // window with room for it behind the callers before it.
 type Limiter struct {
 	mu    sync.Mutex
-	win   int64  // index of the latest window that holds admissions or reservations; requires mu
-	count int64  // admitted in window win; requires mu
-	last  int64  // latest elapsed reading applied; requires mu
-	top   uint64 // id of the reservation that made (win, count), 0 if an admission came after it; requires mu
-	ids   uint64 // reservation ids handed out; requires mu
+	win   int64         // index of the latest window that holds admissions or reservations; requires mu
+	count int64         // admitted in window win; requires mu
+	last  int64         // latest elapsed reading applied; requires mu
+	resv  windowed.Tail // the reservation that made (win, count), if still on top; requires mu
 
 	limit int64        // immutable
 	w     int64        // window length in ns; immutable
@@ -101,7 +100,7 @@ func (l *Limiter) TryAcquireN(n int64) bool {
 		return false // full, or waiters hold a later window
 	}
 	l.count += n
-	l.top = 0
+	l.resv.Admitted()
 	return true
 }
 
@@ -144,7 +143,7 @@ func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
 	k := l.current()
 	if l.win == k && l.count+n <= l.limit {
 		l.count += n
-		l.top = 0
+		l.resv.Admitted()
 		return 0, nil
 	}
 	// The first window with room at or after the latest one held: win
@@ -162,10 +161,9 @@ func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
 	if wait > limit {
 		return wait, nil
 	}
-	prevWin, prevCount, prevTop := l.win, l.count, l.top
-	l.ids++
-	id := l.ids
-	l.win, l.count, l.top = j, c, id
+	prevWin, prevCount := l.win, l.count
+	l.win, l.count = j, c
+	id, below := l.resv.Push()
 	return wait, func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -174,8 +172,8 @@ func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
 		}
 		// Tail rule: undo only the reservation on top. An admission resets
 		// top, and none lands in window j before it opens.
-		if l.top == id {
-			l.win, l.count, l.top = prevWin, prevCount, prevTop
+		if l.resv.Pop(id, below) {
+			l.win, l.count = prevWin, prevCount
 		}
 		return false
 	}

@@ -56,12 +56,11 @@ const MaxLimit = int64(1) << 24
 // Fairness: blocked callers are admitted in arrival order.
 type Limiter struct {
 	mu   sync.Mutex
-	log  []int64 // ring of admission times, oldest at head, non-decreasing; requires mu
-	head int     // index of the oldest entry; requires mu
-	size int     // entries in use; requires mu
-	last int64   // latest elapsed reading applied; requires mu
-	top  uint64  // id of the reservation whose entries end the log, 0 if none; requires mu
-	ids  uint64  // reservation ids handed out; requires mu
+	log  []int64       // ring of admission times, oldest at head, non-decreasing; requires mu
+	head int           // index of the oldest entry; requires mu
+	size int           // entries in use; requires mu
+	last int64         // latest elapsed reading applied; requires mu
+	resv windowed.Tail // the reservation whose entries end the log, if still on top; requires mu
 
 	limit int64        // immutable
 	w     int64        // window length in ns; immutable
@@ -113,7 +112,7 @@ func (l *Limiter) TryAcquireN(n int64) bool {
 		return false
 	}
 	l.push(now, n) // fits: size + n <= limit = len(log)
-	l.top = 0
+	l.resv.Admitted()
 	return true
 }
 
@@ -200,7 +199,7 @@ func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
 	}
 	if t == now {
 		l.push(now, n)
-		l.top = 0
+		l.resv.Admitted()
 		return 0, nil
 	}
 	if t > refill.Horizon {
@@ -210,11 +209,8 @@ func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
 	if wait > limit {
 		return wait, nil
 	}
-	prevTop := l.top
-	l.ids++
-	id := l.ids
 	l.push(t, n)
-	l.top = id
+	id, below := l.resv.Push()
 	return wait, func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -223,9 +219,8 @@ func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
 		}
 		// Tail rule: undo only the reservation whose entries end the log.
 		// They lie after now, so expiry has not touched them.
-		if l.top == id {
+		if l.resv.Pop(id, below) {
 			l.size -= int(n)
-			l.top = prevTop
 		}
 		return false
 	}

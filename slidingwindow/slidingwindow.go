@@ -60,13 +60,12 @@ import (
 // Fairness: blocked callers are admitted in arrival order.
 type Limiter struct {
 	mu   sync.Mutex
-	win  int64  // index of the latest aligned window with admissions or reservations; requires mu
-	prev int64  // admitted in window win−1; requires mu
-	cur  int64  // admitted in window win; requires mu
-	tail int64  // time of the latest admission or reservation; requires mu
-	last int64  // latest elapsed reading applied; requires mu
-	top  uint64 // id of the reservation that made the state, 0 if an admission came after it; requires mu
-	ids  uint64 // reservation ids handed out; requires mu
+	win  int64         // index of the latest aligned window with admissions or reservations; requires mu
+	prev int64         // admitted in window win−1; requires mu
+	cur  int64         // admitted in window win; requires mu
+	tail int64         // time of the latest admission or reservation; requires mu
+	last int64         // latest elapsed reading applied; requires mu
+	resv windowed.Tail // the reservation that made the state, if still on top; requires mu
 
 	limit int64        // immutable
 	w     int64        // window length in ns; immutable
@@ -110,7 +109,8 @@ func (l *Limiter) TryAcquireN(n int64) bool {
 		return false
 	}
 	l.cur += n
-	l.tail, l.top = now, 0
+	l.tail = now
+	l.resv.Admitted()
 	return true
 }
 
@@ -190,7 +190,8 @@ func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
 	t0 := max(now, l.tail) // in window win: behind every earlier waiter
 	if t0 == now && l.fits(l.prev, l.cur, n, now-l.win*l.w) {
 		l.cur += n
-		l.tail, l.top = now, 0
+		l.tail = now
+		l.resv.Admitted()
 		return 0, nil
 	}
 	// The earliest time at or after t0 at which n fits: in window win, in
@@ -213,10 +214,9 @@ func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
 	if wait > limit {
 		return wait, nil
 	}
-	pw, pp, pc, pt, ptop := l.win, l.prev, l.cur, l.tail, l.top
-	l.ids++
-	id := l.ids
-	l.win, l.prev, l.cur, l.tail, l.top = j, prev, cur+n, t, id
+	pw, pp, pc, pt := l.win, l.prev, l.cur, l.tail
+	l.win, l.prev, l.cur, l.tail = j, prev, cur+n, t
+	id, below := l.resv.Push()
 	return wait, func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -225,8 +225,8 @@ func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
 		}
 		// Tail rule: undo only the reservation on top. Before t, advance
 		// cannot have moved past window j, so the saved state is exact.
-		if l.top == id {
-			l.win, l.prev, l.cur, l.tail, l.top = pw, pp, pc, pt, ptop
+		if l.resv.Pop(id, below) {
+			l.win, l.prev, l.cur, l.tail = pw, pp, pc, pt
 		}
 		return false
 	}

@@ -1,6 +1,7 @@
 // Package windowed holds what the windowed limiters (fixedwindow, slidinglog,
 // slidingwindow) and the leaky bucket share: validation of a limit and a
-// window, and the blocking loop over a reservation.
+// window, the blocking loop over a reservation, and the tail rule's
+// bookkeeping (Tail).
 //
 // Time is the elapsed nanoseconds of a refill.Clock: clamped to
 // [0, refill.Horizon] from the limiter's creation, so that window indices
@@ -101,4 +102,35 @@ func Now(clk *refill.Clock, last *int64) int64 {
 	now := max(clk.Now(), *last)
 	*last = now
 	return now
+}
+
+// Tail numbers a limiter's reservations so that an undo can tell whether its
+// reservation is still the last change to the state: the tail rule of
+// Reserve. The zero value is ready; every method requires the limiter's lock.
+type Tail struct {
+	top uint64 // id of the reservation that made the state, 0 if an admission came after it
+	ids uint64 // reservation ids handed out
+}
+
+// Admitted records an admission on top of the state: no reservation below
+// it can be undone any more.
+func (t *Tail) Admitted() { t.top = 0 }
+
+// Push records a reservation on top of the state and returns its id and the
+// top it covers, for Pop.
+func (t *Tail) Push() (id, below uint64) {
+	t.ids++
+	below, t.top = t.top, t.ids
+	return t.ids, below
+}
+
+// Pop reports whether reservation id is still on top and, if it is, removes
+// it, making below the top again; the caller then restores the state it
+// saved before Push.
+func (t *Tail) Pop(id, below uint64) bool {
+	if t.top != id {
+		return false
+	}
+	t.top = below
+	return true
 }
