@@ -87,13 +87,16 @@ var (
 	ErrQueueFull = errors.New("admit: too many callers already waiting")
 )
 
-// Decision is the outcome of one keyed admission.
+// Decision is the outcome of one keyed admission. Under several limits
+// (PolicyLimiter) Policy, Limit and Remaining describe the deciding limit, as
+// PolicyLimiter's rule 4 says.
 type Decision struct {
 	Allowed    bool
-	Limit      int64         // the key's capacity (burst)
+	Limit      int64         // the deciding limit's capacity (burst)
 	Remaining  int64         // whole tokens left after this decision
 	RetryAfter time.Duration // when denied: until n tokens will exist; 0 when allowed
 	ResetAfter time.Duration // until the bucket is full again; 0 when full
+	Policy     string        // the deciding limit's Name; "" for a single unnamed limit
 }
 
 // KeyedLimiter admits requests against a separate bucket per key: the
