@@ -1,0 +1,27 @@
+module github.com/admit-go/admit/rls
+
+go 1.26.0
+
+require (
+	github.com/admit-go/admit v0.0.0
+	github.com/envoyproxy/go-control-plane/envoy v1.40.0
+	github.com/stretchr/testify v1.12.1
+	go.yaml.in/yaml/v2 v2.4.5
+)
+
+require (
+	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
+	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
+	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/grpc v1.85.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+replace github.com/admit-go/admit => ../
+
+replace github.com/admit-go/admit/redisbucket => ../redisbucket
