@@ -226,4 +226,3 @@ func (c *Config) Lookup(domain string, entries []*common.RateLimitDescriptor_Ent
 	}
 	return rule
 }
-
