@@ -1,0 +1,236 @@
+package memstore_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/buckettest"
+	"github.com/admit-go/admit/rls"
+	"github.com/admit-go/admit/rls/memstore"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var ctx = context.Background()
+
+// peek returns each key's whole tokens, checked with N = 0 at the clock's
+// current instant.
+func peek(t *testing.T, s *memstore.Store, keys []string, lims map[string]admit.Limit) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, k := range keys {
+		res := make([]rls.Result, 1)
+		ok, err := s.Decide(ctx, []rls.Hit{{Key: k, Limit: lims[k]}}, res)
+		require.NoError(t, err)
+		require.True(t, ok, "a peek is always admitted")
+		out[k] = res[0].Remaining
+	}
+	return out
+}
+
+// model drives a Store from bytes on a fake clock. Before every request it
+// peeks every key at the same instant and predicts the outcome from whole
+// tokens alone: admitted exactly when every enforced hit's key holds its N
+// (a request's hits are distinct keys here); afterwards an admitted request
+// has taken N from each hit that held it, a refused one from none. Every
+// admission is also recorded per key in a buckettest.Bound, which checks
+// capacity + rate × T + 1 over every window.
+func model(t *testing.T, data []byte) {
+	clk := buckettest.NewFakeClock(0)
+	s := memstore.New(memstore.WithClock(clk))
+	keys := []string{"a", "b", "c", "d"}
+	lims := map[string]admit.Limit{
+		"a": {Capacity: 3, Rate: 1},
+		"b": {Capacity: 5, Rate: 0.5},
+		"c": {Capacity: 1, Rate: 1.0 / 3},
+		"d": {Capacity: 10, Rate: 7},
+	}
+	bounds := map[string]*buckettest.Bound{}
+	for k, l := range lims {
+		bounds[k] = buckettest.NewBound(l.Capacity, l.Rate)
+	}
+	for len(data) >= 3 {
+		op, mask, nb := data[0], data[1], data[2]
+		data = data[3:]
+		clk.Advance(time.Duration(op) * 37 * time.Millisecond)
+		var hits []rls.Hit
+		for i, k := range keys {
+			if mask&(1<<i) == 0 {
+				continue
+			}
+			n := int64(nb>>(2*i)) & 3
+			if k == "d" {
+				n *= 4
+			}
+			hits = append(hits, rls.Hit{Key: k, Limit: lims[k], N: n, Shadow: mask&(0x10<<i) != 0})
+		}
+		if len(hits) == 0 {
+			continue
+		}
+		before := peek(t, s, keys, lims)
+		want := true
+		for _, h := range hits {
+			if !h.Shadow && before[h.Key] < h.N {
+				want = false
+			}
+		}
+		res := make([]rls.Result, len(hits))
+		got, err := s.Decide(ctx, hits, res)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "hits %+v before %v", hits, before)
+		after := peek(t, s, keys, lims)
+		taken := map[string]int64{}
+		for i, h := range hits {
+			require.Equal(t, before[h.Key] >= h.N, res[i].OK, "hit %+v before %v", h, before)
+			if got && res[i].OK {
+				taken[h.Key] = h.N
+				require.True(t, bounds[h.Key].Admit(clk.Now(), h.N), "key %s over capacity + rate × T + 1", h.Key)
+			}
+			require.Equal(t, after[h.Key], res[i].Remaining, "reported remaining of %s", h.Key)
+		}
+		for _, k := range keys {
+			require.Equal(t, before[k]-taken[k], after[k], "key %s: before %v after %v hits %+v admitted %v", k, before, after, hits, got)
+		}
+	}
+}
+
+func TestModel(t *testing.T) {
+	data := make([]byte, 3*4000)
+	x := uint32(1)
+	for i := range data {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		data[i] = byte(x)
+	}
+	model(t, data)
+}
+
+func FuzzModel(f *testing.F) {
+	f.Add([]byte{0, 0x0f, 0xff, 0, 0x0f, 0xff, 30, 0x03, 0x05})
+	f.Add([]byte{1, 0x13, 0x3f, 1, 0x13, 0x3f, 1, 0x13, 0x3f, 255, 0xff, 0})
+	f.Fuzz(model)
+}
+
+// TestRefusedTakesNothing is the all-or-nothing case by hand: a request
+// whose second descriptor is empty leaves the first untouched, and the
+// caller then sees the first's full balance.
+func TestRefusedTakesNothing(t *testing.T) {
+	clk := buckettest.NewFakeClock(0)
+	s := memstore.New(memstore.WithClock(clk))
+	a := rls.Hit{Key: "a", Limit: admit.Limit{Capacity: 10, Rate: 1}, N: 1}
+	b := rls.Hit{Key: "b", Limit: admit.Limit{Capacity: 2, Rate: 1}, N: 1}
+	res := make([]rls.Result, 2)
+	for range 2 {
+		ok, err := s.Decide(ctx, []rls.Hit{a, b}, res)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	ok, err := s.Decide(ctx, []rls.Hit{a, b}, res)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Equal(t, []rls.Result{{OK: true, Remaining: 8, ResetAfter: 2 * time.Second}, {OK: false, Remaining: 0, ResetAfter: 2 * time.Second}}, res)
+	// Two hits on one key need both costs.
+	b2 := rls.Hit{Key: "c", Limit: admit.Limit{Capacity: 3, Rate: 1}, N: 2}
+	ok, err = s.Decide(ctx, []rls.Hit{b2, b2}, res)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Equal(t, int64(3), res[0].Remaining)
+}
+
+// TestChangedLimit carries a balance over to a new limit, clamped.
+func TestChangedLimit(t *testing.T) {
+	clk := buckettest.NewFakeClock(0)
+	s := memstore.New(memstore.WithClock(clk))
+	res := make([]rls.Result, 1)
+	_, err := s.Decide(ctx, []rls.Hit{{Key: "k", Limit: admit.Limit{Capacity: 10, Rate: 1}, N: 4}}, res)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), res[0].Remaining)
+	_, err = s.Decide(ctx, []rls.Hit{{Key: "k", Limit: admit.Limit{Capacity: 5, Rate: 1}, N: 1}}, res)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), res[0].Remaining, "6 clamped to 5, then 1 taken")
+	_, err = s.Decide(ctx, []rls.Hit{{Key: "k", Limit: admit.Limit{Capacity: 100, Rate: 1}}}, res)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), res[0].Remaining, "a larger capacity adds nothing at once")
+	require.Equal(t, 96*time.Second, res[0].ResetAfter)
+	// A balance that the new capacity makes full is a full bucket: dropped,
+	// and a later, larger capacity starts full (as for a key never seen).
+	_, err = s.Decide(ctx, []rls.Hit{{Key: "k", Limit: admit.Limit{Capacity: 2, Rate: 1}}}, res)
+	require.NoError(t, err)
+	require.Equal(t, 0, s.Len())
+}
+
+// TestConcurrent runs overlapping multi-key requests from many goroutines
+// on buckets that never refill, then checks that every key lost exactly the
+// cost of the requests admitted: a partial take, or an undo that raced
+// another request, would break the sum.
+func TestConcurrent(t *testing.T) {
+	s := memstore.New()
+	const capacity = 500
+	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
+	lim := admit.Limit{Capacity: capacity, Rate: 0}
+	var mu sync.Mutex
+	used := map[string]int64{}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			res := make([]rls.Result, 3)
+			for i := range 400 {
+				hits := []rls.Hit{
+					{Key: keys[(g+i)%len(keys)], Limit: lim, N: 1 + int64(i%3)},
+					{Key: keys[(g+2*i+1)%len(keys)], Limit: lim, N: 1},
+					{Key: keys[(3*g+i+2)%len(keys)], Limit: lim, N: 2},
+				}
+				if hits[0].Key == hits[1].Key || hits[1].Key == hits[2].Key || hits[0].Key == hits[2].Key {
+					continue
+				}
+				ok, err := s.Decide(ctx, hits, res)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					mu.Lock()
+					for _, h := range hits {
+						used[h.Key] += h.N
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	left := peek(t, s, keys, map[string]admit.Limit{"k0": lim, "k1": lim, "k2": lim, "k3": lim, "k4": lim, "k5": lim})
+	for _, k := range keys {
+		require.Equal(t, int64(capacity)-used[k], left[k], "key %s", k)
+		require.GreaterOrEqual(t, left[k], int64(0))
+	}
+}
+
+// TestMaxKeys sprays keys past the bound: the store stays within it and
+// counts the live buckets it had to evict.
+func TestMaxKeys(t *testing.T) {
+	clk := buckettest.NewFakeClock(0)
+	s := memstore.New(memstore.WithClock(clk), memstore.WithMaxKeys(128))
+	res := make([]rls.Result, 1)
+	for i := range 5000 {
+		_, err := s.Decide(ctx, []rls.Hit{{Key: fmt.Sprint("k", i), Limit: admit.Limit{Capacity: 5, Rate: 1}, N: 1}}, res)
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, s.Len(), 128)
+	require.Greater(t, s.Evictions(), int64(0))
+	clk.Advance(10 * time.Second)
+	evicted := s.Evictions()
+	for i := range 5000 {
+		_, err := s.Decide(ctx, []rls.Hit{{Key: fmt.Sprint("n", i), Limit: admit.Limit{Capacity: 5, Rate: 1}, N: 1}}, res)
+		require.NoError(t, err)
+		clk.Advance(time.Second)
+	}
+	require.Equal(t, evicted, s.Evictions(), "buckets full again are dropped, not evicted")
+}

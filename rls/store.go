@@ -1,0 +1,54 @@
+package rls
+
+import (
+	"context"
+	"time"
+
+	"github.com/admit-go/admit"
+)
+
+// Hit is one descriptor's share of a request: the bucket it draws from and
+// what it costs.
+type Hit struct {
+	// Key names the bucket: the domain and the descriptor's entries.
+	Key string
+	// Limit is the bucket's capacity and rate; its Name is not used.
+	Limit admit.Limit
+	// N is the cost, hits_addend; 0 checks without taking.
+	N int64
+	// Shadow marks a hit that may lack N tokens without refusing the
+	// request (shadow_mode): it is reported, not enforced.
+	Shadow bool
+}
+
+// Result is one hit's outcome.
+type Result struct {
+	// OK reports whether the bucket held N tokens at the decision.
+	OK bool
+	// Remaining is the bucket's whole tokens after the decision.
+	Remaining int64
+	// ResetAfter is the time until the bucket is full again; 0 when full.
+	ResetAfter time.Duration
+}
+
+// Store holds the buckets and decides requests. Rules, for every
+// implementation:
+//
+//  1. All or nothing. A request is admitted exactly when every hit that is
+//     not Shadow holds its N tokens at one instant. An admitted request
+//     takes N from every hit that holds N (a Shadow hit that lacks them
+//     takes nothing); a refused request takes from none.
+//  2. Each Key is a token bucket with admit's semantics: created full,
+//     refilled lazily, never more than Capacity + Rate × T admitted over a
+//     span T in which its Limit did not change. A changed Limit carries the
+//     balance over, clamped to the new capacity.
+//  3. Hits of one request may share a Key; they are taken in order, so two
+//     hits of one key need both costs.
+//
+// results has one entry per hit. A Store is safe for concurrent use.
+type Store interface {
+	Decide(ctx context.Context, hits []Hit, results []Result) (admitted bool, err error)
+}
+
+// Never is a ResetAfter too long for a time.Duration.
+const Never = time.Duration(1<<63 - 1)
