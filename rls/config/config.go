@@ -18,10 +18,11 @@
 // requests_per_unit: the bucket's capacity, by default requests_per_unit.
 //
 // What admit-rls does not implement is refused by name: quota_mode: true.
-// detailed_metric, value_to_metric and share_threshold are accepted and
-// validated; they name envoyproxy/ratelimit's per-descriptor statistics,
-// which admit-rls does not export (its metrics are per domain), so they
-// change no decision and no metric.
+// share_threshold makes every value matching its wildcard share one bucket
+// (Lookup reports the wildcard to key it by). detailed_metric and
+// value_to_metric are accepted; they name envoyproxy/ratelimit's
+// per-descriptor statistics, which admit-rls does not export (its metrics
+// are per domain), so they change no decision and no metric.
 //
 // # Matching
 //

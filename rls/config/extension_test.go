@@ -25,10 +25,12 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 36}
 `)
 	require.NoError(t, err)
-	l, ok := c.Lookup("d", desc("a", "x")).Limit()
+	ra, _ := c.Lookup("d", desc("a", "x"))
+	l, ok := ra.Limit()
 	require.True(t, ok)
 	require.Equal(t, admit.Limit{Capacity: 5, Rate: 1}, l)
-	l, ok = c.Lookup("d", desc("b", "x")).Limit()
+	rb, _ := c.Lookup("d", desc("b", "x"))
+	l, ok = rb.Limit()
 	require.True(t, ok)
 	require.Equal(t, admit.Limit{Capacity: 36, Rate: 0.01}, l)
 	require.Equal(t, 30*24*time.Hour, config.UnitDuration(4+1)) // MONTH

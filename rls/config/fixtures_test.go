@@ -153,7 +153,7 @@ func TestBasicLookup(t *testing.T) {
 		{"test-domain", desc("key8", "x"), nil},
 	}
 	for _, tc := range cases {
-		r := c.Lookup(tc.domain, tc.entries)
+		r, _ := c.Lookup(tc.domain, tc.entries)
 		if tc.want == nil {
 			require.Nil(t, r, "%s %v", tc.domain, tc.entries)
 			continue
@@ -162,12 +162,16 @@ func TestBasicLookup(t *testing.T) {
 		require.Equal(t, tc.want.rpu, r.RequestsPerUnit, "%v", tc.entries)
 		require.Equal(t, tc.want.unit, r.Unit, "%v", tc.entries)
 	}
-	r := c.Lookup("test-domain", desc("key6", "x"))
+	rule := func(es []*common.RateLimitDescriptor_Entry) *config.Rule {
+		r, _ := c.Lookup("test-domain", es)
+		return r
+	}
+	r := rule(desc("key6", "x"))
 	require.NotNil(t, r)
 	require.True(t, r.Unlimited)
-	require.Equal(t, "key4_rate_limit", c.Lookup("test-domain", desc("key4", "x")).Name)
+	require.Equal(t, "key4_rate_limit", rule(desc("key4", "x")).Name)
 	require.Equal(t, "test-domain.key1_value1.subkey1_subvalue1",
-		c.Lookup("test-domain", desc("key1", "value1", "subkey1", "subvalue1")).Key)
+		rule(desc("key1", "value1", "subkey1", "subvalue1")).Key)
 }
 
 // TestWildcardLookup matches wildcard.yaml: a trailing "*" is a prefix, a
@@ -190,12 +194,40 @@ func TestWildcardLookup(t *testing.T) {
 		{desc("nestedWild", "val1", "wild", "goo2"), "test-domain.nestedWild_val1.wild_goo*"},
 		{desc("nestedWild", "val1", "wild", "foo2"), ""},
 	} {
-		r := c.Lookup("test-domain", tc.entries)
+		r, shared := c.Lookup("test-domain", tc.entries)
+		require.Nil(t, shared)
 		if tc.key == "" {
 			require.Nil(t, r, "%v", tc.entries)
 			continue
 		}
 		require.NotNil(t, r, "%v", tc.entries)
 		require.Equal(t, tc.key, r.Key)
+	}
+}
+
+// TestShareThresholdLookup matches share_threshold.yaml: an entry matched
+// through a wildcard with share_threshold is keyed by the wildcard, at any
+// depth, and only such entries.
+func TestShareThresholdLookup(t *testing.T) {
+	c, err := load(t, fixtureDir(t), false, "share_threshold.yaml")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		entries []*common.RateLimitDescriptor_Entry
+		rpu     uint32
+		shared  []string
+	}{
+		{desc("files", "files/a.pdf"), 100, []string{"files/*"}},
+		{desc("nested", "parent", "files", "nested/x"), 200, []string{"", "nested/*"}},
+		{desc("files", "top/1", "files", "nested/2"), 300, []string{"top/*", "nested/*"}},
+		{desc("route", "api/v1", "method", "GET"), 60, []string{"api/*", ""}},
+		{desc("path", "path/a", "file", "file/b", "type", "c"), 120, []string{"path/*", "", ""}},
+		{desc("user", "user/1", "resource", "res/2", "action", "read"), 150, []string{"user/*", "res/*", ""}},
+		{desc("file", "test1"), 50, nil},
+		{desc("file", "test2"), 100, []string{"test*"}},
+	} {
+		r, shared := c.Lookup("test-domain", tc.entries)
+		require.NotNil(t, r, "%v", tc.entries)
+		require.Equal(t, tc.rpu, r.RequestsPerUnit, "%v", tc.entries)
+		require.Equal(t, tc.shared, shared, "%v", tc.entries)
 	}
 }

@@ -80,6 +80,7 @@ type node struct {
 	children  map[string]*node // by "key_value", or "key" for a key-only descriptor
 	wildcards []string         // children's map keys that end in "*", in file order
 	rule      *Rule
+	shared    string // with share_threshold: the wildcard value, "files/*", that matched values share
 }
 
 // Config is a loaded configuration: domains and their descriptor trees.
@@ -175,6 +176,9 @@ func (n *node) load(file, parent string, ds []yamlDescriptor) error {
 			n.wildcards = append(n.wildcards, k)
 		}
 		child := &node{children: map[string]*node{}, rule: rule}
+		if yd.ShareThreshold {
+			child.shared = yd.Value
+		}
 		if err := child.load(file, path+".", yd.Descriptors); err != nil {
 			return err
 		}
@@ -193,12 +197,16 @@ func (c *Config) HasDomain(domain string) bool {
 // none does (an unknown domain, no path, a path that ends before the last
 // entry or a level without a rate_limit). The result is shared: do not
 // modify it.
-func (c *Config) Lookup(domain string, entries []*common.RateLimitDescriptor_Entry) *Rule {
+//
+// shared is nil unless an entry matched a wildcard with share_threshold;
+// then shared[i] is, for each such entry i, the wildcard value ("files/*")
+// that stands for the entry's value in the bucket's key, so that every
+// matching value draws from one bucket.
+func (c *Config) Lookup(domain string, entries []*common.RateLimitDescriptor_Entry) (rule *Rule, shared []string) {
 	level := c.domains[domain]
 	if level == nil {
-		return nil
+		return nil, nil
 	}
-	var rule *Rule
 	for i, e := range entries {
 		k := e.GetKey() + "_" + e.GetValue()
 		next := level.children[k]
@@ -206,6 +214,12 @@ func (c *Config) Lookup(domain string, entries []*common.RateLimitDescriptor_Ent
 			for _, w := range level.wildcards {
 				if strings.HasPrefix(k, w[:len(w)-1]) {
 					next = level.children[w]
+					if next.shared != "" {
+						if shared == nil {
+							shared = make([]string, len(entries))
+						}
+						shared[i] = next.shared
+					}
 					break
 				}
 			}
@@ -224,5 +238,8 @@ func (c *Config) Lookup(domain string, entries []*common.RateLimitDescriptor_Ent
 		}
 		level = next
 	}
-	return rule
+	if rule == nil {
+		shared = nil
+	}
+	return rule, shared
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/admit-go/admit"
@@ -114,11 +113,4 @@ func checkKeys(name string, m map[any]any) error {
 		}
 	}
 	return nil
-}
-
-// IsConfigError reports whether err is a configuration error (as opposed to
-// a failure to read a file).
-func IsConfigError(err error) bool {
-	var e *Error
-	return errors.As(err, &e)
 }
