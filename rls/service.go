@@ -153,13 +153,20 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			p.limit = nil
 			continue
 		}
-		l, ok := config.BucketLimit(p.limit.RequestsPerUnit, p.burst, p.limit.Unit)
-		if !ok {
+		capacity := int64(p.burst)
+		if capacity == 0 {
+			capacity = int64(p.limit.RequestsPerUnit)
+		}
+		if capacity == 0 {
 			p.zero = true
 			continue
 		}
 		p.hit = len(hits)
-		hits = append(hits, Hit{Key: Key(domain, d.GetEntries(), p.shared), Limit: l, N: p.n, Shadow: p.shadow || s.opts.ShadowMode})
+		hits = append(hits, Hit{
+			Key: Key(domain, d.GetEntries(), p.shared), Capacity: capacity,
+			Count: int64(p.limit.RequestsPerUnit), Period: config.UnitDuration(p.limit.Unit),
+			N: p.n, Shadow: p.shadow || s.opts.ShadowMode,
+		})
 	}
 	results := make([]Result, len(hits))
 	admitted := true

@@ -12,13 +12,22 @@ import (
 type Hit struct {
 	// Key names the bucket: the domain and the descriptor's entries.
 	Key string
-	// Limit is the bucket's capacity and rate; its Name is not used.
-	Limit admit.Limit
+	// Capacity is the bucket's burst; Count per Period is its rate,
+	// exactly (requests_per_unit per unit).
+	Capacity int64
+	Count    int64
+	Period   time.Duration
 	// N is the cost, hits_addend; 0 checks without taking.
 	N int64
 	// Shadow marks a hit that may lack N tokens without refusing the
 	// request (shadow_mode): it is reported, not enforced.
 	Shadow bool
+}
+
+// Limit returns the hit's bucket as an admit.Limit (the rate rounded to a
+// float64).
+func (h *Hit) Limit() admit.Limit {
+	return admit.Limit{Capacity: h.Capacity, Rate: float64(h.Count) / h.Period.Seconds()}
 }
 
 // Result is one hit's outcome.
@@ -39,10 +48,11 @@ type Result struct {
 //     takes N from every hit that holds N (a Shadow hit that lacks them
 //     takes nothing); a refused request takes from none.
 //  2. Each Key is a token bucket with admit's semantics: created full,
-//     refilled lazily, never more than Capacity + Rate × T admitted over a
-//     span T in which its Limit did not change. A changed Limit carries the
-//     balance over, clamped to the new capacity.
-//  3. Hits of one request may share a Key; they are taken in order, so two
+//     refilled lazily, never more than Capacity + Count/Period × T admitted
+//     over a span T in which its limit did not change. A changed limit
+//     carries the balance over, clamped to the new capacity.
+//  3. N above Capacity (or negative) is never held.
+//  4. Hits of one request may share a Key; they are taken in order, so two
 //     hits of one key need both costs.
 //
 // results has one entry per hit. A Store is safe for concurrent use.

@@ -132,8 +132,8 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 	// Parameters first, outside the locks: NewParams may be slow once.
 	var pbuf [8]*refill.Params
 	ps := pbuf[:0]
-	for _, h := range hits {
-		p, err := s.paramsFor(h.Limit)
+	for i := range hits {
+		p, err := s.paramsFor(hits[i].Limit())
 		if err != nil {
 			return false, err
 		}
@@ -163,20 +163,21 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 	for i, h := range hits {
 		sh := &s.shards[idx[i]]
 		p := ps[i]
+		lim := h.Limit()
 		b, ok := sh.m[h.Key]
 		if !ok {
 			s.room(sh, hits, now)
-			b = &bucket{lim: paramsKey{h.Limit.Capacity, h.Limit.Rate}, p: p, tokens: p.Cap, last: now}
+			b = &bucket{lim: paramsKey{lim.Capacity, lim.Rate}, p: p, tokens: p.Cap, last: now}
 			sh.m[h.Key] = b
 			undo = append(undo, saved{sh: sh, key: h.Key, b: b, created: true})
 		} else {
 			undo = append(undo, saved{sh: sh, key: h.Key, b: b, old: *b})
 			if b.p != p {
-				b.carry(p, paramsKey{h.Limit.Capacity, h.Limit.Rate}, now)
+				b.carry(p, paramsKey{lim.Capacity, lim.Rate}, now)
 			}
 		}
 		b.tokens, b.last = b.p.Refill(b.tokens, b.last, now)
-		ok = h.N >= 0 && h.N <= h.Limit.Capacity && b.tokens >= b.p.Units(h.N)
+		ok = h.N >= 0 && h.N <= h.Capacity && b.tokens >= b.p.Units(h.N)
 		results[i].OK = ok
 		if ok {
 			b.tokens -= b.p.Units(h.N)
@@ -198,7 +199,7 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 		sh := &s.shards[idx[i]]
 		b, ok := sh.m[h.Key]
 		if !ok {
-			results[i].Remaining, results[i].ResetAfter = h.Limit.Capacity, 0
+			results[i].Remaining, results[i].ResetAfter = h.Capacity, 0
 			continue
 		}
 		bal, at := b.p.Refill(b.tokens, b.last, now)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/rls"
 	"github.com/admit-go/admit/rls/memstore"
@@ -19,14 +18,26 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var ctx = context.Background()
 
+// lim is a bucket: capacity, and count per period.
+type lim struct {
+	capacity, count int64
+	period          time.Duration
+}
+
+func (l lim) hit(key string, n int64) rls.Hit {
+	return rls.Hit{Key: key, Capacity: l.capacity, Count: l.count, Period: l.period, N: n}
+}
+
+func (l lim) rate() float64 { return float64(l.count) / l.period.Seconds() }
+
 // peek returns each key's whole tokens, checked with N = 0 at the clock's
 // current instant.
-func peek(t *testing.T, s *memstore.Store, keys []string, lims map[string]admit.Limit) map[string]int64 {
+func peek(t *testing.T, s *memstore.Store, keys []string, lims map[string]lim) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
 	for _, k := range keys {
 		res := make([]rls.Result, 1)
-		ok, err := s.Decide(ctx, []rls.Hit{{Key: k, Limit: lims[k]}}, res)
+		ok, err := s.Decide(ctx, []rls.Hit{lims[k].hit(k, 0)}, res)
 		require.NoError(t, err)
 		require.True(t, ok, "a peek is always admitted")
 		out[k] = res[0].Remaining
@@ -45,15 +56,15 @@ func model(t *testing.T, data []byte) {
 	clk := buckettest.NewFakeClock(0)
 	s := memstore.New(memstore.WithClock(clk))
 	keys := []string{"a", "b", "c", "d"}
-	lims := map[string]admit.Limit{
-		"a": {Capacity: 3, Rate: 1},
-		"b": {Capacity: 5, Rate: 0.5},
-		"c": {Capacity: 1, Rate: 1.0 / 3},
-		"d": {Capacity: 10, Rate: 7},
+	lims := map[string]lim{
+		"a": {3, 1, time.Second},
+		"b": {5, 1, 2 * time.Second},
+		"c": {1, 1, 3 * time.Second},
+		"d": {10, 7, time.Second},
 	}
 	bounds := map[string]*buckettest.Bound{}
 	for k, l := range lims {
-		bounds[k] = buckettest.NewBound(l.Capacity, l.Rate)
+		bounds[k] = buckettest.NewBound(l.capacity, l.rate())
 	}
 	for len(data) >= 3 {
 		op, mask, nb := data[0], data[1], data[2]
@@ -68,7 +79,9 @@ func model(t *testing.T, data []byte) {
 			if k == "d" {
 				n *= 4
 			}
-			hits = append(hits, rls.Hit{Key: k, Limit: lims[k], N: n, Shadow: mask&(0x10<<i) != 0})
+			h := lims[k].hit(k, n)
+			h.Shadow = mask&(0x10<<i) != 0
+			hits = append(hits, h)
 		}
 		if len(hits) == 0 {
 			continue
@@ -124,8 +137,8 @@ func FuzzModel(f *testing.F) {
 func TestRefusedTakesNothing(t *testing.T) {
 	clk := buckettest.NewFakeClock(0)
 	s := memstore.New(memstore.WithClock(clk))
-	a := rls.Hit{Key: "a", Limit: admit.Limit{Capacity: 10, Rate: 1}, N: 1}
-	b := rls.Hit{Key: "b", Limit: admit.Limit{Capacity: 2, Rate: 1}, N: 1}
+	a := lim{10, 1, time.Second}.hit("a", 1)
+	b := lim{2, 1, time.Second}.hit("b", 1)
 	res := make([]rls.Result, 2)
 	for range 2 {
 		ok, err := s.Decide(ctx, []rls.Hit{a, b}, res)
@@ -137,7 +150,7 @@ func TestRefusedTakesNothing(t *testing.T) {
 	require.False(t, ok)
 	require.Equal(t, []rls.Result{{OK: true, Remaining: 8, ResetAfter: 2 * time.Second}, {OK: false, Remaining: 0, ResetAfter: 2 * time.Second}}, res)
 	// Two hits on one key need both costs.
-	b2 := rls.Hit{Key: "c", Limit: admit.Limit{Capacity: 3, Rate: 1}, N: 2}
+	b2 := lim{3, 1, time.Second}.hit("c", 2)
 	ok, err = s.Decide(ctx, []rls.Hit{b2, b2}, res)
 	require.NoError(t, err)
 	require.False(t, ok)
@@ -149,19 +162,19 @@ func TestChangedLimit(t *testing.T) {
 	clk := buckettest.NewFakeClock(0)
 	s := memstore.New(memstore.WithClock(clk))
 	res := make([]rls.Result, 1)
-	_, err := s.Decide(ctx, []rls.Hit{{Key: "k", Limit: admit.Limit{Capacity: 10, Rate: 1}, N: 4}}, res)
+	_, err := s.Decide(ctx, []rls.Hit{lim{10, 1, time.Second}.hit("k", 4)}, res)
 	require.NoError(t, err)
 	require.Equal(t, int64(6), res[0].Remaining)
-	_, err = s.Decide(ctx, []rls.Hit{{Key: "k", Limit: admit.Limit{Capacity: 5, Rate: 1}, N: 1}}, res)
+	_, err = s.Decide(ctx, []rls.Hit{lim{5, 1, time.Second}.hit("k", 1)}, res)
 	require.NoError(t, err)
 	require.Equal(t, int64(4), res[0].Remaining, "6 clamped to 5, then 1 taken")
-	_, err = s.Decide(ctx, []rls.Hit{{Key: "k", Limit: admit.Limit{Capacity: 100, Rate: 1}}}, res)
+	_, err = s.Decide(ctx, []rls.Hit{lim{100, 1, time.Second}.hit("k", 0)}, res)
 	require.NoError(t, err)
 	require.Equal(t, int64(4), res[0].Remaining, "a larger capacity adds nothing at once")
 	require.Equal(t, 96*time.Second, res[0].ResetAfter)
 	// A balance that the new capacity makes full is a full bucket: dropped,
 	// and a later, larger capacity starts full (as for a key never seen).
-	_, err = s.Decide(ctx, []rls.Hit{{Key: "k", Limit: admit.Limit{Capacity: 2, Rate: 1}}}, res)
+	_, err = s.Decide(ctx, []rls.Hit{lim{2, 1, time.Second}.hit("k", 0)}, res)
 	require.NoError(t, err)
 	require.Equal(t, 0, s.Len())
 }
@@ -174,7 +187,7 @@ func TestConcurrent(t *testing.T) {
 	s := memstore.New()
 	const capacity = 500
 	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
-	lim := admit.Limit{Capacity: capacity, Rate: 0}
+	l := lim{capacity, 0, time.Second}
 	var mu sync.Mutex
 	used := map[string]int64{}
 	var wg sync.WaitGroup
@@ -183,9 +196,9 @@ func TestConcurrent(t *testing.T) {
 			res := make([]rls.Result, 3)
 			for i := range 400 {
 				hits := []rls.Hit{
-					{Key: keys[(g+i)%len(keys)], Limit: lim, N: 1 + int64(i%3)},
-					{Key: keys[(g+2*i+1)%len(keys)], Limit: lim, N: 1},
-					{Key: keys[(3*g+i+2)%len(keys)], Limit: lim, N: 2},
+					l.hit(keys[(g+i)%len(keys)], 1+int64(i%3)),
+					l.hit(keys[(g+2*i+1)%len(keys)], 1),
+					l.hit(keys[(3*g+i+2)%len(keys)], 2),
 				}
 				if hits[0].Key == hits[1].Key || hits[1].Key == hits[2].Key || hits[0].Key == hits[2].Key {
 					continue
@@ -206,7 +219,7 @@ func TestConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	left := peek(t, s, keys, map[string]admit.Limit{"k0": lim, "k1": lim, "k2": lim, "k3": lim, "k4": lim, "k5": lim})
+	left := peek(t, s, keys, map[string]lim{"k0": l, "k1": l, "k2": l, "k3": l, "k4": l, "k5": l})
 	for _, k := range keys {
 		require.Equal(t, int64(capacity)-used[k], left[k], "key %s", k)
 		require.GreaterOrEqual(t, left[k], int64(0))
@@ -220,7 +233,7 @@ func TestMaxKeys(t *testing.T) {
 	s := memstore.New(memstore.WithClock(clk), memstore.WithMaxKeys(128))
 	res := make([]rls.Result, 1)
 	for i := range 5000 {
-		_, err := s.Decide(ctx, []rls.Hit{{Key: fmt.Sprint("k", i), Limit: admit.Limit{Capacity: 5, Rate: 1}, N: 1}}, res)
+		_, err := s.Decide(ctx, []rls.Hit{lim{5, 1, time.Second}.hit(fmt.Sprint("k", i), 1)}, res)
 		require.NoError(t, err)
 	}
 	require.LessOrEqual(t, s.Len(), 128)
@@ -228,7 +241,7 @@ func TestMaxKeys(t *testing.T) {
 	clk.Advance(10 * time.Second)
 	evicted := s.Evictions()
 	for i := range 5000 {
-		_, err := s.Decide(ctx, []rls.Hit{{Key: fmt.Sprint("n", i), Limit: admit.Limit{Capacity: 5, Rate: 1}, N: 1}}, res)
+		_, err := s.Decide(ctx, []rls.Hit{lim{5, 1, time.Second}.hit(fmt.Sprint("n", i), 1)}, res)
 		require.NoError(t, err)
 		clk.Advance(time.Second)
 	}
