@@ -3,13 +3,13 @@ package memstore_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/rls"
 	"github.com/admit-go/admit/rls/memstore"
+	"github.com/admit-go/admit/rls/storetest"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -179,53 +179,6 @@ func TestChangedLimit(t *testing.T) {
 	require.Equal(t, 0, s.Len())
 }
 
-// TestConcurrent runs overlapping multi-key requests from many goroutines
-// on buckets that never refill, then checks that every key lost exactly the
-// cost of the requests admitted: a partial take, or an undo that raced
-// another request, would break the sum.
-func TestConcurrent(t *testing.T) {
-	s := memstore.New()
-	const capacity = 500
-	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
-	l := lim{capacity, 0, time.Second}
-	var mu sync.Mutex
-	used := map[string]int64{}
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			res := make([]rls.Result, 3)
-			for i := range 400 {
-				hits := []rls.Hit{
-					l.hit(keys[(g+i)%len(keys)], 1+int64(i%3)),
-					l.hit(keys[(g+2*i+1)%len(keys)], 1),
-					l.hit(keys[(3*g+i+2)%len(keys)], 2),
-				}
-				if hits[0].Key == hits[1].Key || hits[1].Key == hits[2].Key || hits[0].Key == hits[2].Key {
-					continue
-				}
-				ok, err := s.Decide(ctx, hits, res)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if ok {
-					mu.Lock()
-					for _, h := range hits {
-						used[h.Key] += h.N
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	left := peek(t, s, keys, map[string]lim{"k0": l, "k1": l, "k2": l, "k3": l, "k4": l, "k5": l})
-	for _, k := range keys {
-		require.Equal(t, int64(capacity)-used[k], left[k], "key %s", k)
-		require.GreaterOrEqual(t, left[k], int64(0))
-	}
-}
-
 // TestMaxKeys sprays keys past the bound: the store stays within it and
 // counts the live buckets it had to evict.
 func TestMaxKeys(t *testing.T) {
@@ -246,4 +199,8 @@ func TestMaxKeys(t *testing.T) {
 		clk.Advance(time.Second)
 	}
 	require.Equal(t, evicted, s.Evictions(), "buckets full again are dropped, not evicted")
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(*testing.T) rls.Store { return memstore.New() })
 }

@@ -1,0 +1,128 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// src decides a request's buckets in one atomic step on one Redis node.
+//
+// KEYS are the buckets; ARGV holds six integers per key: capU (capacity in
+// units), per (units per token), m (units refilled per tick, 0 for none), q
+// (microseconds per tick), n (tokens asked: 0 checks, a negative n gives
+// -n tokens back) and shadow (1 when the key may lack n without refusing).
+//
+// A bucket is stored as the string "d t capU per m q": its debt d
+// (capacity minus balance, in units) as of tick t of the server clock
+// (TIME), and the parameters it was written with. An absent key has no
+// debt: a full bucket. Debt shrinks by m units per tick; a clock reading
+// at or before t refills nothing and never moves t back. Every number is
+// an integer below 2^53 (the Go side checks capU + 2·m < 2^53 and n ≤
+// capacity), so Lua's doubles hold them exactly; the refill computes dt·m
+// only for dt ≤ ⌈d/m⌉, so the product stays below d + m.
+//
+// A key whose stored parameters differ (a changed rule or override) is
+// carried over: refilled under the old ones, its whole tokens kept and
+// clamped to the new capacity.
+//
+// All or nothing: every key is read and refilled, then each hit takes its
+// n from the running balance (so two hits of one key take both) or, if it
+// lacks them and is not shadow, refuses the request. Only when the request
+// is admitted are changed buckets written back (SET with PX until the
+// bucket is full again, or DEL when it is full); a refused request writes
+// nothing. The script runs atomically, so no other request sees a state
+// in between.
+//
+// It returns {admitted, then per hit: ok, remaining, reset, sub}:
+// remaining in whole tokens after the decision, reset the ticks from the
+// current tick's start until the bucket is full (0 when full, -1 never),
+// sub the microseconds already gone of the current tick.
+const src = `
+local function idiv(a, b)
+  local r = math.floor(a / b)
+  if r * b > a then r = r - 1 elseif (r + 1) * b <= a then r = r + 1 end
+  return r
+end
+local function cdiv(a, b) return idiv(a + b - 1, b) end
+local function refill(d, t, m, now)
+  if now > t then
+    if m > 0 then
+      local dt = now - t
+      if dt > cdiv(d, m) then d = 0 else d = math.max(0, d - dt * m) end
+    end
+    t = now
+  end
+  return d, t
+end
+local tm = redis.call('TIME')
+local us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+local st, okv, all = {}, {}, 1
+for i = 1, #KEYS do
+  local b = (i - 1) * 6
+  local capU, per, m, q = tonumber(ARGV[b+1]), tonumber(ARGV[b+2]), tonumber(ARGV[b+3]), tonumber(ARGV[b+4])
+  local n, shadow = tonumber(ARGV[b+5]), ARGV[b+6] == '1'
+  local k = KEYS[i]
+  local s = st[k]
+  if not s then
+    local now = idiv(us, q)
+    s = {d = 0, t = now, capU = capU, per = per, m = m, q = q, now = now, sub = us - now * q}
+    local v = redis.call('GET', k)
+    if v then
+      local f = {}
+      for w in string.gmatch(v, '%S+') do f[#f + 1] = tonumber(w) end
+      if f[3] == capU and f[4] == per and f[5] == m and f[6] == q then
+        s.d, s.t = refill(f[1], f[2], m, now)
+      else
+        local d = refill(f[1], f[2], f[5], idiv(us, f[6]))
+        local whole = math.min(idiv(f[3] - d, f[4]), idiv(capU, per))
+        s.d, s.dirty = capU - whole * per, true
+      end
+    end
+    s.d0 = s.d
+    st[k] = s
+  end
+  local ok = 0
+  if n < 0 then
+    s.d, s.dirty, ok = math.max(0, s.d + n * s.per), true, 1
+  elseif n * s.per <= s.capU - s.d then
+    ok = 1
+    if n > 0 then s.d, s.dirty = s.d + n * s.per, true end
+  elseif not shadow then
+    all = 0
+  end
+  okv[i] = ok
+end
+if all == 1 then
+  for k, s in pairs(st) do
+    if s.dirty then
+      if s.d == 0 then
+        redis.call('DEL', k)
+      else
+        local v = string.format('%d %d %d %d %d %d', s.d, s.t, s.capU, s.per, s.m, s.q)
+        local full = 0
+        if s.m > 0 then full = s.t - s.now + cdiv(s.d, s.m) end
+        if s.m > 0 and full < 1125899906842624 / s.q then
+          redis.call('SET', k, v, 'PX', string.format('%d', cdiv(full * s.q - s.sub, 1000)))
+        else
+          redis.call('SET', k, v)
+        end
+      end
+    end
+  end
+else
+  for _, s in pairs(st) do s.d = s.d0 end
+end
+local out = {all}
+for i = 1, #KEYS do
+  local s = st[KEYS[i]]
+  local reset = 0
+  if s.d > 0 then
+    if s.m > 0 then reset = s.t - s.now + cdiv(s.d, s.m) else reset = -1 end
+  end
+  out[#out + 1] = okv[i]
+  out[#out + 1] = idiv(s.capU - s.d, s.per)
+  out[#out + 1] = reset
+  out[#out + 1] = s.sub
+end
+return out
+`
+
+// script runs src with EVALSHA, and EVAL (which loads it) on NOSCRIPT.
+var script = redis.NewScript(src)

@@ -1,0 +1,152 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/rls"
+	"github.com/admit-go/admit/rls/internal/redisproc"
+	"github.com/admit-go/admit/rls/redisstore"
+	"github.com/admit-go/admit/rls/storetest"
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	tmp     string
+	single  *redisproc.Server
+	cluster *redisproc.Cluster
+	prefix  atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	tmp, err = os.MkdirTemp("", "redisstore")
+	if err != nil {
+		panic(err)
+	}
+	code := func() int {
+		if single, err = redisproc.Start(tmp); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer single.Stop()
+		if cluster, err = redisproc.StartCluster(tmp); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer cluster.Stop()
+		return m.Run()
+	}()
+	os.RemoveAll(tmp)
+	os.Exit(code)
+}
+
+func newPrefix() string { return fmt.Sprintf("t%d:", prefix.Add(1)) }
+
+func singleStore(t *testing.T) rls.Store {
+	c := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	s, err := redisstore.New(c, redisstore.WithPrefix(newPrefix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func clusterStore(t *testing.T) rls.Store {
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	s, err := redisstore.New(c, redisstore.WithPrefix(newPrefix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformanceSingle(t *testing.T) { storetest.Run(t, singleStore) }
+
+// TestConformanceCluster runs the suite on three masters; the suite's keys
+// hash to different slots, so requests span nodes and take the split path
+// (each key decided alone, takes given back on a refusal).
+func TestConformanceCluster(t *testing.T) { storetest.Run(t, clusterStore) }
+
+// TestClusterSpreads checks that the suite's kind of keys do span masters,
+// so the cluster conformance run tests the split path.
+func TestClusterSpreads(t *testing.T) {
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
+	defer c.Close()
+	s, err := redisstore.New(c, redisstore.WithPrefix("spread:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make([]rls.Result, 1)
+	for i := range 60 {
+		h := rls.Hit{Key: fmt.Sprint("k", i), Capacity: 5, Count: 1, Period: time.Hour, N: 1}
+		if _, err := s.Decide(context.Background(), []rls.Hit{h}, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var masters atomic.Int64
+	err = c.ForEachMaster(context.Background(), func(ctx context.Context, n *redis.Client) error {
+		if size, err := n.DBSize(ctx).Result(); err == nil && size > 0 {
+			masters.Add(1)
+		}
+		return nil
+	})
+	if err != nil || masters.Load() != 3 {
+		t.Fatalf("keys on %d masters (%v), want 3", masters, err)
+	}
+}
+
+// TestUnavailable: with Redis gone, Decide fails within the timeout with
+// an error wrapping admit.ErrUnavailable.
+func TestUnavailable(t *testing.T) {
+	s0, err := redisproc.Start(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s0.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	s, err := redisstore.New(c, redisstore.WithTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := rls.Hit{Key: "u", Capacity: 5, Count: 1, Period: time.Second, N: 1}
+	res := make([]rls.Result, 1)
+	if _, err := s.Decide(context.Background(), []rls.Hit{h}, res); err != nil {
+		t.Fatal(err)
+	}
+	s0.Stop()
+	_, err = s.Decide(context.Background(), []rls.Hit{h}, res)
+	if !errors.Is(err, admit.ErrUnavailable) {
+		t.Fatalf("err %v does not wrap ErrUnavailable", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Decide(ctx, []rls.Hit{h}, res); err != context.Canceled {
+		t.Fatalf("a cancelled context: %v", err)
+	}
+}
+
+// TestParams: every unit with a burst of a billion at a billion per unit,
+// and a burst too large for a slow rate.
+func TestParams(t *testing.T) {
+	s := singleStore(t)
+	res := make([]rls.Result, 1)
+	for _, period := range []time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 30 * 24 * time.Hour, 365 * 24 * time.Hour} {
+		h := rls.Hit{Key: "p" + period.String(), Capacity: 1e9, Count: 1e9, Period: period, N: 1e9}
+		if ok, err := s.Decide(context.Background(), []rls.Hit{h}, res); err != nil || !ok {
+			t.Fatalf("%v: %v %v", period, ok, err)
+		}
+	}
+	h := rls.Hit{Key: "big", Capacity: 1 << 40, Count: 1, Period: 365 * 24 * time.Hour, N: 1}
+	if _, err := s.Decide(context.Background(), []rls.Hit{h}, res); !errors.Is(err, admit.ErrInvalidConfig) {
+		t.Fatalf("burst 2^40 at 1 a year: %v", err)
+	}
+}
