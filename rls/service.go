@@ -38,6 +38,11 @@ type Options struct {
 	// RateLimit-Remaining and RateLimit-Reset.
 	Headers                                   bool
 	LimitHeader, RemainingHeader, ResetHeader string
+	// FailOpen answers OK, without limits, when the Store is unavailable
+	// (an error wrapping admit.ErrUnavailable: Redis down or slow); by
+	// default such a request fails with codes.Unavailable and Envoy's
+	// failure_mode_deny decides.
+	FailOpen bool
 	// Observer, if not nil, receives outcomes.
 	Observer Observer
 }
@@ -181,6 +186,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 				return nil, status.FromContextError(ctx.Err()).Err()
 			}
 			if errors.Is(err, admit.ErrUnavailable) {
+				if s.opts.FailOpen {
+					return failOpen(len(ds)), nil
+				}
 				return nil, status.Error(codes.Unavailable, err.Error())
 			}
 			return nil, status.Error(codes.Internal, err.Error())
@@ -233,6 +241,16 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		s.opts.Observer.Decided(domain, resp.OverallCode, shadowed)
 	}
 	return resp, nil
+}
+
+// failOpen is the answer to n descriptors when the store is unavailable
+// and FailOpen is set: OK, no limit.
+func failOpen(n int) *pb.RateLimitResponse {
+	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, n)}
+	for i := range resp.Statuses {
+		resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+	}
+	return resp
 }
 
 // closest returns the status the headers describe: the first over its

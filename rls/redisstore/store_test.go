@@ -100,7 +100,7 @@ func TestClusterSpreads(t *testing.T) {
 		return nil
 	})
 	if err != nil || masters.Load() != 3 {
-		t.Fatalf("keys on %d masters (%v), want 3", masters, err)
+		t.Fatalf("keys on %d masters (%v), want 3", masters.Load(), err)
 	}
 }
 

@@ -65,7 +65,7 @@ func run(ctx context.Context, env []string) error {
 	}
 	defer closeStore()
 	svc := rls.New(store, rls.Options{
-		ShadowMode: s.ShadowMode, Headers: s.Headers,
+		ShadowMode: s.ShadowMode, Headers: s.Headers, FailOpen: s.RedisFailureModeAllow,
 		LimitHeader: s.LimitHeader, RemainingHeader: s.RemainingHeader, ResetHeader: s.ResetHeader,
 		Observer: m,
 	})
