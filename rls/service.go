@@ -20,6 +20,8 @@ import (
 
 // Observer receives the service's outcomes, for metrics. Its methods are
 // called on the request path and must be safe for concurrent use and fast.
+// The domain is "" for a domain the configuration does not hold, so that
+// requests cannot grow a metric's label set.
 type Observer interface {
 	// Decided reports a request's overall code and how many of its
 	// descriptors were over their limit but let through by shadow mode.
@@ -173,6 +175,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			N: p.n, Shadow: p.shadow || s.opts.ShadowMode,
 		})
 	}
+	label := domain
+	if !cfg.HasDomain(domain) {
+		label = ""
+	}
 	results := make([]Result, len(hits))
 	admitted := true
 	if len(hits) > 0 {
@@ -180,7 +186,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		admitted, err = s.store.Decide(ctx, hits, results)
 		if err != nil {
 			if s.opts.Observer != nil {
-				s.opts.Observer.StoreFailed(domain, err)
+				s.opts.Observer.StoreFailed(label, err)
 			}
 			if ctx.Err() != nil {
 				return nil, status.FromContextError(ctx.Err()).Err()
@@ -238,7 +244,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		}
 	}
 	if s.opts.Observer != nil {
-		s.opts.Observer.Decided(domain, resp.OverallCode, shadowed)
+		s.opts.Observer.Decided(label, resp.OverallCode, shadowed)
 	}
 	return resp, nil
 }
