@@ -2,7 +2,7 @@
 GO ?= go
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: test xtime lint fuzz bench bench-full bench-keyed bench-redis plots storm algorithms loadrun
+.PHONY: test xtime lint fuzz bench bench-full bench-keyed bench-redis plots storm algorithms loadrun rls
 
 # go vet and the race-enabled tests, over the core module, bench/ and
 # redisbucket/ (whose tests start their own redis-server: .ci/redis-server
@@ -16,6 +16,7 @@ test:
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	.ci/redis-server
 	cd redisbucket && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd rls && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # Only x/time/rate's tests against ./rate, verbose.
 xtime:
@@ -27,9 +28,11 @@ lint:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	cd redisbucket && $(GO) vet ./...
+	cd rls && $(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd bench && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd redisbucket && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd rls && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 # Longer runs of the fuzz tests (their seed corpora run in `make test`).
 fuzz:
@@ -43,6 +46,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./rate/
 	$(GO) test -run '^$$' -fuzz FuzzKeyByForwardedFor -fuzztime 30s ./admithttp/
 	$(GO) test -run '^$$' -fuzz FuzzKeyByIP -fuzztime 15s ./admithttp/
+	cd rls && $(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 30s ./memstore/
 
 # The quick comparison, about a minute: cases admit and reject, serial and
 # parallel, every implementation and floor, -cpu 1,2, six samples each. Prints
@@ -94,3 +98,10 @@ bench-redis:
 # and without each middleware, under a minute; saves results/loadrun-<date>.txt.
 loadrun:
 	cd bench && $(GO) run ./cmd/loadrun -rounds 3 -duration 2s -save ../results
+
+# admit-rls, Envoy's rate limit service, with the memory backend and the
+# example configuration in rls/examples/config (edit it while it runs):
+# gRPC on 127.0.0.1:8081, HTTP /healthcheck and POST /json on 127.0.0.1:8080.
+rls:
+	cd rls && HOST=127.0.0.1 GRPC_HOST=127.0.0.1 RUNTIME_ROOT=examples RUNTIME_APPDIRECTORY=config \
+		BACKEND_TYPE=memory LOG_LEVEL=INFO $(GO) run ./cmd/admit-rls

@@ -74,3 +74,15 @@ descriptors:
 	_, err := loadString("domain: d\ndescriptors:\n  - key: a\n    quota_mode: false\n")
 	require.NoError(t, err)
 }
+
+// TestExample loads the example configuration `make rls` serves.
+func TestExample(t *testing.T) {
+	files, err := config.ReadDir("../examples/config", false)
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	c, err := config.Load(files, false)
+	require.NoError(t, err)
+	r, _ := c.Lookup("example", desc("api_key", "k", "path", "/search?q=x"))
+	require.NotNil(t, r)
+	require.Equal(t, uint32(60), r.RequestsPerUnit)
+}
