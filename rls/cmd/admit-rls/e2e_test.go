@@ -295,10 +295,10 @@ func TestReload(t *testing.T) {
 func TestRefusedSettings(t *testing.T) {
 	files := map[string]string{"e2e.yaml": e2eConfig}
 	for _, env := range []string{"USE_STATSD=true", "BACKEND_TYPE=memcache", "CONFIG_TYPE=GRPC_XDS_SOTW", "MEMCACHE_HOST_PORT=127.0.0.1:11211"} {
-		_, log := refuse(t, []string{env}, files)
+		log := refuse(t, []string{env}, files)
 		require.Contains(t, log, strings.SplitN(env, "=", 2)[0], env)
 	}
-	_, log := refuse(t, nil, map[string]string{"q.yaml": "domain: q\ndescriptors:\n  - key: a\n    quota_mode: true\n"})
+	log := refuse(t, nil, map[string]string{"q.yaml": "domain: q\ndescriptors:\n  - key: a\n    quota_mode: true\n"})
 	require.Contains(t, log, "quota_mode is not implemented")
 	// USE_STATSD=false is accepted.
 	p := startRLS(t, []string{"USE_STATSD=false"}, files)

@@ -139,14 +139,14 @@ func (p *proc) log() string {
 }
 
 // refuse runs admit-rls with env and files until it exits, for settings it
-// must refuse; it returns the error and stderr.
-func refuse(t *testing.T, env []string, files map[string]string) (error, string) {
+// must refuse; it returns the error, which holds stderr.
+func refuse(t *testing.T, env []string, files map[string]string) string {
 	t.Helper()
 	_, err := launch(t, env, files)
 	if err == nil {
 		t.Fatal("admit-rls started")
 	}
-	return err, err.Error()
+	return err.Error()
 }
 
 // d builds a descriptor from key, value pairs.
