@@ -42,7 +42,7 @@ import (
 )
 
 // The full run: every benchmark of package bench at four GOMAXPROCS values,
-// ten samples each, as DESIGN.md asks of committed results.
+// ten samples each, as docs/design.md asks of committed results.
 //
 // Sizing, for the 2-core machine this was written on: BenchmarkTryAcquire
 // has 4 cases × 2 modes × 8 implementations and floors = 64 sub-benchmarks,
