@@ -1,9 +1,11 @@
 package admithttp_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -543,15 +545,16 @@ func TestDeniedStatusDefault(t *testing.T) {
 			h := admithttp.Middleware(l, admithttp.WithDenied(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				c.h(t, w)
 			})))(ok200)
-			var srv *httptest.Server
+			srv := httptest.NewUnstartedServer(h)
+			var logged syncBuffer // what the server logs: a write after a hijack, say
+			srv.Config.ErrorLog = log.New(&logged, "", 0)
 			if c.http2 {
-				srv = httptest.NewUnstartedServer(h)
 				srv.EnableHTTP2 = true
 				srv.StartTLS()
-				t.Cleanup(srv.Close)
 			} else {
-				srv = serve(t, h)
+				srv.Start()
 			}
+			defer srv.Close()
 			get(t, srv)
 			f, proto := getProto(t, srv)
 			if f.status != c.want || f.retryAfter != 1 || !f.hasRate {
@@ -560,8 +563,31 @@ func TestDeniedStatusDefault(t *testing.T) {
 			if c.http2 != (proto == 2) {
 				t.Fatalf("served over HTTP/%d", proto)
 			}
+			srv.Close() // waits for the handlers
+			if s := logged.String(); s != "" {
+				t.Fatalf("the server logged %q", s)
+			}
 		})
 	}
+}
+
+// syncBuffer is a bytes.Buffer for a server's ErrorLog, which its
+// connections' goroutines write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // getProto is get that also returns the response's major HTTP version.
