@@ -22,6 +22,14 @@ import (
 //   - denied: 429 Too Many Requests (or the WithDenied handler), with both
 //     fields and Retry-After, the wait in whole seconds rounded up, at least
 //     1, so a client that honours it is never early;
+//   - the key function fails: 400 Bad Request (the request does not say who
+//     sent it), no limiter call, no RateLimit fields;
+//   - the cost function returns a negative cost: 500 Internal Server Error (a
+//     bug in the server, not the client), no limiter call, no fields;
+//   - the cost is above the key's capacity (the limiter's error wraps
+//     admit.ErrUnsatisfiable, not admit.ErrUnavailable): 413 Content Too
+//     Large, since waiting can never help, with the fields of the key's
+//     current state;
 //   - the limiter's backend failed (its error wraps admit.ErrUnavailable)
 //     and its failure policy decided from a bucket (a fallback limiter, or
 //     keyed's RefuseNew): that Decision is followed as above, admitted or
@@ -29,13 +37,6 @@ import (
 //   - the backend failed and its policy admitted blind (Remaining and
 //     ResetAfter both 0, redisbucket's WithFailOpen): the next handler runs,
 //     with no RateLimit fields, since no state exists;
-//   - the key function fails: 400 Bad Request (the request does not say who
-//     sent it), no limiter call, no RateLimit fields;
-//   - the cost function returns a negative cost: 500 Internal Server Error (a
-//     bug in the server, not the client), no limiter call, no fields;
-//   - the cost is above the key's capacity (the limiter's error wraps
-//     admit.ErrUnsatisfiable): 413 Content Too Large, since waiting can never
-//     help, with the fields of the key's current state;
 //   - no decision: the backend failed and its policy refused blind
 //     (redisbucket's default, fail closed), or the Decision has Limit 0, or
 //     any other limiter error (a cancelled request context, say): by
@@ -44,8 +45,9 @@ import (
 //     WithFailOpen the next handler runs unlimited. No RateLimit fields
 //     either way: no trustworthy state exists.
 //
-// So the limiter's failure policy is obeyed whenever it gives one, and the
-// middleware's own (WithFailOpen) applies only where it gives none. Every
+// So a decision of the limiter's failure policy is obeyed whenever there is
+// one, and the middleware's own policy (WithFailOpen or not) applies only
+// where there is none. Every
 // limiter error is passed to the WithOnError function, if any, whatever
 // the answer. A cost of 0 admits without consuming and reports the key's
 // state.
