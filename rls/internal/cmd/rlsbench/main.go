@@ -5,7 +5,7 @@
 // admit-rls and envoyproxy/ratelimit were compared side by side.
 //
 //	rlsbench -addr 127.0.0.1:8081 -streams 1,16,64 -d 5s
-//	rlsbench -addr 127.0.0.1:8081 -accuracy -streams 16 -d 3s -windows 100ms,1s
+//	rlsbench -addr 127.0.0.1:8081 -accuracy -streams 16 -d 3s -windows 100ms,1s -boundary 50ms
 package main
 
 import (
@@ -35,7 +35,16 @@ func main() {
 	accuracy := flag.Bool("accuracy", false, "accuracy mode: one value, admissions per window")
 	windows := flag.String("windows", "100ms,1s", "accuracy windows, comma-separated")
 	label := flag.String("label", "", "label printed on every line")
+	lead := flag.Duration("boundary", 0, "accuracy mode: start this long before a whole second of the wall clock, so that a burst from an idle client crosses a unit boundary")
 	flag.Parse()
+	if *accuracy && *lead > 0 {
+		now := time.Now()
+		next := now.Truncate(time.Second).Add(time.Second)
+		if next.Sub(now) < *lead {
+			next = next.Add(time.Second)
+		}
+		time.Sleep(time.Until(next.Add(-*lead)))
+	}
 	if err := run(*addr, *streams, *d, *domain, *key, *values, *accuracy, *windows, *label); err != nil {
 		fmt.Fprintln(os.Stderr, "rlsbench:", err)
 		os.Exit(1)
