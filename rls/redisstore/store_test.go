@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,5 +151,54 @@ func TestParams(t *testing.T) {
 	h := rls.Hit{Key: "big", Capacity: 1 << 40, Count: 1, Period: 365 * 24 * time.Hour, N: 1}
 	if _, err := s.Decide(context.Background(), []rls.Hit{h}, res); !errors.Is(err, admit.ErrInvalidConfig) {
 		t.Fatalf("burst 2^40 at 1 a year: %v", err)
+	}
+}
+
+// TestHungRedis: a frozen server (SIGSTOP) answers nothing; every one of
+// many concurrent calls fails within the timeout with ErrUnavailable, and
+// no goroutine stays behind once they have.
+func TestHungRedis(t *testing.T) {
+	s0, err := redisproc.Start(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s0.Stop()
+	c := redis.NewClient(&redis.Options{Addr: s0.Addr, ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: 4})
+	defer c.Close()
+	s, err := redisstore.New(c, redisstore.WithTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := rls.Hit{Key: "h", Capacity: 5, Count: 1, Period: time.Second, N: 1}
+	if _, err := s.Decide(context.Background(), []rls.Hit{h}, make([]rls.Result, 1)); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	if err := s0.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer s0.Signal(syscall.SIGCONT)
+	var wg sync.WaitGroup
+	var unavailable atomic.Int64
+	for range 50 {
+		wg.Go(func() {
+			_, err := s.Decide(context.Background(), []rls.Hit{h}, make([]rls.Result, 1))
+			if errors.Is(err, admit.ErrUnavailable) {
+				unavailable.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if unavailable.Load() != 50 {
+		t.Fatalf("%d of 50 calls failed with ErrUnavailable", unavailable.Load())
+	}
+	// Connections whose command timed out are closed in the background;
+	// wait for the count to come back rather than asserting at once.
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines, %d before the calls", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

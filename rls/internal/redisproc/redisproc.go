@@ -80,9 +80,13 @@ func start(dir string, extra []string) (*Server, error) {
 	return nil, fmt.Errorf("redis-server on %s did not answer PING", s.Addr)
 }
 
+// Signal sends sig to the server (SIGSTOP and SIGCONT freeze and thaw it).
+func (s *Server) Signal(sig syscall.Signal) error { return s.cmd.Process.Signal(sig) }
+
 // Stop kills the server and waits for it to go.
 func (s *Server) Stop() {
 	if s.cmd.Process != nil {
+		s.cmd.Process.Signal(syscall.SIGCONT)
 		s.cmd.Process.Kill()
 		for range 500 {
 			if s.cmd.Process.Signal(syscall.Signal(0)) != nil {
