@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"sync/atomic"
@@ -76,6 +77,27 @@ func New(store Store, opts Options) *Service {
 // SetConfig replaces the configuration; requests already deciding finish
 // with the one they read.
 func (s *Service) SetConfig(c *config.Config) { s.cfg.Store(c) }
+
+// Check reports whether the store can hold every limited rule of c (see
+// Store.Check); the error names the first rule it cannot. Call it before
+// SetConfig, so that such a rule is refused when loaded rather than failing
+// its requests.
+func (s *Service) Check(c *config.Config) error {
+	for _, r := range c.Rules() {
+		capacity := int64(r.Burst)
+		if capacity == 0 {
+			capacity = int64(r.RequestsPerUnit)
+		}
+		if r.Unlimited || capacity == 0 {
+			continue
+		}
+		h := Hit{Capacity: capacity, Count: int64(r.RequestsPerUnit), Period: config.UnitDuration(r.Unit)}
+		if err := s.store.Check(h); err != nil {
+			return fmt.Errorf("rule %s: %w", r.Key, err)
+		}
+	}
+	return nil
+}
 
 // Config returns the current configuration, nil before the first SetConfig.
 func (s *Service) Config() *config.Config { return s.cfg.Load() }
@@ -196,6 +218,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 					return failOpen(len(ds)), nil
 				}
 				return nil, status.Error(codes.Unavailable, err.Error())
+			}
+			if errors.Is(err, admit.ErrInvalidConfig) {
+				return nil, status.Error(codes.InvalidArgument, err.Error()) // an override the store cannot hold
 			}
 			return nil, status.Error(codes.Internal, err.Error())
 		}

@@ -55,9 +55,13 @@ type Result struct {
 //  4. Hits of one request may share a Key; they are taken in order, so two
 //     hits of one key need both costs.
 //
-// results has one entry per hit. A Store is safe for concurrent use.
+// results has one entry per hit. Check reports whether the store can
+// represent a hit's bucket (its capacity and rate; Key and N are ignored),
+// with an error wrapping admit.ErrInvalidConfig when it cannot; Decide
+// fails on such a hit the same way. A Store is safe for concurrent use.
 type Store interface {
 	Decide(ctx context.Context, hits []Hit, results []Result) (admitted bool, err error)
+	Check(h Hit) error
 }
 
 // Never is a ResetAfter too long for a time.Duration.

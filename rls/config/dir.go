@@ -54,6 +54,9 @@ type Watcher struct {
 	Merge          bool
 	// Interval between polls; a change applies within it (plus the read).
 	Interval time.Duration
+	// Check, if not nil, vets a configuration that loads; an error refuses
+	// it like a load error.
+	Check func(*Config) error
 	// Apply receives each configuration that differs from the last one seen
 	// and loads.
 	Apply func(*Config)
@@ -89,6 +92,9 @@ func (w *Watcher) Run(ctx context.Context, initial []File) {
 		}
 		last = d
 		c, err := Load(files, w.Merge)
+		if err == nil && w.Check != nil {
+			err = w.Check(c)
+		}
 		if err != nil {
 			w.Fail(err)
 			continue

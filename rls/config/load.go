@@ -187,6 +187,24 @@ func (n *node) load(file, parent string, ds []yamlDescriptor) error {
 	return nil
 }
 
+// Rules returns every rule of every domain, in no particular order.
+func (c *Config) Rules() []*Rule {
+	var rs []*Rule
+	var walk func(n *node)
+	walk = func(n *node) {
+		if n.rule != nil {
+			rs = append(rs, n.rule)
+		}
+		for _, ch := range n.children {
+			walk(ch)
+		}
+	}
+	for _, d := range c.domains {
+		walk(d)
+	}
+	return rs
+}
+
 // HasDomain reports whether the configuration holds the domain.
 func (c *Config) HasDomain(domain string) bool {
 	_, ok := c.domains[domain]

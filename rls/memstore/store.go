@@ -113,6 +113,12 @@ func (s *Store) paramsFor(l admit.Limit) (*refill.Params, error) {
 	return v.(*refill.Params), nil
 }
 
+// Check implements rls.Store.
+func (s *Store) Check(h rls.Hit) error {
+	_, err := s.paramsFor(h.Limit())
+	return err
+}
+
 // saved is a bucket's state before a request touched it, for the undo.
 type saved struct {
 	sh      *shard

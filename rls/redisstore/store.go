@@ -134,6 +134,12 @@ func (s *Store) paramsFor(h *rls.Hit) (params, error) {
 	return p, nil
 }
 
+// Check implements rls.Store.
+func (s *Store) Check(h rls.Hit) error {
+	_, err := s.paramsFor(&h)
+	return err
+}
+
 func newParams(k paramsKey) (params, error) {
 	switch {
 	case k.capacity < 1 || k.capacity > maxCapUnits:

@@ -76,6 +76,9 @@ func run(ctx context.Context, env []string) error {
 		return fmt.Errorf("reading the configuration: %w", err)
 	}
 	cfg, err := config.Load(files, s.MergeDomainConfig)
+	if err == nil {
+		err = svc.Check(cfg)
+	}
 	if err != nil {
 		m.configLoad(false)
 		return err
@@ -88,6 +91,7 @@ func run(ctx context.Context, env []string) error {
 	defer cancel()
 	w := &config.Watcher{
 		Dir: dir, IgnoreDotFiles: s.RuntimeIgnoreDotFiles, Merge: s.MergeDomainConfig, Interval: pollInterval,
+		Check: svc.Check,
 		Apply: func(c *config.Config) {
 			svc.SetConfig(c)
 			m.configLoad(true)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -77,4 +79,25 @@ func TestRedisDown(t *testing.T) {
 	}
 	// Unlimited and unmatched descriptors do not need Redis.
 	require.Equal(t, ok, deny.ask(t, "e2e", d("free", "x")).OverallCode)
+}
+
+// TestRedisUnrepresentable: a rule Redis's integers cannot hold is refused
+// when loaded, at start and on reload, rather than failing its requests.
+func TestRedisUnrepresentable(t *testing.T) {
+	s := redisServer(t)
+	env := []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + s.Addr}
+	huge := "domain: h\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 1, burst: 2000000000}\n"
+	log := refuse(t, env, map[string]string{"h.yaml": huge})
+	require.Contains(t, log, "rule h.k")
+	require.Contains(t, log, "does not fit")
+
+	p := startRLS(t, env, map[string]string{"e2e.yaml": e2eConfig})
+	require.NoError(t, os.WriteFile(filepath.Join(p.configDir, "h.yaml"), []byte(huge), 0o644))
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(p.log(), "does not fit") {
+		require.True(t, time.Now().Before(deadline), "waiting for the refusal")
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Equal(t, ok, p.ask(t, "e2e", d("user", "x")).OverallCode)
+	require.Nil(t, p.ask(t, "h", d("k", "x")).Statuses[0].CurrentLimit, "the refused file did not apply")
 }
