@@ -1,6 +1,9 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+)
 
 // src decides a request's buckets in one atomic step on one Redis node.
 //
@@ -124,5 +127,9 @@ end
 return out
 `
 
-// script runs src with EVALSHA, and EVAL (which loads it) on NOSCRIPT.
-var script = redis.NewScript(src)
+// script and rueidisScript run src with EVALSHA, and EVAL (which loads it)
+// on NOSCRIPT, through go-redis and rueidis.
+var (
+	script        = redis.NewScript(src)
+	rueidisScript = rueidis.NewLuaScript(src)
+)

@@ -54,6 +54,7 @@ import (
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/rls"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 )
 
 // DefaultPrefix starts every key the store writes.
@@ -62,7 +63,7 @@ const DefaultPrefix = "admit-rls:"
 // Store is the Redis rls.Store. It is safe for concurrent use; build one
 // with New.
 type Store struct {
-	c       redis.UniversalClient
+	exec    runner
 	split   bool // decide each key alone, then give back (a Cluster)
 	prefix  string
 	timeout time.Duration
@@ -81,13 +82,25 @@ func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 // WithTimeout bounds each Decide (default 1 s).
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
 
-// New returns a Store on c. A *redis.ClusterClient is decided key by key
-// (see the package doc); any other client with one script per request.
+// runner runs the script once; the client's own retry of EVALSHA as EVAL
+// on NOSCRIPT is inside.
+type runner func(ctx context.Context, keys, args []string) ([]int64, error)
+
+// New returns a Store on a go-redis client. A *redis.ClusterClient is
+// decided key by key (see the package doc); any other client with one
+// script per request. go-redis sends one command per connection at a time.
 func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: nil client", admit.ErrInvalidConfig)
 	}
-	s := &Store{c: c, prefix: DefaultPrefix, timeout: time.Second}
+	s := &Store{prefix: DefaultPrefix, timeout: time.Second}
+	s.exec = func(ctx context.Context, keys, args []string) ([]int64, error) {
+		a := make([]any, len(args))
+		for i := range args {
+			a[i] = args[i]
+		}
+		return script.Run(ctx, c, keys, a...).Int64Slice()
+	}
 	switch c := c.(type) {
 	case *redis.Client:
 		if !c.Options().ContextTimeoutEnabled {
@@ -99,6 +112,24 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 		}
 		s.split = true
 	}
+	return s.apply(opts)
+}
+
+// NewRueidis returns a Store on a rueidis client, which pipelines
+// concurrent commands on shared connections by itself (the faster client
+// under concurrency). A Cluster client is decided key by key, as in New.
+func NewRueidis(c rueidis.Client, opts ...Option) (*Store, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil client", admit.ErrInvalidConfig)
+	}
+	s := &Store{prefix: DefaultPrefix, timeout: time.Second, split: c.Mode() == rueidis.ClientModeCluster}
+	s.exec = func(ctx context.Context, keys, args []string) ([]int64, error) {
+		return rueidisScript.Exec(ctx, c, keys, args).AsIntSlice()
+	}
+	return s.apply(opts)
+}
+
+func (s *Store) apply(opts []Option) (*Store, error) {
 	for _, o := range opts {
 		o(s)
 	}
@@ -195,7 +226,7 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 // run runs the script over hits; n overrides each hit's cost when not nil.
 func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []rls.Result, n []int64) (bool, error) {
 	keys := make([]string, len(hits))
-	args := make([]any, 0, 6*len(hits))
+	args := make([]string, 0, 6*len(hits))
 	for i := range hits {
 		h, p := &hits[i], ps[i]
 		keys[i] = s.prefix + h.Key
@@ -210,7 +241,7 @@ func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []
 		args = append(args, strconv.FormatInt(p.capU, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10),
 			strconv.FormatInt(p.q, 10), strconv.FormatInt(cost, 10), shadow)
 	}
-	out, err := script.Run(ctx, s.c, keys, args...).Int64Slice()
+	out, err := s.exec(ctx, keys, args)
 	if err != nil {
 		return false, err
 	}

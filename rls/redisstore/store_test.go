@@ -18,6 +18,7 @@ import (
 	"github.com/admit-go/admit/rls/redisstore"
 	"github.com/admit-go/admit/rls/storetest"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 )
 
 var (
@@ -72,7 +73,26 @@ func clusterStore(t *testing.T) rls.Store {
 	return s
 }
 
+func rueidisStore(addrs ...string) func(t *testing.T) rls.Store {
+	return func(t *testing.T) rls.Store {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		s, err := redisstore.NewRueidis(c, redisstore.WithPrefix(newPrefix()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+}
+
 func TestConformanceSingle(t *testing.T) { storetest.Run(t, singleStore) }
+
+func TestConformanceRueidisSingle(t *testing.T) { storetest.Run(t, rueidisStore(single.Addr)) }
+
+func TestConformanceRueidisCluster(t *testing.T) { storetest.Run(t, rueidisStore(cluster.Addrs()...)) }
 
 // TestConformanceCluster runs the suite on three masters; the suite's keys
 // hash to different slots, so requests span nodes and take the split path
@@ -158,17 +178,39 @@ func TestParams(t *testing.T) {
 // many concurrent calls fails within the timeout with ErrUnavailable, and
 // no goroutine stays behind once they have.
 func TestHungRedis(t *testing.T) {
+	t.Run("go-redis", func(t *testing.T) {
+		hung(t, func(addr string) (rls.Store, func()) {
+			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: 4})
+			s, err := redisstore.New(c, redisstore.WithTimeout(200*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, func() { c.Close() }
+		})
+	})
+	t.Run("rueidis", func(t *testing.T) {
+		hung(t, func(addr string) (rls.Store, func()) {
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, DisableRetry: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := redisstore.NewRueidis(c, redisstore.WithTimeout(200*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, c.Close
+		})
+	})
+}
+
+func hung(t *testing.T, newStore func(addr string) (rls.Store, func())) {
 	s0, err := redisproc.Start(tmp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s0.Stop()
-	c := redis.NewClient(&redis.Options{Addr: s0.Addr, ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: 4})
-	defer c.Close()
-	s, err := redisstore.New(c, redisstore.WithTimeout(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, closeStore := newStore(s0.Addr)
+	defer closeStore()
 	h := rls.Hit{Key: "h", Capacity: 5, Count: 1, Period: time.Second, N: 1}
 	if _, err := s.Decide(context.Background(), []rls.Hit{h}, make([]rls.Result, 1)); err != nil {
 		t.Fatal(err)

@@ -101,3 +101,16 @@ func TestRedisUnrepresentable(t *testing.T) {
 	require.Equal(t, ok, p.ask(t, "e2e", d("user", "x")).OverallCode)
 	require.Nil(t, p.ask(t, "h", d("k", "x")).Statuses[0].CurrentLimit, "the refused file did not apply")
 }
+
+// TestRedisUnixSocket: REDIS_SOCKET_TYPE=unix (envoyproxy/ratelimit's
+// default) with REDIS_URL a socket path.
+func TestRedisUnixSocket(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "redis.sock")
+	s, err := redisproc.Start(dir, "--unixsocket", sock, "--unixsocketperm", "700")
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	p := startRLS(t, []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=unix", "REDIS_URL=" + sock}, map[string]string{"e2e.yaml": e2eConfig})
+	require.Equal(t, ok, p.ask(t, "e2e", d("plan", "basic")).OverallCode)
+	require.Equal(t, over, p.ask(t, "e2e", d("plan", "basic")).OverallCode)
+}
