@@ -7,14 +7,16 @@ import (
 
 // src decides a request's buckets in one atomic step on one Redis node.
 //
-// KEYS are the buckets; ARGV holds six integers per key: capU (capacity in
+// KEYS are the buckets; ARGV holds seven values per key: capU (capacity in
 // units), per (units per token), m (units refilled per tick, 0 for none), q
 // (microseconds per tick), n (tokens asked: 0 checks, a negative n gives
-// -n tokens back) and shadow (1 when the key may lack n without refusing).
+// -n tokens back), shadow (1 when the key may lack n without refusing) and
+// sig, the four parameters as "capU:per:m:q".
 //
-// A bucket is stored as the string "d t capU per m q": its debt d
-// (capacity minus balance, in units) as of tick t of the server clock
-// (TIME), and the parameters it was written with. An absent key has no
+// A bucket is stored as the string "d t sig": its debt d (capacity minus
+// balance, in units) as of tick t of the server clock (TIME), and the
+// parameters it was written with (compared as a string, parsed only when
+// they differ: the common case costs two string.find). An absent key has no
 // debt: a full bucket. Debt shrinks by m units per tick; a clock reading
 // at or before t refills nothing and never moves t back. Every number is
 // an integer below 2^53 (the Go side checks capU + 2·m < 2^53 and n ≤
@@ -58,23 +60,27 @@ local tm = redis.call('TIME')
 local us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 local st, okv, all = {}, {}, 1
 for i = 1, #KEYS do
-  local b = (i - 1) * 6
+  local b = (i - 1) * 7
   local capU, per, m, q = tonumber(ARGV[b+1]), tonumber(ARGV[b+2]), tonumber(ARGV[b+3]), tonumber(ARGV[b+4])
-  local n, shadow = tonumber(ARGV[b+5]), ARGV[b+6] == '1'
+  local n, shadow, sig = tonumber(ARGV[b+5]), ARGV[b+6] == '1', ARGV[b+7]
   local k = KEYS[i]
   local s = st[k]
   if not s then
     local now = idiv(us, q)
-    s = {d = 0, t = now, capU = capU, per = per, m = m, q = q, now = now, sub = us - now * q}
+    s = {d = 0, t = now, capU = capU, per = per, m = m, q = q, sig = sig, now = now, sub = us - now * q}
     local v = redis.call('GET', k)
     if v then
-      local f = {}
-      for w in string.gmatch(v, '%S+') do f[#f + 1] = tonumber(w) end
-      if f[3] == capU and f[4] == per and f[5] == m and f[6] == q then
-        s.d, s.t = refill(f[1], f[2], m, now)
+      local a = string.find(v, ' ', 1, true)
+      local c = string.find(v, ' ', a + 1, true)
+      local d, t = tonumber(string.sub(v, 1, a - 1)), tonumber(string.sub(v, a + 1, c - 1))
+      local vsig = string.sub(v, c + 1)
+      if vsig == sig then
+        s.d, s.t = refill(d, t, m, now)
       else
-        local d = refill(f[1], f[2], f[5], idiv(us, f[6]))
-        local whole = math.min(idiv(f[3] - d, f[4]), idiv(capU, per))
+        local f = {}
+        for w in string.gmatch(vsig, '%d+') do f[#f + 1] = tonumber(w) end
+        d = refill(d, t, f[3], idiv(us, f[4]))
+        local whole = math.min(idiv(f[1] - d, f[2]), idiv(capU, per))
         s.d, s.dirty = capU - whole * per, true
       end
     end
@@ -98,7 +104,7 @@ if all == 1 then
       if s.d == 0 then
         redis.call('DEL', k)
       else
-        local v = string.format('%d %d %d %d %d %d', s.d, s.t, s.capU, s.per, s.m, s.q)
+        local v = string.format('%d %d ', s.d, s.t) .. s.sig
         local full = 0
         if s.m > 0 then full = s.t - s.now + cdiv(s.d, s.m) end
         if s.m > 0 and full < 1125899906842624 / s.q then

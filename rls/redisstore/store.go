@@ -147,6 +147,13 @@ type paramsKey struct {
 // params is a bucket's integer arithmetic; see the package doc.
 type params struct {
 	capU, per, m, q int64
+	args            [5]string // capU, per, m, q and the signature "capU:per:m:q", formatted once
+}
+
+func (p *params) format() params {
+	c, pe, m, q := strconv.FormatInt(p.capU, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10), strconv.FormatInt(p.q, 10)
+	p.args = [5]string{c, pe, m, q, c + ":" + pe + ":" + m + ":" + q}
+	return *p
 }
 
 // maxCapUnits keeps capU + 2·m below 2^53 (m < 2^32).
@@ -180,7 +187,8 @@ func newParams(k paramsKey) (params, error) {
 	case k.period < time.Second || k.period%time.Second != 0:
 		return params{}, fmt.Errorf("%w: period %v is not a whole number of seconds", admit.ErrInvalidConfig, k.period)
 	case k.count == 0:
-		return params{capU: k.capacity, per: 1, m: 0, q: 1e6}, nil
+		p := params{capU: k.capacity, per: 1, m: 0, q: 1e6}
+		return p.format(), nil
 	}
 	periodUs := k.period.Microseconds()
 	for q := int64(1); q <= 1e6; q *= 10 {
@@ -188,7 +196,8 @@ func newParams(k paramsKey) (params, error) {
 		g := gcd(ticks, k.count)
 		per, m := ticks/g, k.count/g
 		if per <= maxCapUnits/k.capacity {
-			return params{capU: k.capacity * per, per: per, m: m, q: q}, nil
+			p := params{capU: k.capacity * per, per: per, m: m, q: q}
+			return p.format(), nil
 		}
 	}
 	return params{}, fmt.Errorf("%w: %d per %v with burst %d does not fit Redis's integers (burst × seconds per token must stay below 2^53)", admit.ErrInvalidConfig, k.count, k.period, k.capacity)
@@ -226,7 +235,7 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 // run runs the script over hits; n overrides each hit's cost when not nil.
 func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []rls.Result, n []int64) (bool, error) {
 	keys := make([]string, len(hits))
-	args := make([]string, 0, 6*len(hits))
+	args := make([]string, 0, 7*len(hits))
 	for i := range hits {
 		h, p := &hits[i], ps[i]
 		keys[i] = s.prefix + h.Key
@@ -238,8 +247,7 @@ func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []
 		if h.Shadow {
 			shadow = "1"
 		}
-		args = append(args, strconv.FormatInt(p.capU, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10),
-			strconv.FormatInt(p.q, 10), strconv.FormatInt(cost, 10), shadow)
+		args = append(args, p.args[0], p.args[1], p.args[2], p.args[3], strconv.FormatInt(cost, 10), shadow, p.args[4])
 	}
 	out, err := s.exec(ctx, keys, args)
 	if err != nil {
