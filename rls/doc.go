@@ -29,4 +29,13 @@
 // With headers enabled, the response adds RateLimit-Limit, -Remaining and
 // -Reset of the descriptor closest to its limit (the first refusing one
 // when refused).
+//
+// # Stores
+//
+// A Store decides a request's hits (one per limited descriptor) all or
+// nothing; package storetest is the conformance suite every Store passes.
+// The stores do not sit on admit.PolicyLimiter: its AllowLimits decides one
+// key against several limits, while a request's descriptors are several
+// keys, each with its own cost, decided together. docs/rls.md compares
+// admit-rls with envoyproxy/ratelimit.
 package rls

@@ -33,7 +33,7 @@ type Settings struct {
 	RedisURL        string        // REDIS_URL, default /var/run/nutcracker/ratelimit.sock
 	RedisType       string        // REDIS_TYPE: SINGLE (default) or CLUSTER
 	RedisAuth       string        // REDIS_AUTH: password, or user:password
-	RedisPoolSize   int           // REDIS_POOL_SIZE, default 10
+	RedisPoolSize   int           // REDIS_POOL_SIZE, default 10: checked, unused (rueidis pipelines)
 	RedisTimeout    time.Duration // REDIS_TIMEOUT, default 10s
 	// RedisFailureModeAllow admits requests while Redis cannot decide
 	// (REDIS_FAILURE_MODE_ALLOW, an admit-rls addition); by default they
