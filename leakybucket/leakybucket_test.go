@@ -27,6 +27,7 @@ var alg = windowtest.Algorithm{
 	},
 	Bound:     windowtest.PacedBound,
 	RateBased: true,
+	MovesUp:   true,
 }
 
 func TestConformance(t *testing.T) { windowtest.Run(t, alg) }

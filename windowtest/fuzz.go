@@ -66,7 +66,7 @@ type admission struct{ at, n int64 }
 
 func run(t *testing.T, a Algorithm, ops []byte) {
 	limit := 1 + int64(ops[0])%8
-	clk := buckettest.NewFakeClock(start)
+	clk := &recordingClock{FakeClock: buckettest.NewFakeClock(start)}
 	l, err := a.New(limit, fuzzWindow, admit.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
@@ -154,24 +154,34 @@ func run(t *testing.T, a Algorithm, ops []byte) {
 			if len(waiting) == 0 {
 				continue
 			}
-			w := waiting[int(arg)%len(waiting)]
+			i := int(arg) % len(waiting)
+			w := waiting[i]
+			clk.mu.Lock()
+			sleeps := len(clk.wakes)
+			clk.mu.Unlock()
 			w.cancel()
 			collect(1, w.id)
+			if a.MovesUp {
+				// The waiters behind it moved up: each sleeps once more,
+				// until its earlier wake.
+				clk.waitSleeps(t, sleeps+len(waiting)-i)
+				waitFor(t, clk.FakeClock, len(waiting))
+			}
 		case 5:
 			wake, ok := clk.NextWake()
 			if !ok {
 				continue
 			}
-			advance(t, clk, wake, len(waiting), collect)
+			advance(t, clk.FakeClock, wake, len(waiting), collect)
 		case 6:
-			advance(t, clk, clk.Now()+arg*int64(fuzzWindow)/16, len(waiting), collect)
+			advance(t, clk.FakeClock, clk.Now()+arg*int64(fuzzWindow)/16, len(waiting), collect)
 		case 7:
 			to := clk.Now() + 1
 			if arg%2 == 1 {
 				w := int64(fuzzWindow)
 				to = start + ((clk.Now()-start)/w+1)*w - 1
 			}
-			advance(t, clk, to, len(waiting), collect)
+			advance(t, clk.FakeClock, to, len(waiting), collect)
 		}
 	}
 	for len(waiting) > 0 {

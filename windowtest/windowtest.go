@@ -56,6 +56,10 @@ type Algorithm struct {
 	// (the adapter turns them into rates), and the package tests its own
 	// rate validation.
 	RateBased bool
+	// MovesUp is set for a limiter with a queue (leakybucket): a waiter that
+	// is cancelled leaves it and the waiters behind it move up, where the
+	// others forfeit a cancelled reservation below the tail.
+	MovesUp bool
 }
 
 // Invalid is one configuration New must reject with admit.ErrInvalidConfig.
@@ -286,7 +290,9 @@ func (s suite) cancel(t *testing.T) {
 // cancelBelowTail: a cancelled waiter with a later waiter queued behind it
 // is forfeited, not given back (the tail rule): the later waiter keeps its
 // wake and is admitted at it, and from then on the limiter decides exactly
-// like a twin whose two waiters were both admitted.
+// like a twin whose two waiters were both admitted. With MovesUp, the later
+// waiter moves up to the cancelled one's wake instead, and the limiter
+// decides like a twin that only ever admitted one of them.
 func (s suite) cancelBelowTail(t *testing.T) {
 	mk := func() (admit.Limiter, *recordingClock) {
 		clk := &recordingClock{FakeClock: buckettest.NewFakeClock(start)}
@@ -314,8 +320,28 @@ func (s suite) cancelBelowTail(t *testing.T) {
 	require.Equal(t, ct.wakes, clk.wakes, "twins queue alike")
 	first.cancel()
 	assert.Equal(t, context.Canceled, <-first.done)
+	if s.a.MovesUp {
+		clk.waitSleeps(t, 3) // the later waiter's sleep, interrupted and taken again
+	}
 	waitFor(t, clk.FakeClock, 1)
 	w, _ := clk.NextWake()
+	if s.a.MovesUp {
+		// The queue: the later waiter takes the cancelled one's place, and
+		// the limiter then decides like a twin whose later waiter left.
+		assert.Equal(t, clk.wakes[0], w, "the later waiter moves up into the cancelled one's place")
+		tsecond.cancel()
+		assert.Equal(t, context.Canceled, <-tsecond.done)
+		ct.Set(ct.wakes[0])
+		require.NoError(t, <-tfirst.done)
+		clk.Set(w)
+		require.NoError(t, <-second.done, "admitted at its new wake")
+		for _, d := range []time.Duration{0, time.Second / 3, time.Second, 2 * time.Second} {
+			clk.Advance(d)
+			ct.Advance(d)
+			assert.Equal(t, drain(twin), drain(l), "as if only one waiter had queued")
+		}
+		return
+	}
 	assert.Equal(t, clk.wakes[1], w, "the later waiter keeps its wake")
 	for i, d := range []chan error{tfirst.done, tsecond.done} {
 		ct.Set(ct.wakes[i])
@@ -333,15 +359,44 @@ func (s suite) cancelBelowTail(t *testing.T) {
 // recordingClock records the deadline of every Sleep, in call order.
 type recordingClock struct {
 	*buckettest.FakeClock
-	mu    sync.Mutex
-	wakes []int64
+	mu      sync.Mutex
+	wakes   []int64
+	changed chan struct{} // closed and replaced on every Sleep; requires mu
 }
 
 func (c *recordingClock) Sleep(ctx context.Context, d time.Duration) error {
 	c.mu.Lock()
 	c.wakes = append(c.wakes, c.Now()+int64(d))
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
 	c.mu.Unlock()
 	return c.FakeClock.Sleep(ctx, d)
+}
+
+// waitSleeps blocks until n Sleeps have been recorded (a hang guard, not a
+// timing assertion).
+func (c *recordingClock) waitSleeps(t testing.TB, n int) {
+	t.Helper()
+	hang := time.After(30 * time.Second)
+	for {
+		c.mu.Lock()
+		if len(c.wakes) >= n {
+			c.mu.Unlock()
+			return
+		}
+		if c.changed == nil {
+			c.changed = make(chan struct{})
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-hang:
+			t.Fatalf("waiting for %d sleeps", n)
+		}
+	}
 }
 
 // waiters queues 12 blocked Acquires one after another and moves the clock
