@@ -85,6 +85,7 @@ func Run(t *testing.T, a Algorithm) {
 	t.Run("CancelBelowTail", s.cancelBelowTail)
 	t.Run("Waiters", s.waiters)
 	t.Run("BackwardClock", s.backwardClock)
+	t.Run("WakeNotEarly", s.wakeNotEarly)
 	t.Run("Allocs", s.allocs)
 	t.Run("Storm", s.storm)
 	t.Run("BlockingStorm", s.blockingStorm)
@@ -502,6 +503,63 @@ func (s suite) backwardClock(t *testing.T) {
 	assert.True(t, l2.TryAcquire(), "a far-future reading is much later")
 	clk2.Set(start)
 	assert.False(t, l2.TryAcquire())
+}
+
+// wakeNotEarly: a waiter never returns before its reservation's instant on
+// the limiter's clock, whatever reading its wait was measured from: one
+// behind the limiter's latest (what a goroutine that read the clock and then
+// lost the race applies) or one before the limiter's creation. The instant
+// is where a twin that saw the same readings, less the stale one, first
+// admits; the limiter's clock at the return is the latest of its readings.
+// The clock is stepped to each sleeper's deadline in turn, so an early
+// return is seen at the reading it happened.
+func (s suite) wakeNotEarly(t *testing.T) {
+	const w = int64(time.Second)
+	for _, tc := range []struct {
+		name          string
+		latest, stale int64 // readings after the drain, from the start
+	}{
+		{"before creation", 0, -w / 4},
+		{"behind the latest", 4 * w / 10, 2 * w / 10},
+		{"latest, then before creation", 4 * w / 10, -3 * w},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, clk := s.fake(t, 2, time.Duration(w))
+			twin, ct := s.fake(t, 2, time.Duration(w))
+			require.Equal(t, drain(twin), drain(l))
+			clk.Set(start + tc.latest)
+			ct.Set(start + tc.latest)
+			l.Tokens()
+			twin.Tokens()
+			instant := ct.Now()
+			tdone := make(chan error, 1)
+			go func() { tdone <- twin.Acquire(context.Background()) }()
+			if err, returned := sleepOrReturn(t, ct, 1, tdone); returned {
+				require.NoError(t, err)
+			} else {
+				instant, _ = ct.NextWake()
+				ct.Set(instant)
+				require.NoError(t, <-tdone)
+			}
+			clk.Set(start + tc.stale)
+			done := make(chan error, 1)
+			go func() { done <- l.Acquire(context.Background()) }()
+			_, returned := sleepOrReturn(t, clk, 1, done)
+			require.False(t, returned, "a reading older than the latest admits nothing at once")
+			for {
+				wake, ok := clk.NextWake()
+				require.True(t, ok)
+				clk.Set(wake)
+				if err, returned := sleepOrReturn(t, clk, 1, done); returned {
+					require.NoError(t, err)
+					at := max(wake, start+tc.latest)
+					require.GreaterOrEqual(t, at-start, instant-start, "returned at %v, before its reservation's instant", time.Duration(at-start))
+					assert.Equal(t, instant-start, at-start, "and not later either")
+					break
+				}
+			}
+		})
+	}
 }
 
 func (s suite) allocs(t *testing.T) {
