@@ -60,6 +60,10 @@ type Algorithm struct {
 	// is cancelled leaves it and the waiters behind it move up, where the
 	// others forfeit a cancelled reservation below the tail.
 	MovesUp bool
+	// Aligned is set for a limiter that admits at most limit in each
+	// aligned window [k·window, (k+1)·window) of elapsed time since New
+	// (fixedwindow, slidingwindow): the fuzz target checks that too.
+	Aligned bool
 }
 
 // Invalid is one configuration New must reject with admit.ErrInvalidConfig.
