@@ -94,7 +94,8 @@ func Deficit(bal, need int64) (int64, bool) {
 
 // Reserve is a bucket's blocking step. It consumes need units now if they
 // are there and returns wait 0. Otherwise it returns the nanoseconds until
-// they will have been produced; if that is at most limit it also consumes
+// they will have been produced, counted from the reading of clk.Now() it
+// took (Block relies on that); if that is at most limit it also consumes
 // them now, taking the balance below zero (a reservation), and returns an
 // undo. Over limit, or Never, it consumes nothing and returns a nil undo.
 //
@@ -137,8 +138,9 @@ func Block(ctx context.Context, clk *Clock, n, max int64, noun string, shift uin
 			return wait, Pending{}
 		}
 		// A wait reaches at most Horizon past a reading in [0, Horizon]:
-		// the sum fits.
-		return wait, Pending{At: clk.Now() + wait, Undo: undo}
+		// the sum fits. The instant itself is at most Horizon, since both
+		// the reading it counted from and the reservation are.
+		return wait, Pending{At: min(clk.Now()+wait, Horizon), Undo: undo}
 	}
 	return BlockAt(ctx, clk, n, max, noun, shift, at, special)
 }
