@@ -80,7 +80,7 @@ type admission struct{ at, n int64 }
 
 func run(t *testing.T, a Algorithm, ops []byte) {
 	limit := 1 + int64(ops[0])%8
-	clk := &recordingClock{FakeClock: buckettest.NewFakeClock(start)}
+	clk := newRecordingClock()
 	l, err := a.New(limit, fuzzWindow, admit.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)

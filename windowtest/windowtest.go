@@ -300,7 +300,7 @@ func (s suite) cancel(t *testing.T) {
 // decides like a twin that only ever admitted one of them.
 func (s suite) cancelBelowTail(t *testing.T) {
 	mk := func() (admit.Limiter, *recordingClock) {
-		clk := &recordingClock{FakeClock: buckettest.NewFakeClock(start)}
+		clk := newRecordingClock()
 		l, err := s.a.New(2, time.Second, admit.WithClock(clk))
 		require.NoError(t, err)
 		return l, clk
@@ -364,40 +364,33 @@ func (s suite) cancelBelowTail(t *testing.T) {
 // recordingClock records the deadline of every Sleep, in call order.
 type recordingClock struct {
 	*buckettest.FakeClock
-	mu      sync.Mutex
-	wakes   []int64
-	changed chan struct{} // closed and replaced on every Sleep; requires mu
+	mu    sync.Mutex
+	wakes []int64       // requires mu
+	slept chan struct{} // one send per Sleep, before the sleeper is registered
+	seen  int           // sends received by waitSleeps; the test's goroutine only
+}
+
+func newRecordingClock() *recordingClock {
+	// The buffer outlasts any test's Sleeps: none makes a thousand.
+	return &recordingClock{FakeClock: buckettest.NewFakeClock(start), slept: make(chan struct{}, 1<<12)}
 }
 
 func (c *recordingClock) Sleep(ctx context.Context, d time.Duration) error {
 	c.mu.Lock()
 	c.wakes = append(c.wakes, c.Now()+int64(d))
-	if c.changed != nil {
-		close(c.changed)
-		c.changed = nil
-	}
 	c.mu.Unlock()
+	c.slept <- struct{}{}
 	return c.FakeClock.Sleep(ctx, d)
 }
 
-// waitSleeps blocks until n Sleeps have been recorded (a hang guard, not a
-// timing assertion).
+// waitSleeps blocks until n Sleeps have begun (a hang guard, not a timing
+// assertion).
 func (c *recordingClock) waitSleeps(t testing.TB, n int) {
 	t.Helper()
 	hang := time.After(30 * time.Second)
-	for {
-		c.mu.Lock()
-		if len(c.wakes) >= n {
-			c.mu.Unlock()
-			return
-		}
-		if c.changed == nil {
-			c.changed = make(chan struct{})
-		}
-		ch := c.changed
-		c.mu.Unlock()
+	for ; c.seen < n; c.seen++ {
 		select {
-		case <-ch:
+		case <-c.slept:
 		case <-hang:
 			t.Fatalf("waiting for %d sleeps", n)
 		}
@@ -409,7 +402,7 @@ func (c *recordingClock) waitSleeps(t testing.TB, n int) {
 // admitted in arrival order, and TryAcquire never overtakes a sleeper.
 func (s suite) waiters(t *testing.T) {
 	const n = 12
-	clk := &recordingClock{FakeClock: buckettest.NewFakeClock(start)}
+	clk := newRecordingClock()
 	l, err := s.a.New(3, time.Second, admit.WithClock(clk))
 	require.NoError(t, err)
 	drain(l)
