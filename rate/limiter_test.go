@@ -371,3 +371,59 @@ func TestAllow1MatchesReserve(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelGivesBackOnce: a reservation gives its tokens back at most
+// once. x/time/rate gives them back on every CancelAt: on a burst-2
+// limiter, one 1-token reservation cancelled three times, with the bucket
+// drained after each, lets 4 through at one instant.
+func TestCancelGivesBackOnce(t *testing.T) {
+	for _, implicit := range []bool{false, true} {
+		// Implicit calls read the clock: every explicit time here is later
+		// than any reading, so the limiter's time stays at ts throughout.
+		ts := time.Now().Add(time.Hour)
+		lim, x := NewLimiter(1e-6, 2), xrate.NewLimiter(1e-6, 2)
+		r, xr := lim.ReserveN(ts, 1), x.ReserveN(ts, 1)
+		require.True(t, r.OK())
+		require.True(t, xr.OK())
+		admitted, xadmitted := 0, 0 // r is cancelled below: it does not count
+		for range 3 {
+			for lim.AllowN(ts, 1) {
+				admitted++
+			}
+			for x.AllowN(ts, 1) {
+				xadmitted++
+			}
+			if implicit {
+				r.Cancel()
+			} else {
+				r.CancelAt(ts)
+			}
+			xr.CancelAt(ts)
+		}
+		for lim.AllowN(ts, 1) {
+			admitted++
+		}
+		for x.AllowN(ts, 1) {
+			xadmitted++
+		}
+		assert.Equal(t, 2, admitted, "implicit %v: admitted at one instant with burst 2", implicit)
+		assert.Equal(t, 4, xadmitted, "x/time/rate's behaviour changed")
+	}
+}
+
+// TestCancelOnceConcurrent: concurrent cancels of one reservation give its
+// tokens back once.
+func TestCancelOnceConcurrent(t *testing.T) {
+	t0 := time.Now()
+	lim := NewLimiter(1e-6, 4)
+	r := lim.ReserveN(t0, 4)
+	require.True(t, r.OK())
+	require.True(t, lim.ReserveN(t0, 1).OK()) // in debt by one, reserved after r
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() { r.CancelAt(t0) })
+	}
+	wg.Wait()
+	// r's 4 less the 1 reserved after it: −1 + 3.
+	assert.Equal(t, 2.0, lim.TokensAt(t0))
+}

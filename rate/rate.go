@@ -42,6 +42,9 @@
 // Where x/time/rate's behaviour is unsound and its tests do not pin it,
 // this package takes the sound choice:
 //
+//   - A Reservation is cancelled at most once: only the first Cancel or
+//     CancelAt has an effect. x/time/rate gives the tokens back on every
+//     call, so cancelling one reservation repeatedly admits without bound.
 //   - CancelAt restores at most the reservation's own tokens. x/time/rate
 //     restores tokens − limit·(lastEvent − timeToAct), which exceeds tokens
 //     when lastEvent lies before the reservation's timeToAct (a later

@@ -7,12 +7,14 @@ import (
 )
 
 // A Reservation holds information about events that are permitted by a
-// Limiter to happen after a delay. A Reservation may be cancelled, which
-// may let the Limiter permit additional events. Its methods are safe for
-// concurrent use. The zero value is a Reservation that is not OK.
+// Limiter to happen after a delay. A Reservation may be cancelled, once,
+// which may let the Limiter permit additional events. Its methods are safe
+// for concurrent use. The zero value is a Reservation that is not OK. A
+// Reservation must not be copied: a copy could be cancelled once more.
 type Reservation struct {
 	ok        bool
 	inf       bool // made while the limit was Inf: it consumed nothing
+	cancelled bool // a Cancel or CancelAt has run; guarded by lim.mu
 	lim       *Limiter
 	tokens    int
 	timeToAct time.Time
@@ -53,7 +55,9 @@ func (r *Reservation) Cancel() { r.cancel(nanotime(), true) }
 // if t is not after the time to act, it gives back the reservation's tokens
 // less those reserved after it, counted at the reservation's limit from its
 // time to act to the latest one. Unlike x/time/rate it never gives back more
-// than the reservation took (see the package doc).
+// than the reservation took, and only the first call to Cancel or CancelAt
+// on a Reservation has an effect: later calls do nothing, whatever their
+// time (see the package doc).
 func (r *Reservation) CancelAt(t time.Time) { r.cancel(at(t), false) }
 
 func (r *Reservation) cancel(ts int64, implicit bool) {
@@ -63,6 +67,10 @@ func (r *Reservation) cancel(ts int64, implicit bool) {
 	lim := r.lim
 	lim.mu.Lock()
 	defer lim.mu.Unlock()
+	if r.cancelled {
+		return // the tokens were given back, or could not be, once already
+	}
+	r.cancelled = true
 	if implicit {
 		ts = max(ts, lim.last)
 	}
