@@ -46,12 +46,12 @@ type exactModel struct {
 type exactReservation struct {
 	ok        bool
 	cancelled bool // cancelled once: the sound model gives back nothing more
-	tokens int
-	at     int64 // when it was made
-	wait   int64 // act = at + wait, unsaturated as time.Time keeps it
-	act    int64
-	rate   *big.Rat
-	inf    bool
+	tokens    int
+	at        int64 // when it was made
+	wait      int64 // act = at + wait, unsaturated as time.Time keeps it
+	act       int64
+	rate      *big.Rat
+	inf       bool
 }
 
 func newExact(l Limit, b int, sound bool) *exactModel {
