@@ -225,6 +225,7 @@ func TestWaitErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.EqualError(t, err, xerr.Error())
 	assert.ErrorIs(t, err, admit.ErrUnsatisfiable)
+	assert.NotErrorIs(t, err, context.DeadlineExceeded)
 
 	require.NoError(t, lim.WaitN(context.Background(), 3))
 	require.NoError(t, x.WaitN(context.Background(), 3))
@@ -235,6 +236,9 @@ func TestWaitErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.EqualError(t, err, xerr.Error())
 	assert.ErrorIs(t, err, admit.ErrDeadline)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "as the buckets' AcquireN errors")
+	assert.NotErrorIs(t, err, admit.ErrUnsatisfiable)
+	assert.False(t, errors.Is(xerr, context.DeadlineExceeded), "x/time/rate's error changed")
 
 	done, cancel2 := context.WithCancel(context.Background())
 	cancel2()

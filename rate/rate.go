@@ -307,9 +307,11 @@ func (lim *Limiter) Wait(ctx context.Context) error {
 
 // WaitN blocks until lim permits n events to happen. It returns an error if
 // n exceeds the burst (unless the limit is Inf), if ctx is done, or if the
-// wait would run past ctx's deadline; in the last case it returns at once.
-// If ctx ends while waiting, the reservation is cancelled (see
-// Reservation.Cancel) and ctx.Err() is returned.
+// wait would run past ctx's deadline; in the last case it returns at once,
+// with an error that matches both admit.ErrDeadline and
+// context.DeadlineExceeded (errors.Is), as the module's buckets do. If ctx
+// ends while waiting, the reservation is cancelled (see Reservation.Cancel)
+// and ctx.Err() is returned.
 func (lim *Limiter) WaitN(ctx context.Context, n int) error {
 	return lim.waitAt(ctx, n, nanotime(), true, realTimer)
 }
@@ -327,25 +329,32 @@ func realTimer(d time.Duration) (<-chan time.Time, func() bool, func()) {
 	return timer.C, timer.Stop, func() {}
 }
 
-// waitError is a Wait error: x/time/rate's text, and the admit sentinel it
-// corresponds to for errors.Is.
+// waitError is a Wait error: x/time/rate's text, and the errors it matches
+// with errors.Is: the admit sentinel it corresponds to and, for a deadline,
+// context.DeadlineExceeded, as the module's buckets' AcquireN errors do.
 type waitError struct {
 	msg  string
-	kind error
+	kind []error
 }
 
-func (e *waitError) Error() string { return e.msg }
-func (e *waitError) Unwrap() error { return e.kind }
+// The kinds, shared by every waitError (errors.Is only reads them).
+var (
+	unsatisfiable = []error{admit.ErrUnsatisfiable}
+	pastDeadline  = []error{admit.ErrDeadline, context.DeadlineExceeded}
+)
+
+func (e *waitError) Error() string   { return e.msg }
+func (e *waitError) Unwrap() []error { return e.kind }
 
 func (lim *Limiter) waitAt(ctx context.Context, n int, ts int64, implicit bool, newTimer func(d time.Duration) (<-chan time.Time, func() bool, func())) error {
 	lim.mu.Lock()
 	burst, limit := lim.burst, lim.limit
 	lim.mu.Unlock()
 	if n > burst && limit != Inf {
-		return &waitError{fmt.Sprintf("rate: Wait(n=%d) exceeds limiter's burst %d", n, burst), admit.ErrUnsatisfiable}
+		return &waitError{fmt.Sprintf("rate: Wait(n=%d) exceeds limiter's burst %d", n, burst), unsatisfiable}
 	}
 	if n < 0 && limit != Inf {
-		return &waitError{fmt.Sprintf("rate: Wait(n=%d) is negative", n), admit.ErrUnsatisfiable}
+		return &waitError{fmt.Sprintf("rate: Wait(n=%d) is negative", n), unsatisfiable}
 	}
 	select {
 	case <-ctx.Done():
@@ -366,7 +375,7 @@ func (lim *Limiter) waitAt(ctx context.Context, n int, ts int64, implicit bool, 
 	rlimit := lim.limit
 	lim.mu.Unlock()
 	if !ok {
-		return &waitError{fmt.Sprintf("rate: Wait(n=%d) would exceed context deadline", n), admit.ErrDeadline}
+		return &waitError{fmt.Sprintf("rate: Wait(n=%d) would exceed context deadline", n), pastDeadline}
 	}
 	if wait == 0 {
 		return nil
