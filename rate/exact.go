@@ -40,8 +40,14 @@ import (
 //   - exactly one token per d nanoseconds, when the Limit equals Every(d) for
 //     a whole number of nanoseconds d (Every(3*time.Second) is exactly 1/3
 //     per second, not 0.3333333333333333);
-//   - otherwise the rate rounded down to a multiple of 2^-63 tokens per
-//     nanosecond (about 1.1e-10 per second), never up.
+//   - otherwise the largest fraction num/den at or below that decimal with
+//     num and den below 2^64 (below), within a factor 1 − 2^-62 of it: so
+//     a delay is the exact one rounded down to a nanosecond, or for an
+//     exact delay that lies within 2^-61 of itself below the next
+//     nanosecond, that next one: never early, and at most 1 ns late for
+//     delays under 2^61 ns (73 years). (Rounding to 2^-63 token/ns instead
+//     made Limit(7.0/86400) 15.5 ms late per token.) Rates below 2^-64
+//     token/ns (5.4e-11 per second) that are not such decimals read as 0.
 //
 // Limits at or below zero, and NaN, refill nothing (num = 0); Inf, +Inf and
 // finite rates of 2^64 tokens per nanosecond or more fill the bucket in any
@@ -99,9 +105,12 @@ func ratio(l Limit, oldDen uint64) (num, den uint64, fill bool) {
 	case math.IsInf(r, 1) || l == Inf:
 		return 0, max(oldDen, 1), true
 	}
+	// perNs is the rate as read: the shortest decimal, per nanosecond (the
+	// float itself should the decimal not parse, which it always does).
 	perNs := new(big.Rat).Quo(new(big.Rat).SetFloat64(r), big.NewRat(1e9, 1))
 	if q, ok := new(big.Rat).SetString(strconv.FormatFloat(r, 'g', -1, 64)); ok {
 		q.Quo(q, big.NewRat(1e9, 1))
+		perNs = q
 		for m := 19; m >= 0; m-- {
 			d := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(m)), nil)
 			n := new(big.Rat).Mul(q, new(big.Rat).SetInt(d))
@@ -118,14 +127,77 @@ func ratio(l Limit, oldDen uint64) (num, den uint64, fill bool) {
 			}
 		}
 	}
-	for s := 63; s >= 0; s-- {
-		n := new(big.Rat).Mul(perNs, new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), uint(s))))
-		q := new(big.Int).Quo(n.Num(), n.Denom())
-		if q.BitLen() <= 64 {
-			return q.Uint64(), uint64(1) << s, false
+	if perNs.Cmp(new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), 64))) >= 0 {
+		return 0, max(oldDen, 1), true
+	}
+	num, den = below(perNs, new(big.Int).SetUint64(math.MaxUint64))
+	return num, den, false
+}
+
+// below returns the largest fraction num/den <= x with num and den at most
+// bound, a uint64 (den >= 1; num = 0 if every such positive fraction
+// exceeds x), for 0 < x <= bound. ratio passes 2^64 − 1. It descends the Stern–Brocot tree: lo = a/b <= x < hi = c/d
+// are neighbours (bc − ad = 1), so every fraction strictly between them has
+// a numerator of at least a+c and a denominator of at least b+d; each round
+// moves lo, then hi, as many mediant steps towards x as the bound allows.
+// When neither can move, no fraction within the bound lies in (lo, x]: lo
+// is the answer. Then bc − ad = 1 gives x − a/b < 1/(bd), and since the
+// mediant is outside the bound, one of a, b, c, d is at least 2^63, which
+// makes bdx > 2^63 − 1 whenever a > 0: the relative error is below 2^-62
+// (TestRatioBelowIsClose checks it).
+func below(x *big.Rat, bound *big.Int) (num, den uint64) {
+	p, q := x.Num(), x.Denom()
+	a, b, c, d := big.NewInt(0), big.NewInt(1), big.NewInt(1), big.NewInt(0)
+	t, u, k := new(big.Int), new(big.Int), new(big.Int)
+	// limit lowers k so that e + k·g and f + k·h stay within the bound.
+	limit := func(k, e, f, g, h *big.Int) {
+		if g.Sign() > 0 {
+			if m := new(big.Int).Quo(t.Sub(bound, e), g); m.Cmp(k) < 0 {
+				k.Set(m)
+			}
+		}
+		if h.Sign() > 0 {
+			if m := new(big.Int).Quo(t.Sub(bound, f), h); m.Cmp(k) < 0 {
+				k.Set(m)
+			}
 		}
 	}
-	return 0, max(oldDen, 1), true
+	for {
+		moved := false
+		// lo: the most k with (a + k·c)/(b + k·d) <= x, that is
+		// k·(c·q − p·d) <= p·b − a·q (c·q − p·d > 0 as hi > x).
+		num := new(big.Int).Sub(t.Mul(p, b), u.Mul(a, q))
+		if num.Sign() == 0 {
+			break // lo == x
+		}
+		gap := new(big.Int).Sub(t.Mul(c, q), u.Mul(p, d))
+		k.Quo(num, gap)
+		limit(k, a, b, c, d)
+		if k.Sign() > 0 {
+			a.Add(a, t.Mul(k, c))
+			b.Add(b, t.Mul(k, d))
+			moved = true
+		}
+		// hi: the most k with (c + k·a)/(d + k·b) > x, that is
+		// k·(p·b − a·q) < c·q − p·d.
+		num.Sub(t.Mul(p, b), u.Mul(a, q))
+		if num.Sign() == 0 {
+			break
+		}
+		gap.Sub(t.Mul(c, q), u.Mul(p, d))
+		k.Sub(gap, big.NewInt(1))
+		k.Quo(k, num)
+		limit(k, c, d, a, b)
+		if k.Sign() > 0 {
+			c.Add(c, t.Mul(k, a))
+			d.Add(d, t.Mul(k, b))
+			moved = true
+		}
+		if !moved {
+			break
+		}
+	}
+	return a.Uint64(), b.Uint64()
 }
 
 // fixed is a balance in units of 1/den token: a signed 128-bit two's

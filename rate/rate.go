@@ -27,9 +27,13 @@
 // of 1/den tokens in 128 bits, so refill is exact and no rounding error
 // accumulates over any number of calls. Reservation delays are the exact
 // delay rounded down to a nanosecond, as x/time/rate's truncating
-// conversion intends. A SetLimit between rates of different denominators
-// rounds the balance down to the new unit, once (rates with at most 10
-// decimal places below 1.8e9/s share one denominator, 10^19).
+// conversion intends. A rate that no 64-bit fraction holds exactly, such
+// as Limit(7.0/86400), is read as the closest such fraction below it
+// (within a factor 1 − 2^-62), so its delays are never early and at most
+// 1 ns late (for delays under 73 years). A SetLimit between rates of
+// different denominators rounds the balance down to the new unit, once
+// (rates with at most 10 decimal places below 1.8e9/s share one
+// denominator, 10^19).
 //
 // The one remaining difference, kept on purpose. The explicit-time methods
 // (AllowN, ReserveN, SetLimitAt, SetBurstAt, CancelAt, TokensAt) behave as
