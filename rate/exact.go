@@ -56,32 +56,18 @@ import (
 // different den rounds the balance down to the new unit, once: by less than
 // 1/den token.
 
-// Time is kept as int64 nanoseconds since epoch, a reading of the monotonic
-// clock taken when the package initialises. Readings are clamped to
-// ±maxTime (146 years either side), which leaves room to add any
-// time.Duration delay with saturation.
+// epoch is the origin of the time axis that the implicit-time API's clock
+// readings are on: a reading of the monotonic clock taken when the package
+// initialises (axis.go).
 var epoch = time.Now()
 
-const (
-	maxTime = int64(1) << 62
-	// never is the time of a NewLimiter's last update: before any time a
-	// caller can pass, like x/time/rate's zero time.Time.
-	never = math.MinInt64
-	// minTokens bounds how far reservations take a balance below zero, so
-	// that tokens − n and room computations never overflow.
-	minTokens = -(int64(1) << 62)
-)
+// minTokens bounds how far reservations take a balance below zero, so that
+// tokens − n and room computations never overflow.
+const minTokens = -(int64(1) << 62)
 
 // nanotime is the implicit-time API's clock: only the monotonic clock is
 // read (time.Since's fast path).
 func nanotime() int64 { return int64(time.Since(epoch)) }
-
-// at converts an explicit time to the axis. t.Sub uses the monotonic
-// readings when both carry one, as x/time/rate's t.Sub(last) does.
-func at(t time.Time) int64 {
-	d := int64(t.Sub(epoch))
-	return min(max(d, -maxTime), maxTime)
-}
 
 // addSat returns t + d, saturating at math.MaxInt64; d >= 0.
 func addSat(t, d int64) int64 {

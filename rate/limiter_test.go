@@ -118,7 +118,7 @@ func TestImplicitTimeNeverMovesBack(t *testing.T) {
 		require.True(t, x.AllowN(future, 1))
 		tc.do(lim)
 		tc.dox(x)
-		assert.Equal(t, at(future), lim.last, "%s moved the limiter's time", tc.name)
+		assert.Equal(t, int64(future.Sub(epoch)), lim.last, "%s moved the limiter's time", tc.name)
 		assert.Equal(t, tc.want, lim.TokensAt(future), "%s: tokens at the latest time", tc.name)
 		if tc.name != "Tokens" {
 			// x/time/rate's time went back to now, so the hour is
@@ -540,5 +540,23 @@ func TestDelayExact(t *testing.T) {
 		l := Limit(math.Pow(10, -4+12*rng.Float64()))
 		b := 1 + rng.IntN(1000)
 		check(l, b, 1+rng.IntN(b), false)
+	}
+}
+
+// checkAxis checks the invariants of the time axis (axis.go).
+func (lim *Limiter) checkAxis(t *testing.T) {
+	t.Helper()
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	require.Equal(t, lim.axis != 0 || lim.lastFar || lim.eventFar, lim.odd, "odd")
+	if lim.lastFar {
+		x, ok := narrow(lim.lastW)
+		require.True(t, !ok || x < -window, "lastFar with last %d in range", x)
+	} else {
+		require.True(t, lim.last == never || lim.last >= -window, "last %d", lim.last)
+	}
+	if lim.eventFar {
+		_, ok := narrow(lim.eventW)
+		require.False(t, ok, "eventFar with lastEvent in range")
 	}
 }

@@ -138,6 +138,15 @@ type Limiter struct {
 
 	last      int64 // time of the latest update (never for a new limiter)
 	lastEvent int64 // latest time to act of a reservation, past or future
+
+	// The time axis (axis.go): last and lastEvent are nanoseconds from the
+	// epoch while axis is 0, else from base; lastW and eventW hold them
+	// instead while lastFar and eventFar are set. odd: axis != 0 || lastFar
+	// || eventFar.
+	odd, lastFar, eventFar bool
+	axis, axes             uint32 // the axis's number; the latest one given out
+	base                   time.Time
+	lastW, eventW          fixed
 }
 
 // NewLimiter returns a new Limiter that allows events up to rate r and
@@ -175,9 +184,9 @@ func (lim *Limiter) Burst() int {
 // TokensAt returns the number of tokens available at time t. A t before the
 // limiter's latest update sees the balance of that update.
 func (lim *Limiter) TokensAt(t time.Time) float64 {
-	ts := at(t)
+	d := t.Sub(epoch)
 	lim.mu.Lock()
-	b := lim.advance(ts)
+	b := lim.advance(lim.at(t, d))
 	den := lim.den
 	lim.mu.Unlock()
 	return float(b, den)
@@ -187,7 +196,7 @@ func (lim *Limiter) TokensAt(t time.Time) float64 {
 func (lim *Limiter) Tokens() float64 {
 	now := nanotime()
 	lim.mu.Lock()
-	b := lim.advance(max(now, lim.last))
+	b := lim.advance(lim.now(now))
 	den := lim.den
 	lim.mu.Unlock()
 	return float(b, den)
@@ -198,17 +207,18 @@ func (lim *Limiter) Tokens() float64 {
 func (lim *Limiter) Allow() bool {
 	now := nanotime()
 	lim.mu.Lock()
-	ok := lim.allow1(max(now, lim.last))
+	ok := lim.allow1(lim.now(now))
 	lim.mu.Unlock()
 	return ok
 }
 
 // allow1 is reserve(ts, 1, 0) with advance written out for the common
-// case, a finite rate and a balance below the burst, so that Allow makes
+// case, a finite rate, a balance below the burst and times on the epoch's
+// axis within int64 (so ts − last < 2^63, see axis.go), so that Allow makes
 // no call inside the lock. Every other case goes through reserve. It
 // requires lim.mu.
 func (lim *Limiter) allow1(ts int64) bool {
-	if lim.fill || lim.num == 0 || lim.den == 0 || lim.burst < 1 || !lim.tokens.less(lim.capB) {
+	if lim.odd || lim.fill || lim.num == 0 || lim.den == 0 || lim.burst < 1 || !lim.tokens.less(lim.capB) {
 		ok, _ := lim.reserve(ts, 1, 0)
 		return ok
 	}
@@ -236,9 +246,9 @@ func (lim *Limiter) allow1(ts int64) bool {
 // tokens if so. Use it to drop or skip events that exceed the rate limit;
 // otherwise use Reserve or Wait.
 func (lim *Limiter) AllowN(t time.Time, n int) bool {
-	ts := at(t)
+	d := t.Sub(epoch)
 	lim.mu.Lock()
-	ok, _ := lim.reserve(ts, n, 0)
+	ok, _ := lim.reserve(lim.at(t, d), n, 0)
 	lim.mu.Unlock()
 	return ok
 }
@@ -248,11 +258,12 @@ func (lim *Limiter) AllowN(t time.Time, n int) bool {
 func (lim *Limiter) Reserve() *Reservation {
 	now := nanotime()
 	lim.mu.Lock()
-	ts := max(now, lim.last)
-	r, _ := lim.reservation(ts, 1, InfDuration)
+	ts := lim.now(now)
+	r, wait := lim.reservation(ts, 1, InfDuration)
+	origin := lim.origin()
 	lim.mu.Unlock()
 	if r.ok {
-		r.timeToAct = epoch.Add(time.Duration(r.act))
+		r.timeToAct = origin.Add(time.Duration(ts)).Add(time.Duration(wait))
 	}
 	return &r
 }
@@ -280,9 +291,9 @@ func (lim *Limiter) ReserveN(t time.Time, n int) *Reservation {
 // It returns a Reservation, not a pointer, so that callers that do not keep
 // it do not allocate.
 func (lim *Limiter) reserveN(t time.Time, n int, maxFutureReserve time.Duration) Reservation {
-	ts := at(t)
+	d := t.Sub(epoch)
 	lim.mu.Lock()
-	r, wait := lim.reservation(ts, n, maxFutureReserve)
+	r, wait := lim.reservation(lim.at(t, d), n, maxFutureReserve)
 	lim.mu.Unlock()
 	if r.ok {
 		r.timeToAct = t.Add(time.Duration(wait))
@@ -295,7 +306,7 @@ func (lim *Limiter) reserveN(t time.Time, n int, maxFutureReserve time.Duration)
 func (lim *Limiter) reservation(ts int64, n int, maxWait time.Duration) (Reservation, int64) {
 	inf := lim.inf
 	ok, wait := lim.reserve(ts, n, maxWait)
-	r := Reservation{ok: ok, lim: lim, limit: lim.limit}
+	r := Reservation{ok: ok, lim: lim, limit: lim.limit, axis: lim.axis}
 	if ok {
 		r.tokens = n
 		r.act = addSat(ts, wait)
@@ -317,7 +328,7 @@ func (lim *Limiter) Wait(ctx context.Context) error {
 // ends while waiting, the reservation is cancelled (see Reservation.Cancel)
 // and ctx.Err() is returned.
 func (lim *Limiter) WaitN(ctx context.Context, n int) error {
-	return lim.waitAt(ctx, n, nanotime(), true, realTimer)
+	return lim.waitAt(ctx, n, time.Time{}, nanotime(), true, realTimer)
 }
 
 // wait is WaitN at the explicit time t, with timers from newTimer; the
@@ -325,7 +336,7 @@ func (lim *Limiter) WaitN(ctx context.Context, n int) error {
 //
 //lint:ignore U1000 called by x/time/rate's rate_test.go, which make test adds to the package
 func (lim *Limiter) wait(ctx context.Context, n int, t time.Time, newTimer func(d time.Duration) (<-chan time.Time, func() bool, func())) error {
-	return lim.waitAt(ctx, n, at(t), false, newTimer)
+	return lim.waitAt(ctx, n, t, 0, false, newTimer)
 }
 
 func realTimer(d time.Duration) (<-chan time.Time, func() bool, func()) {
@@ -350,7 +361,8 @@ var (
 func (e *waitError) Error() string   { return e.msg }
 func (e *waitError) Unwrap() []error { return e.kind }
 
-func (lim *Limiter) waitAt(ctx context.Context, n int, ts int64, implicit bool, newTimer func(d time.Duration) (<-chan time.Time, func() bool, func())) error {
+// waitAt is WaitN at t or, if implicit, at the clock reading now.
+func (lim *Limiter) waitAt(ctx context.Context, n int, t time.Time, now int64, implicit bool, newTimer func(d time.Duration) (<-chan time.Time, func() bool, func())) error {
 	lim.mu.Lock()
 	burst, limit := lim.burst, lim.limit
 	lim.mu.Unlock()
@@ -366,17 +378,30 @@ func (lim *Limiter) waitAt(ctx context.Context, n int, ts int64, implicit bool, 
 	default:
 	}
 	dl, hasDeadline := ctx.Deadline()
+	var d time.Duration
+	if !implicit {
+		d = t.Sub(epoch)
+	}
 	lim.mu.Lock()
+	var ts int64
 	if implicit {
-		ts = max(ts, lim.last)
+		ts = lim.now(now)
+	} else {
+		ts = lim.at(t, d)
 	}
 	maxWait := InfDuration
 	if hasDeadline {
-		maxWait = time.Duration(at(dl) - ts)
+		maxWait = time.Duration(clampDuration(offset(dl, lim.origin()).sub(wide(ts))))
 	}
 	inf := lim.inf
 	ok, wait := lim.reserve(ts, n, maxWait)
-	rlimit := lim.limit
+	var r Reservation
+	if ok && wait > 0 {
+		// For the cancel below: it finds the time to act on whatever axis
+		// the limiter is on by then.
+		r = Reservation{ok: true, lim: lim, tokens: n, act: addSat(ts, wait), limit: lim.limit, inf: inf, axis: lim.axis,
+			timeToAct: lim.real(ts).Add(time.Duration(wait))}
+	}
 	lim.mu.Unlock()
 	if !ok {
 		return &waitError{fmt.Sprintf("rate: Wait(n=%d) would exceed context deadline", n), pastDeadline}
@@ -392,7 +417,6 @@ func (lim *Limiter) waitAt(ctx context.Context, n int, ts int64, implicit bool, 
 		return nil
 	case <-ctx.Done():
 		// Give the tokens back, as far as later reservations allow.
-		r := Reservation{ok: true, lim: lim, tokens: n, act: addSat(ts, wait), limit: rlimit, inf: inf}
 		r.Cancel()
 		return ctx.Err()
 	}
@@ -403,7 +427,7 @@ func (lim *Limiter) waitAt(ctx context.Context, n int, ts int64, implicit bool, 
 func (lim *Limiter) SetLimit(newLimit Limit) {
 	now := nanotime()
 	lim.mu.Lock()
-	lim.setLimit(max(now, lim.last), newLimit)
+	lim.setLimit(lim.now(now), newLimit)
 	lim.mu.Unlock()
 }
 
@@ -411,16 +435,17 @@ func (lim *Limiter) SetLimit(newLimit Limit) {
 // Burst, may be violated or underutilized by those which reserved (using
 // Reserve or Wait) but did not yet act before SetLimitAt was called.
 func (lim *Limiter) SetLimitAt(t time.Time, newLimit Limit) {
-	ts := at(t)
+	d := t.Sub(epoch)
 	lim.mu.Lock()
-	lim.setLimit(ts, newLimit)
+	lim.setLimit(lim.at(t, d), newLimit)
 	lim.mu.Unlock()
 }
 
 func (lim *Limiter) setLimit(ts int64, newLimit Limit) {
 	b := lim.advance(ts)
 	num, den, fill := ratio(newLimit, lim.den)
-	lim.tokens, lim.last = rescale(b, lim.den, den), ts
+	lim.tokens = rescale(b, lim.den, den)
+	lim.setLast(ts)
 	lim.limit, lim.num, lim.den, lim.fill, lim.inf = newLimit, num, den, fill, newLimit == Inf
 	lim.bounds()
 }
@@ -430,21 +455,22 @@ func (lim *Limiter) setLimit(ts int64, newLimit Limit) {
 func (lim *Limiter) SetBurst(newBurst int) {
 	now := nanotime()
 	lim.mu.Lock()
-	lim.setBurst(max(now, lim.last), newBurst)
+	lim.setBurst(lim.now(now), newBurst)
 	lim.mu.Unlock()
 }
 
 // SetBurstAt sets a new burst size for the limiter as of t. A balance above
 // the new burst is cut to it at the next update.
 func (lim *Limiter) SetBurstAt(t time.Time, newBurst int) {
-	ts := at(t)
+	d := t.Sub(epoch)
 	lim.mu.Lock()
-	lim.setBurst(ts, newBurst)
+	lim.setBurst(lim.at(t, d), newBurst)
 	lim.mu.Unlock()
 }
 
 func (lim *Limiter) setBurst(ts int64, newBurst int) {
-	lim.tokens, lim.last = lim.advance(ts), ts
+	lim.tokens = lim.advance(ts)
+	lim.setLast(ts)
 	lim.burst = newBurst
 	lim.bounds()
 }
@@ -471,8 +497,9 @@ func (lim *Limiter) reserve(ts int64, n int, maxWait time.Duration) (bool, int64
 	if n > lim.burst || wait > int64(maxWait) {
 		return false, 0
 	}
-	lim.tokens, lim.last = after, ts
-	lim.lastEvent = addSat(ts, wait)
+	lim.tokens = after
+	lim.setLast(ts)
+	lim.setEvent(ts, wait)
 	return true, wait
 }
 
@@ -489,14 +516,14 @@ func (lim *Limiter) advance(ts int64) fixed {
 	if !b.less(lim.capB) {
 		return lim.capB
 	}
-	if ts > lim.last {
+	if dt := lim.since(ts); dt > 0 {
 		if lim.fill {
 			return lim.capB
 		}
 		if lim.num != 0 {
 			// room < 2^128 and the refill is compared before it is added,
 			// so nothing overflows however long the span.
-			add := mul(uint64(ts)-uint64(lim.last), lim.num)
+			add := mul(dt, lim.num)
 			if lim.capB.sub(b).ule(add) {
 				return lim.capB
 			}
