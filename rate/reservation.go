@@ -13,8 +13,8 @@ import (
 // Reservation must not be copied: a copy could be cancelled once more.
 type Reservation struct {
 	ok        bool
-	inf       bool // made while the limit was Inf: it consumed nothing
-	cancelled bool // a Cancel or CancelAt has run; guarded by lim.mu
+	inf       bool   // made while the limit was Inf: it consumed nothing
+	cancelled bool   // a Cancel or CancelAt has run; guarded by lim.mu
 	axis      uint32 // the limiter's axis when it was made: act is on it
 	lim       *Limiter
 	tokens    int
