@@ -105,7 +105,7 @@ func TestFarGapSaturates(t *testing.T) {
 	require.True(t, x.AllowN(time.Time{}, 2))
 	// 2^63−1 ns at 1e-10 per second is 0.9223372036854775807 token, whatever
 	// the gap beyond.
-	want, _ := perE19(1<<63-1).Float64()
+	want, _ := perE19(1<<63 - 1).Float64()
 	for _, ti := range []time.Time{now, now.Add(-100 * year), now.Add(150 * year).Add(150 * year), time.Time{}.Add(150 * year).Add(150 * year)} {
 		assert.Equal(t, want, lim.TokensAt(ti), "at %v", ti)
 		assert.InDelta(t, want, x.TokensAt(ti), 1e-15, "x/time/rate at %v", ti)
