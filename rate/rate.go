@@ -62,9 +62,15 @@
 //   - A NaN limit refills nothing; in x/time/rate it makes the balance NaN,
 //     after which every request up to the burst is allowed.
 //
-// Limits of the arithmetic, none reachable in practice: times are kept to
-// ±146 years around the process's start, and a reservation that would take
-// the balance more than 2^62 tokens below zero is not OK.
+// Times work in any era, as time.Time differences, as in x/time/rate: a
+// limiter driven from the zero time.Time, or centuries from now, refills
+// as one driven from time.Now, and a gap longer than time.Duration holds
+// (292 years) refills 2^63−1 ns' worth, as x/time/rate's saturating Sub
+// does. (A limiter keeps its times as int64 offsets from an origin that
+// moves when a time more than 146 years from it arrives; see axis.go.)
+// The one limit of the arithmetic, not reachable in practice: a
+// reservation that would take the balance more than 2^62 tokens below
+// zero is not OK.
 //
 // # When to pick it
 //
