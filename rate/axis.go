@@ -144,6 +144,10 @@ func (lim *Limiter) now(now int64) int64 {
 	if !lim.odd {
 		return max(now, lim.last)
 	}
+	return lim.nowSlow(now)
+}
+
+func (lim *Limiter) nowSlow(now int64) int64 {
 	ts := lim.atSlow(epoch.Add(time.Duration(now)))
 	if !lim.lastFar {
 		return max(ts, lim.last)
@@ -224,27 +228,32 @@ func (lim *Limiter) setLast(ts int64) {
 
 // setEvent records a reservation's time to act, ts + wait, exactly.
 func (lim *Limiter) setEvent(ts, wait int64) {
-	if ts <= math.MaxInt64-wait {
-		lim.lastEvent = ts + wait
-		if lim.eventFar {
-			lim.eventFar = false
-			lim.reodd()
-		}
+	if ts > math.MaxInt64-wait || lim.eventFar {
+		lim.setEventSlow(ts, wait)
 		return
 	}
-	lim.setEventWide(wide(ts).add(wide(wait)))
+	lim.lastEvent = ts + wait
 }
+
+// setEventSlow is kept out of line so that setEvent inlines into reserve.
+//
+//go:noinline
+func (lim *Limiter) setEventSlow(ts, wait int64) { lim.setEventWide(wide(ts).add(wide(wait))) }
 
 // since returns the time from the latest update to ts, saturated at
 // math.MaxInt64 as x/time/rate's time.Time.Sub is, and 0 if ts is not
 // later.
 func (lim *Limiter) since(ts int64) uint64 {
-	if !lim.lastFar {
-		if ts <= lim.last {
-			return 0
-		}
-		return min(uint64(ts)-uint64(lim.last), math.MaxInt64)
+	if lim.lastFar {
+		return lim.sinceFar(ts)
 	}
+	if ts <= lim.last {
+		return 0
+	}
+	return min(uint64(ts)-uint64(lim.last), math.MaxInt64)
+}
+
+func (lim *Limiter) sinceFar(ts int64) uint64 {
 	d := wide(ts).sub(lim.lastW)
 	if d.negative() || d == (fixed{}) {
 		return 0

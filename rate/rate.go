@@ -269,7 +269,11 @@ func (lim *Limiter) Reserve() *Reservation {
 	origin := lim.origin()
 	lim.mu.Unlock()
 	if r.ok {
-		r.timeToAct = origin.Add(time.Duration(ts)).Add(time.Duration(wait))
+		if r.act != math.MaxInt64 {
+			r.timeToAct = origin.Add(time.Duration(r.act))
+		} else { // ts + wait saturated
+			r.timeToAct = origin.Add(time.Duration(ts)).Add(time.Duration(wait))
+		}
 	}
 	return &r
 }
