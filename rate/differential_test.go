@@ -345,6 +345,9 @@ func FuzzDifferential(f *testing.F) {
 	f.Add([]byte{4, 1, 0, 0x50, 0, 0x50, 0, 0x40, 3, 0x11, 5, 0})
 	f.Add([]byte{8, 2, 3, 0x02, 3, 0x02, 6, 0x07, 3, 0x41, 5, 0x00, 0, 0x30})
 	f.Add([]byte{11, 3, 3, 0x01, 6, 0x04, 5, 0x00, 0, 0x00, 0, 0x00})
+	// Far eras (arg >> 4 of 14 or 15) and the same reservation cancelled
+	// again.
+	f.Add([]byte{2, 3, 3, 0x01, 5, 0x00, 5, 0x00, 0, 0xE1, 3, 0xF2, 5, 0x01, 5, 0x01, 6, 0xE3, 0, 0x21, 4, 0xF0, 5, 0x02})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var st diffStats
 		runDifferential(t, data, &st)
