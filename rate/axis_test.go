@@ -40,58 +40,55 @@ func TestEveryEraAlike(t *testing.T) {
 		delay  time.Duration
 		tokens float64
 	}
-	run := func(origin time.Time) []result {
+	// ops are one limiter's calls: this package's or x/time/rate's.
+	type ops struct {
+		allowN   func(time.Time, int) bool
+		reserveN func(time.Time, int) (ok bool, delay time.Duration, cancelAt func(time.Time))
+		tokensAt func(time.Time) float64
+	}
+	mine := func() ops {
 		lim := NewLimiter(2, 4)
+		return ops{lim.AllowN, func(t time.Time, n int) (bool, time.Duration, func(time.Time)) {
+			r := lim.ReserveN(t, n)
+			return r.OK(), r.DelayFrom(t), r.CancelAt
+		}, lim.TokensAt}
+	}
+	xtime := func() ops {
+		lim := xrate.NewLimiter(2, 4)
+		return ops{lim.AllowN, func(t time.Time, n int) (bool, time.Duration, func(time.Time)) {
+			r := lim.ReserveN(t, n)
+			return r.OK(), r.DelayFrom(t), r.CancelAt
+		}, lim.TokensAt}
+	}
+	run := func(lim ops, origin time.Time) []result {
 		var out []result
-		var rs []*Reservation
+		var cancels []func(time.Time)
+		cancelled := map[int]bool{}
 		for i := range 40 {
 			ti := origin.Add(time.Duration(i*i%37) * 125 * time.Millisecond) // forward and back
 			var r result
 			switch i % 5 {
 			case 0, 1:
-				r.ok = lim.AllowN(ti, 1+i%3)
+				r.ok = lim.allowN(ti, 1+i%3)
 			case 2, 3:
-				rv := lim.ReserveN(ti, 1+i%4)
-				rs = append(rs, rv)
-				r.ok, r.delay = rv.OK(), rv.DelayFrom(ti)
+				var cancel func(time.Time)
+				r.ok, r.delay, cancel = lim.reserveN(ti, 1+i%4)
+				cancels = append(cancels, cancel)
 			case 4:
-				rs[i%len(rs)].CancelAt(ti)
-			}
-			r.tokens = lim.TokensAt(ti)
-			out = append(out, r)
-		}
-		return out
-	}
-	runX := func(origin time.Time) []result {
-		lim := xrate.NewLimiter(2, 4)
-		var out []result
-		var rs []*xrate.Reservation
-		cancelled := map[*xrate.Reservation]bool{}
-		for i := range 40 {
-			ti := origin.Add(time.Duration(i*i%37) * 125 * time.Millisecond)
-			var r result
-			switch i % 5 {
-			case 0, 1:
-				r.ok = lim.AllowN(ti, 1+i%3)
-			case 2, 3:
-				rv := lim.ReserveN(ti, 1+i%4)
-				rs = append(rs, rv)
-				r.ok, r.delay = rv.OK(), rv.DelayFrom(ti)
-			case 4:
-				if rv := rs[i%len(rs)]; !cancelled[rv] { // this package cancels once
-					cancelled[rv] = true
-					rv.CancelAt(ti)
+				if k := i % len(cancels); !cancelled[k] { // x/time/rate would give back again
+					cancelled[k] = true
+					cancels[k](ti)
 				}
 			}
-			r.tokens = lim.TokensAt(ti)
+			r.tokens = lim.tokensAt(ti)
 			out = append(out, r)
 		}
 		return out
 	}
-	want := runX(now)
+	want := run(xtime(), now)
 	for _, origin := range eras {
-		assert.Equal(t, want, runX(origin), "x/time/rate from %v", origin)
-		assert.Equal(t, want, run(origin), "from %v", origin)
+		assert.Equal(t, want, run(xtime(), origin), "x/time/rate from %v", origin)
+		assert.Equal(t, want, run(mine(), origin), "from %v", origin)
 	}
 }
 

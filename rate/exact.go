@@ -134,52 +134,45 @@ func ratio(l Limit, oldDen uint64) (num, den uint64, fill bool) {
 func below(x *big.Rat, bound *big.Int) (num, den uint64) {
 	p, q := x.Num(), x.Denom()
 	a, b, c, d := big.NewInt(0), big.NewInt(1), big.NewInt(1), big.NewInt(0)
-	t, u, k := new(big.Int), new(big.Int), new(big.Int)
-	// limit lowers k so that e + k·g and f + k·h stay within the bound.
-	limit := func(k, e, f, g, h *big.Int) {
-		if g.Sign() > 0 {
-			if m := new(big.Int).Quo(t.Sub(bound, e), g); m.Cmp(k) < 0 {
-				k.Set(m)
-			}
-		}
-		if h.Sign() > 0 {
-			if m := new(big.Int).Quo(t.Sub(bound, f), h); m.Cmp(k) < 0 {
-				k.Set(m)
-			}
-		}
+	t, u := new(big.Int), new(big.Int)
+	// over and under: lo = a/b is under x by under/(bq), hi = c/d over it
+	// by over/(dq).
+	under, over, k := new(big.Int), new(big.Int), new(big.Int)
+	gaps := func() bool {
+		under.Sub(t.Mul(p, b), u.Mul(a, q))
+		over.Sub(t.Mul(c, q), u.Mul(p, d))
+		return under.Sign() != 0 // lo == x: done
 	}
-	for {
-		moved := false
+	// step moves e/f by k mediant steps of g/h, k lowered so that e + k·g
+	// and f + k·h stay within the bound, and reports whether it moved.
+	step := func(e, f, g, h *big.Int) bool {
+		for _, lim := range [2][2]*big.Int{{e, g}, {f, h}} {
+			if lim[1].Sign() > 0 {
+				if m := new(big.Int).Quo(t.Sub(bound, lim[0]), lim[1]); m.Cmp(k) < 0 {
+					k.Set(m)
+				}
+			}
+		}
+		if k.Sign() <= 0 {
+			return false
+		}
+		e.Add(e, t.Mul(k, g))
+		f.Add(f, t.Mul(k, h))
+		return true
+	}
+	for gaps() {
 		// lo: the most k with (a + k·c)/(b + k·d) <= x, that is
-		// k·(c·q − p·d) <= p·b − a·q (c·q − p·d > 0 as hi > x).
-		num := new(big.Int).Sub(t.Mul(p, b), u.Mul(a, q))
-		if num.Sign() == 0 {
-			break // lo == x
-		}
-		gap := new(big.Int).Sub(t.Mul(c, q), u.Mul(p, d))
-		k.Quo(num, gap)
-		limit(k, a, b, c, d)
-		if k.Sign() > 0 {
-			a.Add(a, t.Mul(k, c))
-			b.Add(b, t.Mul(k, d))
-			moved = true
-		}
-		// hi: the most k with (c + k·a)/(d + k·b) > x, that is
-		// k·(p·b − a·q) < c·q − p·d.
-		num.Sub(t.Mul(p, b), u.Mul(a, q))
-		if num.Sign() == 0 {
+		// k·over <= under.
+		k.Quo(under, over)
+		movedLo := step(a, b, c, d)
+		if !gaps() {
 			break
 		}
-		gap.Sub(t.Mul(c, q), u.Mul(p, d))
-		k.Sub(gap, big.NewInt(1))
-		k.Quo(k, num)
-		limit(k, c, d, a, b)
-		if k.Sign() > 0 {
-			c.Add(c, t.Mul(k, a))
-			d.Add(d, t.Mul(k, b))
-			moved = true
-		}
-		if !moved {
+		// hi: the most k with (c + k·a)/(d + k·b) > x, that is
+		// k·under < over.
+		k.Sub(over, big.NewInt(1))
+		k.Quo(k, under)
+		if movedHi := step(c, d, a, b); !movedLo && !movedHi {
 			break
 		}
 	}
