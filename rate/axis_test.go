@@ -2,6 +2,7 @@ package rate
 
 import (
 	"math/big"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -140,4 +141,56 @@ func TestFarFutureStaysPut(t *testing.T) {
 // perE19 is ns nanoseconds of refill at 1e-10 per second: ns/10^19 tokens.
 func perE19(ns int64) *big.Rat {
 	return new(big.Rat).SetFrac(big.NewInt(ns), new(big.Int).SetUint64(1e19))
+}
+
+// TestAxisImplicitMix: explicit times in far eras mixed with the
+// implicit-time methods. The axis's invariants hold after every call, and
+// no implicit-time call moves the limiter's time back.
+func TestAxisImplicitMix(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	now := time.Now()
+	eras := diffEras(now)
+	for range 300 {
+		lim := NewLimiter(diffLimits[rng.IntN(len(diffLimits))], diffBursts[rng.IntN(len(diffBursts))])
+		var rs []*Reservation
+		for range 40 {
+			var before time.Time
+			fresh := lim.last == never && !lim.lastFar
+			if !fresh {
+				before = lim.lastTime()
+			}
+			implicit := true
+			switch rng.IntN(9) {
+			case 0:
+				lim.Allow()
+			case 1:
+				rs = append(rs, lim.Reserve())
+			case 2:
+				if len(rs) > 0 {
+					rs[rng.IntN(len(rs))].Cancel()
+				}
+			case 3:
+				lim.SetLimit(diffLimits[rng.IntN(len(diffLimits))])
+			case 4:
+				lim.Tokens()
+			default:
+				implicit = false
+				ti := eras[rng.IntN(len(eras))].Add(time.Duration(rng.Int64N(int64(time.Hour))))
+				switch rng.IntN(3) {
+				case 0:
+					lim.AllowN(ti, 1)
+				case 1:
+					rs = append(rs, lim.ReserveN(ti, 1))
+				case 2:
+					if len(rs) > 0 {
+						rs[rng.IntN(len(rs))].CancelAt(ti)
+					}
+				}
+			}
+			lim.checkAxis(t)
+			if implicit && !fresh && lim.last != never {
+				require.False(t, lim.lastTime().Before(before), "an implicit-time call moved the limiter's time back from %v to %v", before, lim.lastTime())
+			}
+		}
+	}
 }
