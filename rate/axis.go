@@ -11,25 +11,34 @@ import (
 // A limiter keeps its times (last, lastEvent, a reservation's act) as int64
 // nanoseconds from an origin: the package's epoch, a reading of the
 // monotonic clock taken at initialisation (axis 0, where the implicit-time
-// API's clock readings already are), or, after a time more than 2^62 ns
-// (146 years) from the epoch has arrived, that time (axis 1, 2, …). Every
-// time a method is given is converted to the axis under the lock: one
-// within ±window of the origin is its offset; a farther one first moves
-// the origin (rebase), back to the epoch if the time is within the window
-// of it, else to the time itself. The limiter's state times are then
-// re-expressed exactly on the new axis; one that no longer fits an int64
-// (more than 292 years away) is kept in 128 bits instead (lastFar,
-// eventFar), which only the general paths read. So the arithmetic sees
-// times that differ by what time.Time.Sub says, as x/time/rate's does, in
-// any era: a limiter driven from the zero time.Time refills as one driven
-// from time.Now.
+// API's clock readings already are), or a time a caller passed (axis 1,
+// 2, …). Every time a method is given is converted to the axis under the
+// lock: one within ±window (2^62 ns, 146 years) of the origin is its
+// offset; a farther one first moves the origin (rebase), back to the epoch
+// if the time is within the window of it, else to the time itself. The
+// limiter's state times are then re-expressed exactly on the new axis; one
+// that no longer fits an int64 (more than 292 years away) is kept in 128
+// bits instead (lastW, eventW), which only the general paths read. So the
+// arithmetic sees the differences time.Time.Sub gives, as x/time/rate's
+// does, in any era: a limiter driven from the zero time.Time refills as
+// one driven from time.Now, and a gap Sub saturates saturates here too.
+// The implicit-time methods convert the clock's reading the same way (on
+// axis 0, a no-op) and then take the later of it and last, so a stale
+// reading still adds nothing; a last far in the future moves the axis to
+// it.
+//
+// A Reservation records the axis it was made on; cancel converts its
+// timeToAct when the limiter has moved to another since. (Axis numbers are
+// 32 bits: a reservation that outlives 2^32 moves could read its act on
+// the wrong axis, which changes how much of it is given back, never more
+// than its own tokens, once.)
 //
 // Invariants, under lim.mu: a converted time ts satisfies |ts| < window;
 // last is never, or lies in [−window, MaxInt64] (a farther last is lastW,
 // with lastFar set), so a refill's ts − last is below 2^63 on the fast
 // path; odd is set while the axis is not the epoch's or lastFar or
-// eventFar is set, and sends Allow to the general path. A move of the axis changes no
-// decision: the times keep their differences exactly.
+// eventFar is set, and sends Allow to the general path. A move of the axis
+// changes no decision: the times keep their differences exactly.
 const window = int64(1) << 62
 
 // never is the time of a NewLimiter's last update: before any time a caller
