@@ -141,18 +141,19 @@ type Limiter struct {
 	num, den   uint64 // the rate: num/den tokens per nanosecond; den > 0 once set
 	fill       bool   // the rate fills the bucket in any positive time (Inf)
 	inf        bool   // limit == Inf: reservations bypass the bucket
+	// odd: axis != 0 || lastFar || eventFar (axis.go); it sends Allow to
+	// the general path.
+	odd, lastFar, eventFar bool
 
 	last      int64 // time of the latest update (never for a new limiter)
 	lastEvent int64 // latest time to act of a reservation, past or future
 
 	// The time axis (axis.go): last and lastEvent are nanoseconds from the
 	// epoch while axis is 0, else from base; lastW and eventW hold them
-	// instead while lastFar and eventFar are set. odd: axis != 0 || lastFar
-	// || eventFar.
-	odd, lastFar, eventFar bool
-	axis, axes             uint32 // the axis's number; the latest one given out
-	base                   time.Time
-	lastW, eventW          fixed
+	// instead while lastFar and eventFar are set.
+	axis, axes    uint32 // the axis's number; the latest one given out
+	base          time.Time
+	lastW, eventW fixed
 }
 
 // NewLimiter returns a new Limiter that allows events up to rate r and
