@@ -69,6 +69,7 @@ func Run[L admit.Limiter](t *testing.T, newBucket Factory[L]) {
 	t.Run("CancelGivesAllBack", s.cancelGivesAllBack)
 	t.Run("Storm", s.storm)
 	t.Run("BlockingStorm", s.blockingStorm)
+	t.Run("MixedStorm", s.mixedStorm)
 	t.Run("NoGoroutines", s.noGoroutines)
 }
 
