@@ -396,6 +396,13 @@ func (b *Bucket) publishDry(v, one int64) {
 // gaveBack invalidates the dry bound after units went back into a shard.
 func (b *Bucket) gaveBack() { b.dry.Store(-b.gen.Add(1)) }
 
+// testHookGather, set by tests only, runs in gather between planning the
+// takes and making them, with the stream value, the start shard and the
+// planned takes (indexed from start): a test takes units there, as a
+// concurrent caller would, to make the gather lose its race on demand. It
+// costs gather one load of a word that is never written outside tests.
+var testHookGather func(b *Bucket, v int64, start uint, take []int64)
+
 // gather is the slow path: the home shard is short. It sums what every
 // shard holds with loads only, so a rejection writes nothing.
 func (b *Bucket) gather(need, v int64, start uint) bool {
@@ -452,6 +459,9 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 		fewest(bal, take, need)
 	}
 	g0 := b.resvGen.Load() // before the first take; see putBack
+	if testHookGather != nil {
+		testHookGather(b, v, start, take)
+	}
 	for i, t := range take {
 		if t == 0 {
 			continue
