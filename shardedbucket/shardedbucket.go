@@ -498,41 +498,56 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 // The plan is committed only as a whole: it swaps each shard's z from the
 // value it planned on, and if a concurrent TryAcquire moved one first, the
 // shards already swapped are put back and it plans again.
+//
+// Only planning and committing hold resvMu (see plan). Taking what the
+// shards hold is takeAt, as in TryAcquire, and runs without it: a gather
+// that loses its race puts its takes back under resvMu.
 func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
-	now := b.clk.Now()
-	v := b.p.V(now)
 	start := home()
-	if b.takeAt(need, v, start) {
-		return 0, nil
+	for {
+		now := b.clk.Now()
+		if b.takeAt(need, b.p.V(now), start) {
+			return 0, nil
+		}
+		if wait, undo, ok := b.plan(need, limit, now); ok {
+			return wait, undo
+		}
+		// The shards held need units when plan looked (a gather lost a
+		// race, or units came back): take them like TryAcquire, or look
+		// again. Each time round, a concurrent caller has moved a shard.
 	}
+}
+
+// plan is reserve's step under resvMu, which it takes: it schedules need
+// units on the stream from the reading now, commits the reservation, and
+// returns reserve's results with true; or, if the shards hold need units
+// at the reading it planned from (w == v), it takes nothing and returns
+// false, for reserve to take them outside the lock. It must not be called
+// with resvMu held, and it never calls takeAt (see Bucket's lock order).
+func (b *Bucket) plan(need, limit, now int64) (int64, func() bool, bool) {
 	b.resvMu.Lock()
 	defer b.resvMu.Unlock()
 	var balBuf, zBuf, toBuf [64]int64
 	bal, zs, to := b.scratch(balBuf[:]), b.scratch(zBuf[:]), b.scratch(toBuf[:])
 	vmax := b.p.V(refill.Horizon)
 	for ; ; now = b.clk.Now() {
-		v = b.p.V(now)
+		v := b.p.V(now)
 		for i := range b.shards {
 			bal[i], zs[i], _ = b.shards[i].state(v, &b.g)
 		}
 		w, ok := b.schedule(v, vmax, bal, need)
 		if !ok {
-			return refill.Never, nil
+			return refill.Never, nil, true
 		}
 		if w == v {
-			// Enough whole units now (a gather lost a race, or units came
-			// back): take them like TryAcquire, or look again.
-			if b.takeAt(need, v, start) {
-				return 0, nil
-			}
-			continue
+			return 0, nil, false
 		}
 		wake := b.p.When(now, w)
 		if wake > refill.Horizon {
-			return refill.Never, nil
+			return refill.Never, nil, true
 		}
 		if wake-now > limit {
-			return wake - now, nil
+			return wake - now, nil, true
 		}
 		r := &reservation{b: b, wake: wake, old: slices.Clone(zs), z: slices.Clone(zs)}
 		for i := range b.shards {
@@ -553,7 +568,7 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 		for until := b.debtUntil.Load(); until < r.wake && !b.debtUntil.CompareAndSwap(until, r.wake); {
 			until = b.debtUntil.Load()
 		}
-		return r.wake - now, r.undo
+		return r.wake - now, r.undo, true
 	}
 }
 
