@@ -46,6 +46,18 @@
 // another take could resurrect refill the cap had discarded, so it is
 // dropped instead), unless a reservation was made meanwhile.
 //
+// Lock order. An admission takes no lock unless a gather loses its race.
+// One mutex, resvMu, serialises the steps that must not interleave with a
+// reservation's plan: planning and committing a reservation (AcquireN when
+// it must wait), undoing one, and a lost gather's put-back. It is a leaf.
+// While it is held the bucket only loads and swaps shard and counter
+// words, computes, allocates the reservation and reads the Clock's Now (a
+// Clock must not call back into the bucket); it never sleeps, never takes
+// another lock of its own, and never runs the take path (takeAt, gather),
+// since a gather that loses its race locks resvMu to put back. So AcquireN
+// tries to take before it locks, and if the plan then finds the tokens
+// there after all, it unlocks and takes them as TryAcquire does.
+//
 // The bound: never more than capacity + rate × elapsed (+1 unit for
 // rounding), under any concurrency. A shard that is full while its siblings
 // are not discards its share of the refill, which one bucket would have
@@ -179,9 +191,11 @@ type Bucket struct {
 	resvGen   atomic.Int64 // counts committed reservations; written under resvMu (see putBack)
 
 	// resvMu serialises reservations, their undos and a lost gather's
-	// put-back (the blocking path, and TryAcquire only after a lost race). resvSeq numbers the reservations;
-	// an undo gives units back only while its reservation is the newest in
-	// the whole bucket (see reservation.undo). Requires resvMu.
+	// put-back (the blocking path, and TryAcquire only after a lost race).
+	// It is a leaf, and the take path never runs with it held: see the
+	// package doc's lock order. resvSeq numbers the reservations; an undo
+	// gives units back only while its reservation is the newest in the
+	// whole bucket (see reservation.undo). Requires resvMu.
 	resvMu  sync.Mutex
 	resvSeq int64
 	_       cpu.CacheLinePad
@@ -363,7 +377,10 @@ func (b *Bucket) survey(v int64) (sum, most int64, fullest int) {
 // them, so putting them back would let a later TryAcquire take them while
 // that waiter sleeps. Then they are forfeited. It takes resvMu, so that no
 // reservation is planned while it decides; TryAcquire takes it only here,
-// after a lost race.
+// after a lost race. So neither putBack nor the take path that calls it
+// (takeAt, gather) may run with resvMu held: the mutex is not reentrant,
+// so the goroutine would wait on itself, and every later caller that needs
+// resvMu would wait behind it (see reserve).
 func (b *Bucket) putBack(start uint, take, olds, news []int64, g0 int64) {
 	b.resvMu.Lock()
 	defer b.resvMu.Unlock()
@@ -501,7 +518,10 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 //
 // Only planning and committing hold resvMu (see plan). Taking what the
 // shards hold is takeAt, as in TryAcquire, and runs without it: a gather
-// that loses its race puts its takes back under resvMu.
+// that loses its race puts its takes back under resvMu. (reserve once
+// called takeAt under resvMu when the plan found enough: a lost race there
+// waited forever for the mutex its own goroutine held, and so did every
+// later reservation and put-back: the whole bucket hung.)
 func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 	start := home()
 	for {
