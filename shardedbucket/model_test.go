@@ -91,19 +91,7 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) error {
 	// races and put back, from TryAcquireN and from inside reserve alike.
 	var stolen error
 	testHookGather = func(b *Bucket, v int64, start uint, take []int64) {
-		if r.IntN(3) != 0 {
-			return
-		}
-		most := 0
-		for i := range take {
-			if take[i] > take[most] {
-				most = i
-			}
-		}
-		s := &b.shards[(start+uint(most))&b.mask]
-		one := b.p.Units(1)
-		bal, z, base := s.state(v, &b.g)
-		if bal < one || !s.z.CompareAndSwap(z, base+one) {
+		if r.IntN(3) != 0 || !stealOne(b, v, start, take) {
 			return
 		}
 		now := clk.Now()

@@ -458,15 +458,7 @@ func TestLostGatherInsideReserve(t *testing.T) {
 	require.True(t, b.takeAt(2*one, v, 1)) // 2 tokens in each shard
 	lost := 0
 	testHookGather = func(b *Bucket, v int64, start uint, take []int64) {
-		most := 0
-		for i := range take {
-			if take[i] > take[most] {
-				most = i
-			}
-		}
-		s := &b.shards[(start+uint(most))&b.mask]
-		_, z, base := s.state(v, &b.g)
-		assert.True(t, s.z.CompareAndSwap(z, base+one), "the hook's take") // not require: on reserve's goroutine
+		assert.True(t, stealOne(b, v, start, take), "the shard planned holds a token") // not require: on reserve's goroutine
 		lost++
 	}
 	defer func() { testHookGather = nil }()
@@ -484,4 +476,21 @@ func TestLostGatherInsideReserve(t *testing.T) {
 	assert.True(t, undo(), "cancelled before its wake")
 	assert.InDelta(t, 2.0, b.Tokens(), 1e-9, "the lost gathers' put-backs and the undo gave everything back")
 	assert.True(t, b.TryAcquireN(2), "and nothing holds resvMu")
+}
+
+// stealOne takes a whole token at stream value v, first, from the shard
+// that a gather from start planned to take the most from, as a concurrent
+// TryAcquire that won the race would, and reports whether that shard held
+// one. It is what tests put in testHookGather.
+func stealOne(b *Bucket, v int64, start uint, take []int64) bool {
+	most := 0
+	for i := range take {
+		if take[i] > take[most] {
+			most = i
+		}
+	}
+	s := &b.shards[(start+uint(most))&b.mask]
+	one := b.p.Units(1)
+	bal, z, base := s.state(v, &b.g)
+	return bal >= one && s.z.CompareAndSwap(z, base+one)
 }
