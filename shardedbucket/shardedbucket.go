@@ -523,28 +523,35 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 // waited forever for the mutex its own goroutine held, and so did every
 // later reservation and put-back: the whole bucket hung.)
 func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
+	now := b.clk.Now()
 	start := home()
-	for {
-		now := b.clk.Now()
-		if b.takeAt(need, b.p.V(now), start) {
-			return 0, nil
-		}
-		if wait, undo, ok := b.plan(need, limit, now); ok {
+	if b.takeAt(need, b.p.V(now), start) {
+		return 0, nil
+	}
+	for ; ; now = b.clk.Now() {
+		wait, undo, enough, ok := b.plan(need, limit, now)
+		if ok {
 			return wait, undo
 		}
-		// The shards held need units when plan looked (a gather lost a
-		// race, or units came back): take them like TryAcquire, or look
-		// again. Each time round, a concurrent caller has moved a shard.
+		// The shards held need units at the reading enough (a gather lost
+		// a race, or units came back): take them like TryAcquire at that
+		// reading, or look again. At one reading takeAt fails where plan
+		// found enough only if a concurrent caller moved a shard between.
+		if b.takeAt(need, b.p.V(enough), start) {
+			return 0, nil
+		}
 	}
 }
 
 // plan is reserve's step under resvMu, which it takes: it schedules need
-// units on the stream from the reading now, commits the reservation, and
-// returns reserve's results with true; or, if the shards hold need units
-// at the reading it planned from (w == v), it takes nothing and returns
+// units on the stream from the reading now (or a later one, if a commit
+// loses a race), commits the reservation, and returns reserve's results
+// with ok true. If the shards hold need units at the reading it plans from
+// (w == v), it takes nothing and returns that reading as enough, with ok
 // false, for reserve to take them outside the lock. It must not be called
-// with resvMu held, and it never calls takeAt (see Bucket's lock order).
-func (b *Bucket) plan(need, limit, now int64) (int64, func() bool, bool) {
+// with resvMu held, and it never calls takeAt (see the package doc's lock
+// order).
+func (b *Bucket) plan(need, limit, now int64) (wait int64, undo func() bool, enough int64, ok bool) {
 	b.resvMu.Lock()
 	defer b.resvMu.Unlock()
 	var balBuf, zBuf, toBuf [64]int64
@@ -555,19 +562,19 @@ func (b *Bucket) plan(need, limit, now int64) (int64, func() bool, bool) {
 		for i := range b.shards {
 			bal[i], zs[i], _ = b.shards[i].state(v, &b.g)
 		}
-		w, ok := b.schedule(v, vmax, bal, need)
-		if !ok {
-			return refill.Never, nil, true
+		w, can := b.schedule(v, vmax, bal, need)
+		if !can {
+			return refill.Never, nil, 0, true
 		}
 		if w == v {
-			return 0, nil, false
+			return 0, nil, now, false
 		}
 		wake := b.p.When(now, w)
 		if wake > refill.Horizon {
-			return refill.Never, nil, true
+			return refill.Never, nil, 0, true
 		}
 		if wake-now > limit {
-			return wake - now, nil, true
+			return wake - now, nil, 0, true
 		}
 		r := &reservation{b: b, wake: wake, old: slices.Clone(zs), z: slices.Clone(zs)}
 		for i := range b.shards {
@@ -588,7 +595,7 @@ func (b *Bucket) plan(need, limit, now int64) (int64, func() bool, bool) {
 		for until := b.debtUntil.Load(); until < r.wake && !b.debtUntil.CompareAndSwap(until, r.wake); {
 			until = b.debtUntil.Load()
 		}
-		return r.wake - now, r.undo, true
+		return r.wake - now, r.undo, 0, true
 	}
 }
 
