@@ -439,3 +439,58 @@ func TestPutBackAfterReservation(t *testing.T) {
 		}
 	}
 }
+
+// TestLostGatherInsideReserve replays, on one goroutine, the interleaving
+// that once hung the whole bucket: a blocking AcquireN(3) whose first
+// gather loses a race, then finds the shards holding enough (w == v) and
+// takes them like TryAcquire, and loses that gather's race too. Its
+// put-back must not wait for resvMu, which reserve held there: it did,
+// and reserve never returned, and neither did any later caller that needed
+// resvMu. Both lost races are staged by testHookGather, which takes one
+// token, first, from the shard the gather planned to take the most from.
+func TestLostGatherInsideReserve(t *testing.T) {
+	clk := buckettest.NewFakeClock(0)
+	b, err := New(8, 1, WithShards(2), admit.WithClock(clk))
+	require.NoError(t, err)
+	one := b.p.Units(1)
+	v := b.p.V(clk.Now())
+	require.True(t, b.takeAt(2*one, v, 0))
+	require.True(t, b.takeAt(2*one, v, 1)) // 2 tokens in each shard
+	lost := 0
+	testHookGather = func(b *Bucket, v int64, start uint, take []int64) {
+		assert.True(t, stealOne(b, v, start, take), "the shard planned holds a token") // not require: on reserve's goroutine
+		lost++
+	}
+	defer func() { testHookGather = nil }()
+
+	var wait int64
+	var undo func() bool
+	buckettest.Watchdog(t, 10*time.Second, "reserve to return after two lost gathers", func() {
+		wait, undo = b.reserve(3*one, 1<<62)
+	})
+	testHookGather = nil
+	require.Equal(t, 2, lost, "the first take and the one at w == v each lost a race")
+	require.NotNil(t, undo, "the two stolen tokens leave one missing: AcquireN(3) waits")
+	assert.Equal(t, int64(time.Second), wait, "for the one missing token at 1 token/s")
+	assert.InDelta(t, -1.0, b.Tokens(), 1e-9, "the 2 tokens left are reserved, and one more")
+	assert.True(t, undo(), "cancelled before its wake")
+	assert.InDelta(t, 2.0, b.Tokens(), 1e-9, "the lost gathers' put-backs and the undo gave everything back")
+	assert.True(t, b.TryAcquireN(2), "and nothing holds resvMu")
+}
+
+// stealOne takes a whole token at stream value v, first, from the shard
+// that a gather from start planned to take the most from, as a concurrent
+// TryAcquire that won the race would, and reports whether that shard held
+// one. It is what tests put in testHookGather.
+func stealOne(b *Bucket, v int64, start uint, take []int64) bool {
+	most := 0
+	for i := range take {
+		if take[i] > take[most] {
+			most = i
+		}
+	}
+	s := &b.shards[(start+uint(most))&b.mask]
+	one := b.p.Units(1)
+	bal, z, base := s.state(v, &b.g)
+	return bal >= one && s.z.CompareAndSwap(z, base+one)
+}

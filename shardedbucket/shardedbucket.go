@@ -46,6 +46,18 @@
 // another take could resurrect refill the cap had discarded, so it is
 // dropped instead), unless a reservation was made meanwhile.
 //
+// Lock order. An admission takes no lock unless a gather loses its race.
+// One mutex, resvMu, serialises the steps that must not interleave with a
+// reservation's plan: planning and committing a reservation (AcquireN when
+// it must wait), undoing one, and a lost gather's put-back. It is a leaf.
+// While it is held the bucket only loads and swaps shard and counter
+// words, computes, allocates the reservation and reads the Clock's Now (a
+// Clock must not call back into the bucket); it never sleeps, never takes
+// another lock of its own, and never runs the take path (takeAt, gather),
+// since a gather that loses its race locks resvMu to put back. So AcquireN
+// tries to take before it locks, and if the plan then finds the tokens
+// there after all, it unlocks and takes them as TryAcquire does.
+//
 // The bound: never more than capacity + rate × elapsed (+1 unit for
 // rounding), under any concurrency. A shard that is full while its siblings
 // are not discards its share of the refill, which one bucket would have
@@ -179,9 +191,11 @@ type Bucket struct {
 	resvGen   atomic.Int64 // counts committed reservations; written under resvMu (see putBack)
 
 	// resvMu serialises reservations, their undos and a lost gather's
-	// put-back (the blocking path, and TryAcquire only after a lost race). resvSeq numbers the reservations;
-	// an undo gives units back only while its reservation is the newest in
-	// the whole bucket (see reservation.undo). Requires resvMu.
+	// put-back (the blocking path, and TryAcquire only after a lost race).
+	// It is a leaf, and the take path never runs with it held: see the
+	// package doc's lock order. resvSeq numbers the reservations; an undo
+	// gives units back only while its reservation is the newest in the
+	// whole bucket (see reservation.undo). Requires resvMu.
 	resvMu  sync.Mutex
 	resvSeq int64
 	_       cpu.CacheLinePad
@@ -363,7 +377,10 @@ func (b *Bucket) survey(v int64) (sum, most int64, fullest int) {
 // them, so putting them back would let a later TryAcquire take them while
 // that waiter sleeps. Then they are forfeited. It takes resvMu, so that no
 // reservation is planned while it decides; TryAcquire takes it only here,
-// after a lost race.
+// after a lost race. So neither putBack nor the take path that calls it
+// (takeAt, gather) may run with resvMu held: the mutex is not reentrant,
+// so the goroutine would wait on itself, and every later caller that needs
+// resvMu would wait behind it (see reserve).
 func (b *Bucket) putBack(start uint, take, olds, news []int64, g0 int64) {
 	b.resvMu.Lock()
 	defer b.resvMu.Unlock()
@@ -395,6 +412,13 @@ func (b *Bucket) publishDry(v, one int64) {
 
 // gaveBack invalidates the dry bound after units went back into a shard.
 func (b *Bucket) gaveBack() { b.dry.Store(-b.gen.Add(1)) }
+
+// testHookGather, set by tests only, runs in gather between planning the
+// takes and making them, with the stream value, the start shard and the
+// planned takes (indexed from start): a test takes units there, as a
+// concurrent caller would, to make the gather lose its race on demand. It
+// costs gather one load of a word that is never written outside tests.
+var testHookGather func(b *Bucket, v int64, start uint, take []int64)
 
 // gather is the slow path: the home shard is short. It sums what every
 // shard holds with loads only, so a rejection writes nothing.
@@ -452,6 +476,9 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 		fewest(bal, take, need)
 	}
 	g0 := b.resvGen.Load() // before the first take; see putBack
+	if testHookGather != nil {
+		testHookGather(b, v, start, take)
+	}
 	for i, t := range take {
 		if t == 0 {
 			continue
@@ -488,41 +515,66 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 // The plan is committed only as a whole: it swaps each shard's z from the
 // value it planned on, and if a concurrent TryAcquire moved one first, the
 // shards already swapped are put back and it plans again.
+//
+// Only planning and committing hold resvMu (see plan). Taking what the
+// shards hold is takeAt, as in TryAcquire, and runs without it: a gather
+// that loses its race puts its takes back under resvMu. (reserve once
+// called takeAt under resvMu when the plan found enough: a lost race there
+// waited forever for the mutex its own goroutine held, and so did every
+// later reservation and put-back: the whole bucket hung.)
 func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 	now := b.clk.Now()
-	v := b.p.V(now)
 	start := home()
-	if b.takeAt(need, v, start) {
+	if b.takeAt(need, b.p.V(now), start) {
 		return 0, nil
 	}
+	for ; ; now = b.clk.Now() {
+		wait, undo, enough, ok := b.plan(need, limit, now)
+		if ok {
+			return wait, undo
+		}
+		// The shards held need units at the reading enough (a gather lost
+		// a race, or units came back): take them like TryAcquire at that
+		// reading, or look again. At one reading takeAt fails where plan
+		// found enough only if a concurrent caller moved a shard between.
+		if b.takeAt(need, b.p.V(enough), start) {
+			return 0, nil
+		}
+	}
+}
+
+// plan is reserve's step under resvMu, which it takes: it schedules need
+// units on the stream from the reading now (or a later one, if a commit
+// loses a race), commits the reservation, and returns reserve's results
+// with ok true. If the shards hold need units at the reading it plans from
+// (w == v), it takes nothing and returns that reading as enough, with ok
+// false, for reserve to take them outside the lock. It must not be called
+// with resvMu held, and it never calls takeAt (see the package doc's lock
+// order).
+func (b *Bucket) plan(need, limit, now int64) (wait int64, undo func() bool, enough int64, ok bool) {
 	b.resvMu.Lock()
 	defer b.resvMu.Unlock()
 	var balBuf, zBuf, toBuf [64]int64
 	bal, zs, to := b.scratch(balBuf[:]), b.scratch(zBuf[:]), b.scratch(toBuf[:])
 	vmax := b.p.V(refill.Horizon)
 	for ; ; now = b.clk.Now() {
-		v = b.p.V(now)
+		v := b.p.V(now)
 		for i := range b.shards {
 			bal[i], zs[i], _ = b.shards[i].state(v, &b.g)
 		}
-		w, ok := b.schedule(v, vmax, bal, need)
-		if !ok {
-			return refill.Never, nil
+		w, can := b.schedule(v, vmax, bal, need)
+		if !can {
+			return refill.Never, nil, 0, true
 		}
 		if w == v {
-			// Enough whole units now (a gather lost a race, or units came
-			// back): take them like TryAcquire, or look again.
-			if b.takeAt(need, v, start) {
-				return 0, nil
-			}
-			continue
+			return 0, nil, now, false
 		}
 		wake := b.p.When(now, w)
 		if wake > refill.Horizon {
-			return refill.Never, nil
+			return refill.Never, nil, 0, true
 		}
 		if wake-now > limit {
-			return wake - now, nil
+			return wake - now, nil, 0, true
 		}
 		r := &reservation{b: b, wake: wake, old: slices.Clone(zs), z: slices.Clone(zs)}
 		for i := range b.shards {
@@ -543,7 +595,7 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 		for until := b.debtUntil.Load(); until < r.wake && !b.debtUntil.CompareAndSwap(until, r.wake); {
 			until = b.debtUntil.Load()
 		}
-		return r.wake - now, r.undo
+		return r.wake - now, r.undo, 0, true
 	}
 }
 
