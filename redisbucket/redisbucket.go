@@ -42,8 +42,11 @@
 // while Redis is down, and the first probe that succeeds resumes normal
 // operation. The client must honour context deadlines
 // (ContextTimeoutEnabled: true in go-redis's options); New rejects a
-// *redis.Client, *redis.ClusterClient or *redis.Ring that does not, and
-// go-redis's AutoPipeliner, which does not even with that option.
+// *redis.Client or *redis.ClusterClient that does not, and go-redis's
+// AutoPipeliner, which does not even with that option. New rejects a
+// *redis.Ring: when one of its shards dies the Ring moves that shard's keys
+// to the others, where a drained bucket reads as a full one with no error,
+// which no failure policy could see.
 //
 // # Pipelining
 //
@@ -96,8 +99,9 @@ var _ admit.KeyedLimiter = (*Limiter)(nil)
 
 // New returns a Limiter whose keys each hold capacity tokens and refill at
 // refillPerSecond tokens per second, stored through client (a *redis.Client,
-// *redis.ClusterClient, a failover client or a Ring). See the package doc
-// for the supported ranges; errors wrap admit.ErrInvalidConfig.
+// a *redis.ClusterClient or a failover client; a *redis.Ring is rejected, see
+// the package doc). See the package doc for the supported ranges; errors wrap
+// admit.ErrInvalidConfig.
 func New(client redis.UniversalClient, capacity int64, refillPerSecond float64, opts ...Option) (*Limiter, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil client", admit.ErrInvalidConfig)
@@ -147,7 +151,10 @@ func checkClient(c redis.UniversalClient) error {
 	case *redis.ClusterClient:
 		ok = c.Options().ContextTimeoutEnabled
 	case *redis.Ring:
-		ok = c.Options().ContextTimeoutEnabled
+		// A Ring rehashes a dead shard's keys onto the live shards, where
+		// each reads as an absent key, a full bucket: every drained bucket
+		// on that shard refills at once, silently, whatever the policy.
+		return fmt.Errorf("%w: a *redis.Ring moves a failed shard's keys to the other shards, where every bucket reads as full, so a shard failure would admit without any error; use a *redis.ClusterClient (or one *redis.Client per limiter)", admit.ErrInvalidConfig)
 	case *redis.AutoPipeliner:
 		// Measured (TestOutage): with ContextTimeoutEnabled set, a frozen
 		// server still held a decision for minutes.

@@ -73,6 +73,10 @@ func TestNewRejects(t *testing.T) {
 	good := client(t, srv)
 	lax := redis.NewClient(&redis.Options{Addr: srv.Addr}) // ignores ctx deadlines
 	defer lax.Close()
+	// A Ring that honours deadlines: still refused (its rehash on a shard's
+	// failure reads drained buckets as full).
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr}, ContextTimeoutEnabled: true})
+	defer ring.Close()
 	ap, err := good.AutoPipeline() // ignores them too, options notwithstanding
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +92,7 @@ func TestNewRejects(t *testing.T) {
 		{"nil client", nil, 1, 1, nil},
 		{"client ignores deadlines", lax, 1, 1, nil},
 		{"go-redis AutoPipeliner", ap, 1, 1, nil},
+		{"go-redis Ring", ring, 1, 1, nil},
 		{"capacity 0", good, 0, 1, nil},
 		{"rate NaN", good, 1, math.NaN(), nil},
 		{"rate negative", good, 1, -1, nil},
