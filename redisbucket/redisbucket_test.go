@@ -260,3 +260,43 @@ func TestRefillOnServerTime(t *testing.T) {
 type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...interface{}) {}
+
+// On a tick coarser than 1 µs an admission inside a tick counts from the
+// tick's end: the next boundary, less than a tick later, credits nothing.
+// Capacity 2^50 at 3/s runs on 1 s ticks; the bucket is drained mid-tick,
+// then tokens are taken as they come, and at every step the admitted count
+// stays within rate × the server time since before the drain.
+func TestCoarseTickCountsFromTickEnd(t *testing.T) {
+	ctx := context.Background()
+	const capacity, rate = 1 << 50, 3
+	l, c, _ := newLimiter(t, capacity, rate)
+	if q := redisbucket.Tick(l); q != 1e6 {
+		t.Fatalf("tick %dµs, want 1s for this configuration", q)
+	}
+	// Drain about 0.4 s into a second, so that the next boundary comes
+	// well inside a tick's length (margins of hundreds of ms either way).
+	sub := serverTime(t, c) % 1e6
+	time.Sleep(time.Duration((400_000-sub+1e6)%1e6) * time.Microsecond)
+	t0 := serverTime(t, c)
+	if d, err := l.AllowN(ctx, "k", capacity); err != nil || !d.Allowed {
+		t.Fatalf("drain = %+v, %v", d, err)
+	}
+	admitted := int64(0)
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		d, err := l.AllowN(ctx, "k", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t1 := serverTime(t, c)
+		if d.Allowed {
+			admitted++
+		}
+		if bound := rate * (t1 - t0) / 1e6; admitted > bound {
+			t.Fatalf("%d admitted %dµs of server time after the drain (drained %dµs into its tick): bound %d",
+				admitted, t1-t0, t0%1e6, bound)
+		}
+	}
+	if admitted < rate {
+		t.Errorf("%d admitted in 2.5 s after the drain at %v/s: refill lost", admitted, rate)
+	}
+}

@@ -10,7 +10,11 @@ import "github.com/redis/go-redis/v9"
 // of ARGV[6] microseconds at which it was last written. Debt shrinks by
 // ARGV[3] units per tick of server time; an absent key has no debt (a full
 // bucket). Refill happens at whole ticks, so a reading inside a tick counts
-// only up to its start: never more than the true refill.
+// only up to its start, and an admission inside a tick is booked at the
+// tick's end (t = now+1): the next boundary, a part of a tick later, credits
+// nothing. Refill is never more than the true one; on ticks coarser than
+// 1 µs each admission forgoes under one tick of it. (On 1 µs ticks TIME's
+// reading is the tick's start, sub is 0, and nothing is lost.)
 // Every value the script stores or computes is an integer below 2^53, which
 // a Lua double holds exactly; New guarantees cap + 2·m < 2^53 (see params.go):
 //   - the time in µs is about 1.8e15, below 2^53 until the year 2255;
@@ -78,6 +82,9 @@ if n > 0 then
   if avail >= n * per then
     taken = math.min(want, idiv(avail, per))
     d = d + taken * per
+    -- Taken sub µs into tick now: the debt refills from the tick's end,
+    -- so the next boundary credits nothing for a part of a tick.
+    if sub > 0 and t == now then t = now + 1 end
     local v = string.format('%d %d', d, t)
     local full = t - now + cdiv(d, m)
     if m > 0 and full < 1125899906842624 / q then
