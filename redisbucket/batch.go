@@ -76,7 +76,7 @@ func (b *batcher) get(key string) *lease {
 func (b *batcher) allow(ctx context.Context, l *Limiter, key string, n int64) (admit.Decision, error) {
 	e := b.get(key)
 	if e == nil {
-		d, _, err := l.remote(ctx, key, n, n)
+		d, _, err := l.remote(ctx, key, n, n, time.Time{})
 		return d, err
 	}
 	select {
@@ -101,7 +101,7 @@ func (b *batcher) allow(ctx context.Context, l *Limiter, key string, n int64) (a
 	// takes the tokens later than that, so none is spent more than age after
 	// the server handed it out.
 	start := now
-	d, taken, err := l.remote(ctx, key, n, max(b.n, n))
+	d, taken, err := l.remote(ctx, key, n, max(b.n, n), time.Time{})
 	e.left, e.expires, e.deniedN = 0, 0, 0
 	if err != nil {
 		return d, err
