@@ -325,4 +325,3 @@ func (l *Limiter) unavailable(ctx context.Context, key string, n int64, cause er
 		return admit.Decision{Limit: l.p.capacity}, 0, err
 	}
 }
-
