@@ -161,3 +161,72 @@ func TestShortDeadlinesOpenTheBreaker(t *testing.T) {
 		})
 	}
 }
+
+// WithBatch bounds a decision by WithTimeout too: on a hot key whose
+// requests each need their own round trip (n = the batch), callers do not
+// queue behind one round trip after another on a slow, healthy Redis. Each
+// returns within the timeout (plus slack for a loaded machine), decided by
+// Redis or, if the timeout ran out, by the policy.
+func TestBatchWaitsBoundedByTimeout(t *testing.T) {
+	const rtt = 100 * time.Millisecond
+	addr := slowProxy(t, srv.Addr, rtt)
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 32})
+	defer c.Close()
+	const timeout = 300 * time.Millisecond
+	l, err := redisbucket.New(c, 1e9, 1, redisbucket.WithPrefix("t:batchwait:"), redisbucket.WithTimeout(timeout), redisbucket.WithBatch(2, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Open the pool's connections first: each new one's handshake takes
+	// several delayed round trips.
+	var warm sync.WaitGroup
+	for range 32 {
+		warm.Add(1)
+		go func() {
+			defer warm.Done()
+			cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			_ = c.Ping(cctx).Err()
+		}()
+	}
+	warm.Wait()
+	if !eventually(20, func() bool { d, err := l.AllowN(ctx, "warm", 2); return err == nil && d.Allowed }) {
+		t.Fatal("no decision through the proxy")
+	}
+	const callers = 16
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var slowest time.Duration
+	var decided, policy int
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 3 {
+				start := time.Now()
+				d, err := l.AllowN(ctx, "hot", 2)
+				took := time.Since(start)
+				mu.Lock()
+				slowest = max(slowest, took)
+				switch {
+				case err == nil && d.Allowed:
+					decided++
+				case errors.Is(err, admit.ErrUnavailable) && !d.Allowed:
+					policy++
+				default:
+					t.Errorf("decision %+v, %v", d, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d decided by Redis, %d by the policy; slowest %v (timeout %v, round trip %v)", decided, policy, slowest, timeout, rtt)
+	if slowest > timeout+500*time.Millisecond {
+		t.Errorf("a batched decision took %v with a %v timeout", slowest, timeout)
+	}
+	if decided == 0 {
+		t.Errorf("no decision made by Redis")
+	}
+}
