@@ -30,8 +30,37 @@ func newGoRedis(c redis.UniversalClient, p params) *goRedis {
 	return &goRedis{c: c, args: [4]any{strconv.FormatInt(p.capUnits, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10), strconv.FormatInt(p.q, 10)}}
 }
 
+// The script's command names and bodies, boxed once.
+var (
+	evalsha, evalshaBody any = "evalsha", script.Hash()
+	eval, evalBody       any = "eval", src
+)
+
 func (g *goRedis) run(ctx context.Context, key string, n, want int64) ([]int64, error) {
-	return script.Run(ctx, g.c, []string{key}, g.args[0], g.args[1], g.args[2], n, want, g.args[3]).Int64Slice()
+	cmd := g.cmd(ctx, evalsha, evalshaBody, key, n, want)
+	_ = g.c.Process(ctx, cmd)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		// A restarted or flushed server, or a new Cluster node: EVAL
+		// loads the script too.
+		cmd = g.cmd(ctx, eval, evalBody, key, n, want)
+		_ = g.c.Process(ctx, cmd)
+	}
+	return cmd.Result()
+}
+
+// cmd is the script's command, built here rather than by Script.Run: an
+// IntSliceCmd reads the six integers without boxing each, and its key
+// position and step count are set, so that a ClusterClient routes it by its
+// key without consulting COMMAND's table. Without a step count, go-redis
+// looks the command up on its first use, on a context of its own with a 5 s
+// timeout that ignores the decision's deadline (a frozen master stalled
+// fresh clients 5 s with a 200 ms timeout), and then takes a lock to read
+// that table on every command.
+func (g *goRedis) cmd(ctx context.Context, name, body any, key string, n, want int64) *redis.IntSliceCmd {
+	cmd := redis.NewIntSliceCmd(ctx, name, body, 1, key, g.args[0], g.args[1], g.args[2], n, want, g.args[3])
+	cmd.SetFirstKeyPos(3)
+	cmd.SetStepCount(1) // EVALSHA's keys: one key per step
+	return cmd
 }
 
 func (g *goRedis) isReply(err error) bool {
