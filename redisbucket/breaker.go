@@ -52,14 +52,16 @@ func (b *breaker) release() {
 
 // fail records a failed request, bounded by the timeout retry, and returns
 // the error to report. A request that ran out of its timeout reports that,
-// with the latest backend error (a refused connection, say) as its cause
-// when there was one: go-redis retries a refused dial until the deadline and
-// then returns only the context's error, which must not read as the
-// caller's.
-func (b *breaker) fail(err error, retry time.Duration) error {
+// with a backend error as its cause when there was one: dialed, a dial that
+// failed while the request ran (go-redis retries a refused dial until the
+// deadline and then returns only the context's error, which must not read
+// as the caller's); else the latest backend error seen.
+func (b *breaker) fail(err error, retry time.Duration, dialed error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		te := &timeoutError{after: retry, what: "no reply", detail: err.Error()}
-		if last := b.backend.Load(); last != nil {
+		te := &timeoutError{after: retry, what: "no reply", last: dialed}
+		if dialed != nil {
+			b.backend.Store(&dialed)
+		} else if last := b.backend.Load(); last != nil {
 			te.last = *last
 		}
 		err = te
@@ -76,17 +78,13 @@ func (b *breaker) fail(err error, retry time.Duration) error {
 // matches neither context.DeadlineExceeded nor context.Canceled (the
 // caller's context had not ended); it unwraps to the latest backend error.
 type timeoutError struct {
-	after  time.Duration
-	what   string
-	detail string // the client's own words, as text only
-	last   error
+	after time.Duration
+	what  string
+	last  error
 }
 
 func (e *timeoutError) Error() string {
 	s := fmt.Sprintf("%s within the timeout of %v", e.what, e.after)
-	if e.detail != "" {
-		s += " (" + e.detail + ")"
-	}
 	if e.last != nil {
 		s += "; last error: " + e.last.Error()
 	}

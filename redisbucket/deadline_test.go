@@ -230,3 +230,56 @@ func TestBatchWaitsBoundedByTimeout(t *testing.T) {
 		t.Errorf("no decision made by Redis")
 	}
 }
+
+// During an outage the error keeps Redis's cause and never reads as the
+// caller's context ending: with Redis killed, a refused connection is
+// reported (errors.Is ECONNREFUSED) rather than a bare "context deadline
+// exceeded"; killed or frozen, no error matches context.DeadlineExceeded
+// or context.Canceled while the caller's context is live.
+func TestOutageErrorsKeepTheirCause(t *testing.T) {
+	for _, outage := range []string{"kill", "freeze"} {
+		t.Run(outage, func(t *testing.T) {
+			s, err := startServer(tmpDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Kill()
+			c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+			defer c.Close()
+			const timeout = 100 * time.Millisecond
+			l, err := redisbucket.New(c, 10, 1, redisbucket.WithTimeout(timeout))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if !eventually(20, func() bool { _, err := l.AllowN(ctx, "k", 1); return err == nil }) {
+				t.Fatal("no decision before the outage")
+			}
+			switch outage {
+			case "kill":
+				s.Kill()
+			case "freeze":
+				if err := s.Signal(syscall.SIGSTOP); err != nil {
+					t.Fatal(err)
+				}
+				defer s.Signal(syscall.SIGCONT)
+			}
+			refused := 0
+			for end := time.Now().Add(10 * timeout); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+				_, err := l.AllowN(ctx, "k", 1)
+				if !errors.Is(err, admit.ErrUnavailable) {
+					t.Fatalf("during the outage: %v", err)
+				}
+				if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+					t.Fatalf("an outage's error matches the caller's context, which is live: %v", err)
+				}
+				if errors.Is(err, syscall.ECONNREFUSED) {
+					refused++
+				}
+			}
+			if outage == "kill" && refused == 0 {
+				t.Errorf("no error during the outage names the refused connection")
+			}
+		})
+	}
+}

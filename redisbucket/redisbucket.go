@@ -40,7 +40,13 @@
 // network failure the Limiter stops sending: one decision per timeout probes
 // Redis and the rest are decided by the policy at once, so nothing piles up
 // while Redis is down, and the first probe that succeeds resumes normal
-// operation. The client must honour context deadlines
+// operation. A caller whose context ends sooner than the timeout gets
+// ctx.Err() at its deadline, never the policy's decision; its request runs
+// on to the timeout on a goroutine of its own, so that the breaker still
+// learns whether Redis answers. An outage's error names Redis's cause and
+// never matches the caller's context errors. A Redis restart or failover
+// that loses data refills every bucket: an absent key is a full one.
+// The client must honour context deadlines
 // (ContextTimeoutEnabled: true in go-redis's options); New rejects a
 // *redis.Client or *redis.ClusterClient that does not, and go-redis's
 // AutoPipeliner, which does not even with that option. New rejects a
@@ -218,6 +224,7 @@ func (l *Limiter) remote(ctx context.Context, key string, n, want int64, by time
 	if dl, ok := ctx.Deadline(); ok && dl.Before(own) || !by.IsZero() && by.Before(own) {
 		return l.detached(ctx, key, n, want, by)
 	}
+	sent := int64(time.Since(mono))
 	cctx, cancel := context.WithTimeout(ctx, l.timeout)
 	res, err := l.tr.run(cctx, l.rkey(key), n, want)
 	cancel()
@@ -227,7 +234,7 @@ func (l *Limiter) remote(ctx context.Context, key string, n, want int64, by time
 		l.brk.release()
 		return admit.Decision{}, 0, ctx.Err()
 	}
-	return l.result(ctx, key, n, res, l.settle(res, err))
+	return l.result(ctx, key, n, res, l.settle(res, err, sent))
 }
 
 // detached is remote for a caller that waits less than the timeout.
@@ -235,10 +242,11 @@ func (l *Limiter) detached(ctx context.Context, key string, n, want int64, by ti
 	f := &flight{done: make(chan struct{})}
 	go func() {
 		// Without the caller's cancellation, with its values (tracing).
+		sent := int64(time.Since(mono))
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 		res, err := l.tr.run(cctx, l.rkey(key), n, want)
 		cancel()
-		f.res, f.err = res, l.settle(res, err)
+		f.res, f.err = res, l.settle(res, err, sent)
 		close(f.done) // publishes res and err
 	}()
 	var byC <-chan time.Time
@@ -268,8 +276,9 @@ type flight struct {
 // Redis answered (a decision or an error reply such as WRONGTYPE), or it
 // failed (a network error, or no reply within the timeout). It returns the
 // error to report: a failure's cause never matches context.DeadlineExceeded
-// or context.Canceled, which would read as the caller's context ending.
-func (l *Limiter) settle(res []int64, err error) error {
+// or context.Canceled, which would read as the caller's context ending. sent
+// is when the request started (monotonic ns).
+func (l *Limiter) settle(res []int64, err error, sent int64) error {
 	if err == nil && len(res) != 6 {
 		err = fmt.Errorf("redisbucket: script returned %d values, want 6", len(res))
 		l.brk.succeed()
@@ -279,7 +288,7 @@ func (l *Limiter) settle(res []int64, err error) error {
 		l.brk.succeed()
 		return err
 	}
-	return l.brk.fail(err, l.timeout)
+	return l.brk.fail(err, l.timeout, l.tr.dialFailure(sent))
 }
 
 // result turns a settled reply into AllowN's answer.

@@ -16,18 +16,22 @@ type transport interface {
 	// isReply reports whether err is the server's answer (the server is
 	// up), as opposed to a network error or a timeout.
 	isReply(err error) bool
+	// dialFailure returns the latest connection the client failed to
+	// open at or after since (monotonic ns), or nil.
+	dialFailure(since int64) error
 }
 
 // goRedis runs the script through go-redis: EVALSHA, then EVAL on NOSCRIPT.
 type goRedis struct {
-	c redis.UniversalClient
+	c     redis.UniversalClient
+	dials *dialWatcher
 	// capUnits, per, m, q: the script's fixed arguments, boxed once here
 	// so that passing them as ...interface{} allocates nothing per call.
 	args [4]any
 }
 
 func newGoRedis(c redis.UniversalClient, p params) *goRedis {
-	return &goRedis{c: c, args: [4]any{strconv.FormatInt(p.capUnits, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10), strconv.FormatInt(p.q, 10)}}
+	return &goRedis{c: c, dials: watchDials(c), args: [4]any{strconv.FormatInt(p.capUnits, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10), strconv.FormatInt(p.q, 10)}}
 }
 
 // The script's command names and bodies, boxed once.
@@ -63,6 +67,13 @@ func (g *goRedis) cmd(ctx context.Context, name, body any, key string, n, want i
 	return cmd
 }
 
+func (g *goRedis) dialFailure(since int64) error {
+	if f := g.dials.last.Load(); f != nil && f.at >= since {
+		return f.err
+	}
+	return nil
+}
+
 func (g *goRedis) isReply(err error) bool {
 	var reply redis.Error
 	return errors.As(err, &reply)
@@ -84,6 +95,9 @@ func (r *rueidisT) run(ctx context.Context, key string, n, want int64) ([]int64,
 	return rueidisScript.Exec(ctx, r.c, []string{key},
 		[]string{r.args[0], r.args[1], r.args[2], strconv.FormatInt(n, 10), strconv.FormatInt(want, 10), r.args[3]}).AsIntSlice()
 }
+
+// dialFailure: rueidis returns a failed dial's error itself.
+func (r *rueidisT) dialFailure(int64) error { return nil }
 
 func (r *rueidisT) isReply(err error) bool {
 	_, ok := rueidis.IsRedisErr(err)
