@@ -11,8 +11,14 @@ import (
 // DefaultTimeout bounds each decision when WithTimeout is not given.
 const DefaultTimeout = 100 * time.Millisecond
 
-// DefaultPrefix is prepended to every key when WithPrefix is not given.
-const DefaultPrefix = "admit:"
+// DefaultPrefix names the keys when WithPrefix is not given: key k is
+// stored as "admit|k".
+const DefaultPrefix = "admit"
+
+// Separator joins the prefix and the key in a Redis key's name. A prefix
+// may not contain it, so the name splits one way only: "rl" and "api:x" is
+// "rl|api:x", which no other prefix and key give.
+const Separator = "|"
 
 // Option configures a Limiter in New.
 type Option func(*config)
@@ -33,14 +39,22 @@ func (c *config) fail(err error) {
 	}
 }
 
-// WithPrefix sets the string prepended to every key in Redis (default
-// "admit:"). Limiters with different capacities or rates must not share a
-// prefix. A prefix containing '{' or '}' is rejected: it would be read as a
-// Cluster hash tag and put every key in one slot.
+// WithPrefix sets the name that the Limiter's keys are stored under
+// (default DefaultPrefix): key k is the Redis key prefix + Separator + k.
+// Limiters that share a prefix share their buckets and must agree on
+// capacity and rate; a decision on a key stored by a limiter with other
+// parameters is denied with an error wrapping admit.ErrInvalidConfig, and
+// writes nothing. A prefix containing Separator is rejected, and so is one
+// containing '{' or '}': it would be read as a Cluster hash tag and put
+// every key in one slot.
 func WithPrefix(p string) Option {
 	return func(c *config) {
 		if strings.ContainsAny(p, "{}") {
 			c.fail(fmt.Errorf("%w: prefix %q contains a hash-tag brace", admit.ErrInvalidConfig, p))
+			return
+		}
+		if strings.Contains(p, Separator) {
+			c.fail(fmt.Errorf("%w: prefix %q contains the separator %q", admit.ErrInvalidConfig, p, Separator))
 			return
 		}
 		c.prefix = p

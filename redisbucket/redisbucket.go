@@ -10,6 +10,10 @@
 // and sets PEXPIRE to the moment the bucket would be full again, so Redis
 // holds only keys that are not full; an absent key is a full bucket, which is
 // what makes the expiry exact. Client clocks never enter the arithmetic.
+// Key k is stored as prefix|k (the prefix may not hold '|'), and the stored
+// record carries the limiter's parameters: a limiter with another capacity
+// or rate that meets the key is denied with an error wrapping
+// admit.ErrInvalidConfig, and writes nothing, rather than misreading it.
 // Each decision touches one key, so a Redis Cluster serves it without
 // CROSSSLOT errors and keys spread over all slots (the prefix may not hold a
 // hash tag). The script needs Redis 5 or later (effects replication, so a
@@ -77,6 +81,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/admit-go/admit"
@@ -198,8 +203,14 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (admit.Decisi
 	return d, err
 }
 
-// rkey is key's name in Redis.
-func (l *Limiter) rkey(key string) string { return l.prefix + key }
+// mismatch begins the script's error reply for a key stored with other
+// parameters.
+const mismatch = "ADMITPARAMS "
+
+// rkey is key's name in Redis: the prefix, which cannot hold the separator,
+// then the separator, then the key, so that no two (prefix, key) pairs
+// share a name.
+func (l *Limiter) rkey(key string) string { return l.prefix + Separator + key }
 
 // remote runs the script, taking want tokens when at least n are there, and
 // returns the decision and the tokens taken. The caller waits until ctx ends
@@ -294,6 +305,13 @@ func (l *Limiter) settle(res []int64, err error, sent int64) error {
 // result turns a settled reply into AllowN's answer.
 func (l *Limiter) result(ctx context.Context, key string, n int64, res []int64, err error) (admit.Decision, int64, error) {
 	if err != nil {
+		if msg := err.Error(); l.tr.isReply(err) && strings.HasPrefix(msg, mismatch) {
+			// Not Redis failing: a limiter with other parameters wrote the
+			// key. Denied, nothing written, whatever the policy.
+			stored := strings.TrimPrefix(msg, mismatch)
+			return admit.Decision{Limit: l.p.capacity}, 0, fmt.Errorf("%w: key %q holds a bucket of %s, this limiter's is %s: limiters sharing a prefix must agree on capacity and rate",
+				admit.ErrInvalidConfig, key, describe(stored), describe(l.p.args()[4]))
+		}
 		return l.unavailable(ctx, key, n, err)
 	}
 	return admit.Decision{

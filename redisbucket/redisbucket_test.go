@@ -119,12 +119,12 @@ func TestNewRejects(t *testing.T) {
 // below one unit of what is checked.
 func TestDecisions(t *testing.T) {
 	ctx := context.Background()
-	l, c, prefix := newLimiter(t, 5, 0.001) // one token per 1000 s
+	l, c, _ := newLimiter(t, 5, 0.001) // one token per 1000 s
 	d, err := l.AllowN(ctx, "k", 0)
 	if err != nil || d != (admit.Decision{Allowed: true, Limit: 5, Remaining: 5}) {
 		t.Fatalf("peek of a new key = %+v, %v", d, err)
 	}
-	if n := c.Exists(ctx, prefix+"k").Val(); n != 0 {
+	if n := c.Exists(ctx, redisbucket.RedisKey(l, "k")).Val(); n != 0 {
 		t.Fatalf("a peek created the key")
 	}
 	d, err = l.AllowN(ctx, "k", 3)
@@ -152,7 +152,7 @@ func TestDecisions(t *testing.T) {
 		t.Fatalf("AllowN(2) = %+v, %v", d, err)
 	}
 	// The stored state is exactly 5 tokens of debt.
-	pttl := c.PTTL(ctx, prefix+"k").Val()
+	pttl := c.PTTL(ctx, redisbucket.RedisKey(l, "k")).Val()
 	if pttl <= 4999*time.Second || pttl > 5000*time.Second {
 		t.Errorf("PTTL = %v, want just under 5000s", pttl)
 	}
@@ -165,7 +165,7 @@ func TestDecisions(t *testing.T) {
 
 func TestRateZero(t *testing.T) {
 	ctx := context.Background()
-	l, c, prefix := newLimiter(t, 2, 0)
+	l, c, _ := newLimiter(t, 2, 0)
 	for i := 0; i < 2; i++ {
 		if d, err := l.AllowN(ctx, "k", 1); err != nil || !d.Allowed || d.ResetAfter != redisbucket.Never {
 			t.Fatalf("take %d = %+v, %v", i, d, err)
@@ -175,7 +175,7 @@ func TestRateZero(t *testing.T) {
 	if err != nil || d.Allowed || d.RetryAfter != redisbucket.Never || d.ResetAfter != redisbucket.Never {
 		t.Fatalf("empty rate-0 bucket = %+v, %v", d, err)
 	}
-	if ttl := c.PTTL(ctx, prefix+"k").Val(); ttl != -1 {
+	if ttl := c.PTTL(ctx, redisbucket.RedisKey(l, "k")).Val(); ttl != -1 {
 		t.Errorf("rate-0 key has TTL %v, want none", ttl)
 	}
 }
@@ -205,7 +205,7 @@ func TestArithmeticExact(t *testing.T) {
 					continue
 				}
 				key := fmt.Sprintf("k%d-%d", debtTokens, extra)
-				c.Set(ctx, fmt.Sprintf("arith:%d:%s", i, key), fmt.Sprintf("%d %d", d, future), 0)
+				c.Set(ctx, redisbucket.RedisKey(l, key), redisbucket.Stored(l, d, future), 0)
 				got, err := l.AllowN(ctx, key, 0)
 				if err != nil {
 					t.Fatal(err)

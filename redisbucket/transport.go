@@ -25,13 +25,15 @@ type transport interface {
 type goRedis struct {
 	c     redis.UniversalClient
 	dials *dialWatcher
-	// capUnits, per, m, q: the script's fixed arguments, boxed once here
-	// so that passing them as ...interface{} allocates nothing per call.
-	args [4]any
+	// capUnits, per, m, q, head: the script's fixed arguments, boxed once
+	// here so that passing them as ...interface{} allocates nothing per
+	// call.
+	args [5]any
 }
 
 func newGoRedis(c redis.UniversalClient, p params) *goRedis {
-	return &goRedis{c: c, dials: watchDials(c), args: [4]any{strconv.FormatInt(p.capUnits, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10), strconv.FormatInt(p.q, 10)}}
+	a := p.args()
+	return &goRedis{c: c, dials: watchDials(c), args: [5]any{a[0], a[1], a[2], a[3], a[4]}}
 }
 
 // The script's command names and bodies, boxed once.
@@ -61,7 +63,7 @@ func (g *goRedis) run(ctx context.Context, key string, n, want int64) ([]int64, 
 // fresh clients 5 s with a 200 ms timeout), and then takes a lock to read
 // that table on every command.
 func (g *goRedis) cmd(ctx context.Context, name, body any, key string, n, want int64) *redis.IntSliceCmd {
-	cmd := redis.NewIntSliceCmd(ctx, name, body, 1, key, g.args[0], g.args[1], g.args[2], n, want, g.args[3])
+	cmd := redis.NewIntSliceCmd(ctx, name, body, 1, key, g.args[0], g.args[1], g.args[2], n, want, g.args[3], g.args[4])
 	cmd.SetFirstKeyPos(3)
 	cmd.SetStepCount(1) // EVALSHA's keys: one key per step
 	return cmd
@@ -87,13 +89,13 @@ var rueidisScript = rueidis.NewLuaScript(src)
 // concurrent commands on shared connections by itself.
 type rueidisT struct {
 	c    rueidis.Client
-	args [4]string
+	args [5]string
 }
 
 func (r *rueidisT) run(ctx context.Context, key string, n, want int64) ([]int64, error) {
 	// strconv returns small values without allocating.
 	return rueidisScript.Exec(ctx, r.c, []string{key},
-		[]string{r.args[0], r.args[1], r.args[2], strconv.FormatInt(n, 10), strconv.FormatInt(want, 10), r.args[3]}).AsIntSlice()
+		[]string{r.args[0], r.args[1], r.args[2], strconv.FormatInt(n, 10), strconv.FormatInt(want, 10), r.args[3], r.args[4]}).AsIntSlice()
 }
 
 // dialFailure: rueidis returns a failed dial's error itself.
@@ -113,6 +115,6 @@ func NewRueidis(client rueidis.Client, capacity int64, refillPerSecond float64, 
 		return nil, errorf("nil client")
 	}
 	return newLimiter(func(p params) transport {
-		return &rueidisT{c: client, args: [4]string{strconv.FormatInt(p.capUnits, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10), strconv.FormatInt(p.q, 10)}}
+		return &rueidisT{c: client, args: p.args()}
 	}, capacity, refillPerSecond, opts)
 }
