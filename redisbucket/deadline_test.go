@@ -88,15 +88,9 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 func TestShortDeadlinesOpenTheBreaker(t *testing.T) {
 	for _, outage := range []string{"kill", "freeze"} {
 		t.Run(outage, func(t *testing.T) {
-			s, err := startServer(tmpDir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Kill()
+			s := outageServer(t)
 			const poolSize = 4
-			c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, PoolSize: poolSize,
-				ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, DialTimeout: 30 * time.Second})
-			defer c.Close()
+			c := outageClient(t, s, poolSize)
 			h := &countingHook{}
 			c.AddHook(h)
 			const timeout = 200 * time.Millisecond
@@ -108,15 +102,7 @@ func TestShortDeadlinesOpenTheBreaker(t *testing.T) {
 			if !eventually(20, func() bool { d, err := l.AllowN(ctx, "k", 1); return err == nil && d.Allowed }) {
 				t.Fatal("no decision succeeded before the outage")
 			}
-			switch outage {
-			case "kill":
-				s.Kill()
-			case "freeze":
-				if err := s.Signal(syscall.SIGSTOP); err != nil {
-					t.Fatal(err)
-				}
-				defer s.Signal(syscall.SIGCONT)
-			}
+			beginOutage(t, s, outage)
 			const workers = 16
 			const settle = 3 * timeout // the first timeout, and slack for a loaded machine
 			const span = 2 * time.Second
@@ -239,13 +225,8 @@ func TestBatchWaitsBoundedByTimeout(t *testing.T) {
 func TestOutageErrorsKeepTheirCause(t *testing.T) {
 	for _, outage := range []string{"kill", "freeze"} {
 		t.Run(outage, func(t *testing.T) {
-			s, err := startServer(tmpDir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Kill()
-			c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
-			defer c.Close()
+			s := outageServer(t)
+			c := outageClient(t, s, 10)
 			const timeout = 100 * time.Millisecond
 			l, err := redisbucket.New(c, 10, 1, redisbucket.WithTimeout(timeout))
 			if err != nil {
@@ -255,15 +236,7 @@ func TestOutageErrorsKeepTheirCause(t *testing.T) {
 			if !eventually(20, func() bool { _, err := l.AllowN(ctx, "k", 1); return err == nil }) {
 				t.Fatal("no decision before the outage")
 			}
-			switch outage {
-			case "kill":
-				s.Kill()
-			case "freeze":
-				if err := s.Signal(syscall.SIGSTOP); err != nil {
-					t.Fatal(err)
-				}
-				defer s.Signal(syscall.SIGCONT)
-			}
+			beginOutage(t, s, outage)
 			refused := 0
 			for end := time.Now().Add(10 * timeout); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 				_, err := l.AllowN(ctx, "k", 1)
