@@ -62,9 +62,12 @@ func WithPrefix(p string) Option {
 }
 
 // WithTimeout bounds each decision, the round trip and any wait for a pooled
-// connection included (default DefaultTimeout). It must be positive. While
-// Redis fails, at most one decision per timeout probes it; the rest are
-// decided by the failure policy at once.
+// connection included (default DefaultTimeout). It must be positive. Each
+// request to Redis is bounded by it alone: a caller whose context ends
+// sooner gets ctx.Err() at its deadline while its request runs on, on a
+// goroutine of its own, to the timeout, so that its outcome still tells
+// whether Redis answers. While Redis fails, at most one decision per timeout
+// probes it; the rest are decided by the failure policy at once.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
@@ -99,8 +102,11 @@ func WithFallback(k admit.KeyedLimiter) Option {
 // spends the surplus locally for at most maxAge after sending the request,
 // when the rest is dropped. A denial is remembered the same way, for
 // requests at least as large, until its RetryAfter (at most maxAge): that is
-// exact, since no client can make tokens appear sooner. Remaining and
-// ResetAfter are then as of the latest round trip. The bound per key then becomes
+// exact, since no client can make tokens appear sooner; its RetryAfter is
+// the server's, counted down. Remaining and
+// ResetAfter are then as of the latest round trip. A caller waits for at
+// most one round trip in flight on its key, and all it does stays within
+// WithTimeout. The bound per key then becomes
 // capacity + rate·(T + maxAge) over any span T, since tokens taken from the
 // server up to maxAge before the span may be spent inside it; surplus that
 // ages out is lost (under-admission, never over). n must be at least 2 and
