@@ -244,3 +244,66 @@ func hung(t *testing.T, newStore func(addr string) (rls.Store, func())) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestRefill runs the script's refill on the server's clock: many
+// goroutines on one bucket for over a second never get more than
+// capacity + rate × T + 1 (T measured around the whole run), and a bucket
+// drained and then left for its reported ResetAfter is full again.
+func TestRefill(t *testing.T) {
+	for name, newStore := range map[string]func(t *testing.T) rls.Store{
+		"single":          singleStore,
+		"rueidis-cluster": rueidisStore(cluster.Addrs()...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t)
+			h := rls.Hit{Key: "refill", Capacity: 10, Count: 20, Period: time.Second, N: 1}
+			var admitted atomic.Int64
+			start := time.Now()
+			end := start.Add(1200 * time.Millisecond)
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					res := make([]rls.Result, 1)
+					for time.Now().Before(end) {
+						ok, err := s.Decide(context.Background(), []rls.Hit{h}, res)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if ok {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			if bound := 10 + 20*elapsed.Seconds() + 1; float64(admitted.Load()) > bound {
+				t.Fatalf("%d admitted in %v, above %v", admitted.Load(), elapsed, bound)
+			}
+			res := make([]rls.Result, 1)
+			h.N = 10
+			for {
+				ok, err := s.Decide(context.Background(), []rls.Hit{h}, res)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if res[0].Remaining != 0 || res[0].ResetAfter <= 0 {
+				t.Fatalf("drained: %+v", res[0])
+			}
+			time.Sleep(res[0].ResetAfter)
+			h.N = 0
+			if _, err := s.Decide(context.Background(), []rls.Hit{h}, res); err != nil {
+				t.Fatal(err)
+			}
+			if res[0].Remaining != 10 || res[0].ResetAfter != 0 {
+				t.Fatalf("after the reported reset: %+v", res[0])
+			}
+		})
+	}
+}
