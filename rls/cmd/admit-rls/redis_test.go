@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,7 +68,7 @@ func TestRedisDown(t *testing.T) {
 	s := redisServer(t)
 	env := []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + s.Addr, "REDIS_TIMEOUT=300ms"}
 	files := map[string]string{"e2e.yaml": e2eConfig}
-	deny := startRLS(t, env, files)
+	deny := startRLS(t, append(env, "USE_PROMETHEUS=true", "PROMETHEUS_ADDR=127.0.0.1:0"), files)
 	allow := startRLS(t, append(env, "REDIS_FAILURE_MODE_ALLOW=true"), files)
 	require.Equal(t, ok, deny.ask(t, "e2e", d("user", "cy")).OverallCode)
 	s.Stop()
@@ -79,6 +81,11 @@ func TestRedisDown(t *testing.T) {
 	}
 	// Unlimited and unmatched descriptors do not need Redis.
 	require.Equal(t, ok, deny.ask(t, "e2e", d("free", "x")).OverallCode)
+	res, err := http.Get("http://" + deny.addrs["prometheus"] + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Contains(t, string(body), `admit_rls_backend_errors_total{domain="e2e"} 1`)
 }
 
 // TestRedisUnrepresentable: a rule Redis's integers cannot hold is refused
