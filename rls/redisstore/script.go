@@ -7,11 +7,22 @@ import (
 
 // src decides a request's buckets in one atomic step on one Redis node.
 //
-// KEYS are the buckets; ARGV holds seven values per key: capU (capacity in
+// KEYS are the buckets; ARGV holds nine values per key: capU (capacity in
 // units), per (units per token), m (units refilled per tick, 0 for none), q
 // (microseconds per tick), n (tokens asked: 0 checks, a negative n gives
-// -n tokens back), shadow (1 when the key may lack n without refusing) and
-// sig, the four parameters as "capU:per:m:q".
+// tokens back), shadow (1 when the key may lack n without refusing), sig,
+// the four parameters as "capU:per:m:q", and, for a give-back only, d1 and
+// t1: the debt the take left and its tick.
+//
+// A give-back returns what the take still accounts for: refill alone
+// would have brought the debt d1 down to left = max(0, d1 − m·(now − t1))
+// by now, and whatever else happened since only added debt, so the take's
+// -n·per units are still distinguishable from a full bucket only up to
+// left. Returning min(-n·per, left) restores the bucket the request would
+// have left had it not taken, or less (when the bucket was within the
+// round trip's refill of full); returning all -n·per could lift a bucket
+// that a refill had filled, and someone had drained since, above its bound.
+// A bucket whose parameters changed since is given nothing back.
 //
 // A bucket is stored as the string "d t sig": its debt d (capacity minus
 // balance, in units) as of tick t of the server clock (TIME), and the
@@ -35,10 +46,11 @@ import (
 // nothing. The script runs atomically, so no other request sees a state
 // in between.
 //
-// It returns {admitted, then per hit: ok, remaining, reset, sub}:
+// It returns {admitted, then per hit: ok, remaining, reset, sub, d, t}:
 // remaining in whole tokens after the decision, reset the ticks from the
 // current tick's start until the bucket is full (0 when full, -1 never),
-// sub the microseconds already gone of the current tick.
+// sub the microseconds already gone of the current tick, d and t the
+// bucket's debt and tick after the decision (a give-back's d1 and t1).
 const src = `
 local function idiv(a, b)
   local r = math.floor(a / b)
@@ -60,7 +72,7 @@ local tm = redis.call('TIME')
 local us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 local st, okv, all = {}, {}, 1
 for i = 1, #KEYS do
-  local b = (i - 1) * 7
+  local b = (i - 1) * 9
   local capU, per, m, q = tonumber(ARGV[b+1]), tonumber(ARGV[b+2]), tonumber(ARGV[b+3]), tonumber(ARGV[b+4])
   local n, shadow, sig = tonumber(ARGV[b+5]), ARGV[b+6] == '1', ARGV[b+7]
   local k = KEYS[i]
@@ -81,7 +93,7 @@ for i = 1, #KEYS do
         for w in string.gmatch(vsig, '%d+') do f[#f + 1] = tonumber(w) end
         d = refill(d, t, f[3], idiv(us, f[4]))
         local whole = math.min(idiv(f[1] - d, f[2]), idiv(capU, per))
-        s.d, s.dirty = capU - whole * per, true
+        s.d, s.dirty, s.carried = capU - whole * per, true, true
       end
     end
     s.d0 = s.d
@@ -89,7 +101,11 @@ for i = 1, #KEYS do
   end
   local ok = 0
   if n < 0 then
-    s.d, s.dirty, ok = math.max(0, s.d + n * s.per), true, 1
+    ok = 1
+    if not s.carried then
+      local left = refill(tonumber(ARGV[b+8]), tonumber(ARGV[b+9]), s.m, s.now)
+      s.d, s.dirty = math.max(0, s.d - math.min(-n * s.per, left)), true
+    end
   elseif n * s.per <= s.capU - s.d then
     ok = 1
     if n > 0 then s.d, s.dirty = s.d + n * s.per, true end
@@ -129,6 +145,8 @@ for i = 1, #KEYS do
   out[#out + 1] = idiv(s.capU - s.d, s.per)
   out[#out + 1] = reset
   out[#out + 1] = s.sub
+  out[#out + 1] = s.d
+  out[#out + 1] = s.t
 end
 return out
 `

@@ -14,12 +14,16 @@
 //
 // A script may touch keys of one slot only, so on a Cluster each bucket is
 // decided by its own script on its own node, concurrently; if an enforced
-// one refuses, every bucket that took is given its tokens back by a second
-// script. What holds then: every bucket alone keeps the token bucket bound
-// (never more than burst + rate × T); a refused request ends up taking from
-// none of its buckets, but between its take and its give-back (one round
-// trip) another request may see those tokens missing and be refused (never
-// over-admitted); and if a give-back fails (a node down or past the
+// one refuses, every bucket that took is given back, by a second script,
+// what its take still accounts for: all of it, unless the bucket was
+// within one round trip's refill of full (then refill has already made up
+// part of the take, and returning it all could lift the bucket above its
+// bound; see script.go). What holds then: every bucket alone keeps the
+// token bucket bound (never more than burst + rate × T); a refused request
+// ends up taking from none of its buckets, except at most one round trip's
+// refill from a bucket that was nearly full; between its take and its
+// give-back another request may see those tokens missing and be refused
+// (never over-admitted); and if a give-back fails (a node down or past the
 // timeout), its tokens stay taken, which errs on the side of refusing, and
 // the request fails with an error wrapping admit.ErrUnavailable.
 //
@@ -226,52 +230,64 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if !s.split || len(hits) == 1 {
-		admitted, err := s.run(cctx, hits, ps, results, nil)
+		admitted, err := s.run(cctx, hits, ps, results, nil, nil)
 		return admitted, s.wrap(ctx, err)
 	}
 	return s.decideSplit(ctx, cctx, hits, ps, results)
 }
 
-// run runs the script over hits; n overrides each hit's cost when not nil.
-func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []rls.Result, n []int64) (bool, error) {
+// run runs the script over hits. back, when not nil, makes it a give-back:
+// back[i] is hit i's take, whose N tokens it returns as far as they still
+// count (see script.go). taken, when not nil, receives each hit's debt and
+// tick after the decision, for a later give-back.
+func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []rls.Result, back, taken []take) (bool, error) {
 	keys := make([]string, len(hits))
-	args := make([]string, 0, 7*len(hits))
+	args := make([]string, 0, 9*len(hits))
 	for i := range hits {
 		h, p := &hits[i], ps[i]
 		keys[i] = s.prefix + h.Key
-		cost := min(h.N, h.Capacity+1) // n·per stays below 2^53 whatever N was asked
-		if n != nil {
-			cost = n[i]
+		cost := strconv.FormatInt(min(h.N, h.Capacity+1), 10) // n·per stays below 2^53 whatever N was asked
+		d1, t1 := "0", "0"
+		if back != nil {
+			cost = strconv.FormatInt(-h.N, 10)
+			d1, t1 = strconv.FormatInt(back[i].d, 10), strconv.FormatInt(back[i].t, 10)
 		}
 		shadow := "0"
 		if h.Shadow {
 			shadow = "1"
 		}
-		args = append(args, p.args[0], p.args[1], p.args[2], p.args[3], strconv.FormatInt(cost, 10), shadow, p.args[4])
+		args = append(args, p.args[0], p.args[1], p.args[2], p.args[3], cost, shadow, p.args[4], d1, t1)
 	}
 	out, err := s.exec(ctx, keys, args)
 	if err != nil {
 		return false, err
 	}
-	if len(out) != 1+4*len(hits) {
+	if len(out) != 1+6*len(hits) {
 		return false, fmt.Errorf("redisstore: script returned %d values for %d keys", len(out), len(hits))
 	}
 	for i := range hits {
-		r := out[1+4*i:]
+		r := out[1+6*i:]
 		ok := r[0] == 1 && hits[i].N >= 0 && hits[i].N <= hits[i].Capacity
 		results[i] = rls.Result{OK: ok, Remaining: r[1], ResetAfter: wait(r[2], r[3], ps[i].q)}
+		if taken != nil {
+			taken[i] = take{d: r[4], t: r[5]}
+		}
 	}
 	return out[0] == 1, nil
 }
+
+// take is a bucket's debt and tick right after a take.
+type take struct{ d, t int64 }
 
 // decideSplit decides each hit alone, concurrently, and gives back what
 // the taking hits took when an enforced one refused.
 func (s *Store) decideSplit(ctx, cctx context.Context, hits []rls.Hit, ps []params, results []rls.Result) (bool, error) {
 	errs := make([]error, len(hits))
+	taken := make([]take, len(hits))
 	var wg sync.WaitGroup
 	for i := range hits {
 		wg.Go(func() {
-			_, errs[i] = s.run(cctx, hits[i:i+1], ps[i:i+1], results[i:i+1], nil)
+			_, errs[i] = s.run(cctx, hits[i:i+1], ps[i:i+1], results[i:i+1], nil, taken[i:i+1])
 		})
 	}
 	wg.Wait()
@@ -294,7 +310,7 @@ func (s *Store) decideSplit(ctx, cctx context.Context, hits []rls.Hit, ps []para
 		}
 		wg.Go(func() {
 			back := make([]rls.Result, 1)
-			if _, err := s.run(cctx, hits[i:i+1], ps[i:i+1], back, []int64{-hits[i].N}); err != nil {
+			if _, err := s.run(cctx, hits[i:i+1], ps[i:i+1], back, taken[i:i+1], nil); err != nil {
 				errs[i] = fmt.Errorf("giving back %d tokens of %q: %w", hits[i].N, hits[i].Key, err)
 				return
 			}

@@ -307,3 +307,55 @@ func TestRefill(t *testing.T) {
 		})
 	}
 }
+
+// TestGiveBack: a give-back returns what the take still accounts for. A
+// take from a full bucket whose refill has since covered it (and which
+// someone drained after) gets nothing back; returning the whole take, as
+// the first version did, would leave a token above the bound. A take from
+// a bucket with debt to spare gets all of it back.
+func TestGiveBack(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true})
+	defer c.Close()
+	s, err := redisstore.New(c, redisstore.WithPrefix(newPrefix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	h := rls.Hit{Key: "g", Capacity: 10, Count: 10, Period: time.Hour, N: 1}
+	// The take, from a full bucket.
+	_, d1, t1, err := s.TakeForTest(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone drains the bucket; the give-back then says the take
+	// happened 400 s of refill ago (a token is 360 s), as if a refill had
+	// filled the bucket between the take and the drain.
+	drain := h
+	drain.N = 9
+	res := make([]rls.Result, 1)
+	if ok, err := s.Decide(ctx, []rls.Hit{drain}, res); err != nil || !ok || res[0].Remaining != 0 {
+		t.Fatalf("drain: %v %+v %v", ok, res[0], err)
+	}
+	const ticks = 400_000_000 // µs ticks
+	r, err := s.GiveBackForTest(ctx, h, d1, t1-ticks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Remaining != 0 {
+		t.Fatalf("a take refill has covered was given back: %d remaining", r.Remaining)
+	}
+	// A take from a bucket two tokens down, given back at once: all of it.
+	k := h
+	k.Key, k.N = "k", 2
+	if _, err := s.Decide(ctx, []rls.Hit{k}, res); err != nil {
+		t.Fatal(err)
+	}
+	k.N = 1
+	r, d1, t1, err = s.TakeForTest(ctx, k)
+	if err != nil || r.Remaining != 7 {
+		t.Fatalf("take: %+v %v", r, err)
+	}
+	if r, err = s.GiveBackForTest(ctx, k, d1, t1); err != nil || r.Remaining != 8 {
+		t.Fatalf("give-back: %+v %v", r, err)
+	}
+}
