@@ -87,6 +87,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"sync/atomic"
 	"time"
 
 	"github.com/admit-go/admit"
@@ -94,19 +95,25 @@ import (
 )
 
 // Limiter is a set of token buckets, one per key. It is safe for concurrent
-// use. The zero value is not usable; create one with New. A Limiter must
-// not be copied after first use.
+// use. The zero value is not usable; create one with New or NewLimits. A
+// Limiter must not be copied after first use.
 type Limiter struct {
-	_        noCopy
-	shards   []shard
-	shift    uint // a key's shard is its hash >> shift
-	seed     maphash.Seed
-	p        refill.Params // immutable after New
-	clk      refill.Clock  // immutable after New
-	capacity int64         // in tokens
+	_      noCopy
+	shards []shard
+	shift  uint // a key's shard is its hash >> shift
+	seed   maphash.Seed
+	p      refill.Params // the primary limit's arithmetic; immutable after New
+	clk    refill.Clock  // immutable after New
+	unit   int64         // p.Units(1)
+
+	capacity int64 // the primary limit's capacity, in tokens
 	maxKeys  int
 	refuse   bool
 	errFull  error // returned on every refusal; built once so that refusals do not allocate
+
+	_    [64]byte     // keys is written by insertions and removals only, away from the fields every call reads
+	keys atomic.Int64 // keys held or reserved by an insertion in progress; at most maxKeys
+	_    [56]byte
 }
 
 var _ admit.KeyedLimiter = (*Limiter)(nil)
@@ -122,11 +129,11 @@ func (*noCopy) Unlock() {}
 const never = time.Duration(math.MaxInt64)
 
 // DefaultMaxKeys is the key bound without WithMaxKeys: 2^20 keys, about
-// 55 MB at the measured 53 bytes per key, plus the keys' own bytes.
+// 50 MB at the measured bytes per key, plus the keys' own bytes.
 const DefaultMaxKeys = 1 << 20
 
-// defaultShards is the shard count without WithShards, lowered so that each
-// shard's share of the bound is at least minPerShard keys.
+// defaultShards is the shard count without WithShards, lowered so that the
+// shards hold at least minPerShard keys each on average at the bound.
 const (
 	defaultShards = 256
 	minPerShard   = 64
@@ -169,26 +176,20 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Limite
 		seed:     maphash.MakeSeed(),
 		p:        p,
 		clk:      refill.NewClock(cfg.Clock),
+		unit:     p.Units(1),
 		capacity: capacity,
 		maxKeys:  maxKeys,
 		refuse:   Policy(cfg.KeyPolicy) == RefuseNew,
 	}
-	l.errFull = fmt.Errorf("%w: keyed: no room for a new key: its shard holds its share of WithMaxKeys(%d) in live buckets (RefuseNew)", admit.ErrUnavailable, maxKeys)
-	// Split the bound exactly: the first maxKeys%n shards hold one more.
-	each, extra := maxKeys/n, maxKeys%n
+	l.errFull = fmt.Errorf("%w: keyed: no room for a new key: the limiter holds WithMaxKeys(%d) live buckets (RefuseNew)", admit.ErrUnavailable, maxKeys)
 	for i := range l.shards {
-		s := &l.shards[i]
-		s.max = each
-		if i < extra {
-			s.max++
-		}
-		s.head, s.tail, s.free = nilSlot, nilSlot, nilSlot
+		l.shards[i].floor.Store(math.MaxInt64)
 	}
 	return l, nil
 }
 
-// hash is the key's 64-bit hash: its high bits pick the shard, its low 32
-// bits are the tag in the shard's table.
+// hash is the key's 64-bit hash: its high bits pick the shard, its low
+// bits the key's home in the shard's table.
 func (l *Limiter) hash(key string) uint64 { return maphash.String(l.seed, key) }
 
 // shardOf returns the index of key's shard.
@@ -197,7 +198,7 @@ func (l *Limiter) shardOf(key string) int { return int(l.hash(key) >> l.shift) }
 // Allow reports whether one token was taken from key's bucket:
 // AllowN(ctx, key, 1).Allowed, without a context. It never blocks.
 func (l *Limiter) Allow(key string) bool {
-	return l.take(key, l.p.Units(1)).allowed
+	return l.decide(key, l.unit).allowed
 }
 
 // AllowN takes n tokens from key's bucket if it holds them, creating the
@@ -210,26 +211,25 @@ func (l *Limiter) Allow(key string) bool {
 // admit.ErrUnsatisfiable, and touches no bucket. Under RefuseNew, a new key
 // that finds no room returns Allowed == false and an error wrapping
 // admit.ErrUnavailable, with RetryAfter and ResetAfter the time until the
-// least recently used bucket of its shard is full and can be dropped (see
-// the package doc).
+// first held bucket is full and can be dropped (see the package doc).
 //
-// Decision.RetryAfter (denied) and Decision.ResetAfter are exact: the
-// bucket holds n tokens, or is full, after exactly that long and not a
-// nanosecond before, unless other calls take from it meanwhile. A wait that
-// will never end (a zero rate, or past the clock's horizon of about 146
-// years) is reported as the largest time.Duration.
+// Decision.RetryAfter (denied) and Decision.ResetAfter are exact, counted
+// from the call's clock reading: the bucket holds n tokens, or is full,
+// after exactly that long and not a nanosecond before, unless other calls
+// take from it meanwhile. A wait that will never end (a zero rate, or past
+// the clock's horizon of about 146 years) is reported as the largest
+// time.Duration.
 func (l *Limiter) AllowN(_ context.Context, key string, n int64) (admit.Decision, error) {
 	if n < 0 || n > l.capacity {
 		return admit.Decision{Limit: l.capacity}, fmt.Errorf("%w: n=%d is outside [0, capacity %d]", admit.ErrUnsatisfiable, n, l.capacity)
 	}
 	need := l.p.Units(n)
-	o := l.take(key, need)
+	o := l.decide(key, need)
 	if o.refused {
-		w := l.after(o.t, o.z+l.p.Cap)
+		w := l.until(o.t, o.z)
 		return admit.Decision{Limit: l.capacity, RetryAfter: w, ResetAfter: w}, l.errFull
 	}
-	// Built outside the lock from the outcome alone.
-	d := admit.Decision{Allowed: o.allowed, Limit: l.capacity, Remaining: (o.v - o.z) >> l.p.Shift}
+	d := admit.Decision{Allowed: o.allowed, Limit: l.capacity, Remaining: max(o.v-o.z, 0) >> l.p.Shift}
 	if o.z > o.v-l.p.Cap { // not full
 		d.ResetAfter = l.after(o.t, o.z+l.p.Cap)
 	}
@@ -239,38 +239,173 @@ func (l *Limiter) AllowN(_ context.Context, key string, n int64) (admit.Decision
 	return d, nil
 }
 
-// take runs one call on key's shard: need units, 0 <= need <= capacity.
-func (l *Limiter) take(key string, need int64) outcome {
-	// The clock is read outside the lock: the shard applies the later of
-	// this reading and its own, so a reading that lost the race for the
-	// lock to a later one is harmless (see the package doc).
-	now := l.clk.Now()
+// outcome is what one call did, for the Decision built after it.
+type outcome struct {
+	t, v    int64 // the elapsed time of the call's reading and V(t)
+	z       int64 // the key's empty point after the call, clamped to v − Cap; for a refusal, the elapsed time at which room comes
+	allowed bool
+	refused bool // a new key found no room (RefuseNew)
+}
+
+// decide runs one call: need units, 0 <= need <= Cap, from key's bucket.
+//
+// The hot path, for a held key: read the clock, hash, probe the shard's
+// table without a lock, and decide on the entry's state word with one CAS
+// (take). Anything else (a key not found, an entry removed meanwhile) goes
+// to slow, under the shard's lock.
+func (l *Limiter) decide(key string, need int64) outcome {
+	t := l.clk.Now()
 	h := l.hash(key)
 	s := &l.shards[h>>l.shift]
-	s.mu.Lock()
-	o := s.take(l, key, h, need, now)
-	s.mu.Unlock()
-	return o
+	if e := s.find(h, key); e != nil {
+		if o, live := l.take(e, t, need); live {
+			return o
+		}
+	}
+	return l.slow(s, key, h, need, t)
+}
+
+// take decides need units on e's bucket and reports false (live) if e is
+// no longer in its table or its state lives elsewhere (dead, moved): the
+// caller must look the key up again under the lock.
+//
+// Linearizable: the decision is the CAS that stores it, or for a denial or
+// a peek the load it read. The call is decided at elapsed time
+// max(t, e's peek time); the new empty point is max(z, V(t) − Cap) + need,
+// so z never decreases. See "Time" in the package doc for why a stale
+// reading adds nothing and why only peeks store their time.
+func (l *Limiter) take(e *entry, t, need int64) (outcome, bool) {
+	a := e.at.Load()
+	t = max(t, int64(a&^refBit))
+	v := l.p.V(t)
+	full := v - l.p.Cap
+	for {
+		s := e.st.Load()
+		if s >= moved {
+			return outcome{}, false
+		}
+		z := max(dec(s), full)
+		ok := v-z >= need
+		if ok && need > 0 {
+			if !e.st.CompareAndSwap(s, enc(z+need)) {
+				continue
+			}
+			z += need
+		}
+		if need == 0 {
+			e.touch(a, t)
+		} else if a&refBit == 0 {
+			// The CLOCK bit: one write per turn of the eviction hand, not
+			// per call. Losing the CAS is fine: the winner set it, or
+			// stored a later peek time with it.
+			e.at.CompareAndSwap(a, a|refBit)
+		}
+		return outcome{t: t, v: v, z: z, allowed: ok}, true
+	}
+}
+
+// slow decides for a key the lock-free probe did not find live: under the
+// shard's lock it looks again (the probe may have raced a grow or a
+// shift), decides on the entry if there is one, and otherwise stores a new
+// full bucket, making room first if the limiter holds maxKeys keys.
+func (l *Limiter) slow(s *shard, key string, h uint64, need, t int64) outcome {
+	for {
+		s.mu.Lock()
+		if tb := s.tab.Load(); tb != nil {
+			if e := tb.find(h, key); e != nil {
+				// Not dead: removals hold this lock from their CAS to
+				// their unlink.
+				o, live := l.take(e, t, need)
+				s.mu.Unlock()
+				if live {
+					return o
+				}
+				return l.takeMoved(e, t, need)
+			}
+		}
+		// A new bucket starts no earlier than the latest time applied to a
+		// key removed from this shard, so that a key dropped and seen again
+		// with an older reading finds no more than it left.
+		t := max(t, s.removedAt)
+		v := l.p.V(t)
+		full := v - l.p.Cap
+		if need == 0 { // a peek at a key not held: a full bucket, and nothing to store
+			s.mu.Unlock()
+			return outcome{t: t, v: v, z: full, allowed: true}
+		}
+		if l.reserve() {
+			z := full + need // need <= Cap: a new bucket always has it
+			s.insert(l, newEntry(key, z, t), h, l.p.Reach(t, z+l.p.Cap), t)
+			s.mu.Unlock()
+			return outcome{t: t, v: v, z: z, allowed: true}
+		}
+		s.mu.Unlock()
+		if at, ok := l.makeRoom(int(h>>l.shift), t); !ok {
+			s.mu.Lock()
+			s.refusals++
+			s.mu.Unlock()
+			return outcome{t: t, z: at, refused: true}
+		}
+	}
+}
+
+// drop removes e if its bucket is full at t (exact: a full bucket equals
+// an absent one), and reports whether it did. The CAS fails if a call took
+// from the bucket meanwhile. The caller holds e's shard's lock and unlinks
+// e after.
+func (l *Limiter) drop(e *entry, t int64) bool {
+	full := l.p.V(t) - l.p.Cap
+	for {
+		s := e.st.Load()
+		if s == moved {
+			return l.dropMulti(e, t)
+		}
+		if s == dead || dec(s) > full {
+			return false
+		}
+		if e.st.CompareAndSwap(s, dead) {
+			return true
+		}
+	}
+}
+
+// kill marks e dead for an eviction if its state is still s, and reports
+// whether it did. The caller holds e's shard's lock and unlinks e after.
+func (l *Limiter) kill(e *entry, s uint64) bool {
+	if s == moved {
+		return l.killMulti(e)
+	}
+	return e.st.CompareAndSwap(s, dead)
+}
+
+// fullAt returns the elapsed time at which e's bucket is full, as of now
+// (later calls can only move it later).
+func (l *Limiter) fullAt(e *entry) int64 {
+	s := e.st.Load()
+	if s == moved {
+		return l.fullAtMulti(e)
+	}
+	if s == dead {
+		return 0
+	}
+	return l.p.Reach(0, dec(s)+l.p.Cap)
 }
 
 // after returns how long from elapsed time t until the stream reaches v.
 func (l *Limiter) after(t, v int64) time.Duration {
-	w := l.p.Reach(t, v)
-	if w > refill.Horizon {
+	return l.until(t, l.p.Reach(t, v))
+}
+
+// until returns how long from elapsed time t until elapsed time at, never
+// for a time past the horizon.
+func (l *Limiter) until(t, at int64) time.Duration {
+	if at > refill.Horizon {
 		return never
 	}
-	return time.Duration(w - t)
+	return time.Duration(max(at-t, 0))
 }
 
 // Len returns the number of keys held now. Keys whose buckets are full but
-// not yet dropped are counted.
-func (l *Limiter) Len() int {
-	n := 0
-	for i := range l.shards {
-		s := &l.shards[i]
-		s.mu.Lock()
-		n += s.n
-		s.mu.Unlock()
-	}
-	return n
-}
+// not yet dropped are counted. It is one atomic load: the count the bound
+// is enforced on, never above WithMaxKeys.
+func (l *Limiter) Len() int { return int(l.keys.Load()) }
