@@ -1,80 +1,140 @@
 // Package keyed implements per-key token buckets in one process: a separate
 // bucket for every client (API key, user, IP address), with memory bounded
-// under a key-spraying attack and no background goroutine.
+// under a key-spraying attack, no background goroutine, and no lock on the
+// path of a call for a key already held.
 //
 // # Buckets
 //
-// Every key behaves exactly like a mutexbucket.New(capacity, rate) created
-// together with the Limiter and left untouched until the key is first seen:
-// it starts full, refills lazily with the same integer arithmetic (package
+// Every key behaves like a mutexbucket.New(capacity, rate) created together
+// with the Limiter and left untouched until the key is first seen: it starts
+// full, refills lazily with the same integer arithmetic (package
 // internal/refill: units of 2^-k tokens, refill V(b) − V(a) on the
 // limiter's stream, no drift), and never admits more than
 // capacity + rate × T (+1 for rounding) over any span T, under any number of
 // goroutines.
 //
-// A key holds one int64, z: the point on the refill stream at which its
-// bucket would be empty. At elapsed time t its balance is
-// min(capacity, V(t) − z); admitting u units moves z to
-// max(z, V(t) − capacity) + u. A bucket is full exactly when
-// z <= V(t) − capacity, and a full bucket is indistinguishable from one
-// never used, so forgetting a full key is exact: its next request finds a
-// full bucket either way.
+// A key's bucket is one word, z: the point on the refill stream at which it
+// would be empty. At elapsed time t its balance is min(Cap, V(t) − z);
+// admitting u units moves z to max(z, V(t) − Cap) + u by one CAS. A bucket
+// is full exactly when z <= V(t) − Cap, and a full bucket is
+// indistinguishable from one never used, so forgetting a full key is exact.
+// z is also the key's full-at time: the bucket is full from the instant the
+// stream reaches z + Cap, and z only grows.
 //
 // # Time
 //
-// Keys live in power-of-two many shards, picked by a hash of the key, each a
-// mutex around an open-addressing index, the keys' slots, and the latest
-// clock reading the shard has applied. A
-// call uses the later of its own reading and that one, so within a shard,
-// and so for every key, time never moves back: a stale reading is treated as
-// the latest applied, adds nothing, and is stored as nothing new (the rule
-// of mutexbucket, kept per shard rather than per key, so a key costs one
-// word). RetryAfter and ResetAfter are counted from that time, exactly to
-// the nanosecond at which the bucket will hold what is asked.
+// A call is decided at the later of its clock reading and the key's time
+// word: the time of the key's insertion or of its latest peek (n == 0).
+// Only peeks store their time, because every other call leaves
+// z > V(t) − Cap for its t: an admission stores max(z, V(t) − Cap) + u, and
+// a denial found V(t) − max(z, V(t) − Cap) < n <= Cap. A later call with an
+// older reading t' therefore finds V(t') − z < V(t) − z: no more than the
+// key held at t, so a stale reading adds nothing, and z never moves back.
+// A peek at a full bucket changes nothing in z, so it records t instead.
+// Sequentially this is mutexbucket's rule (time is the latest reading
+// applied) wherever it changes a decision, and FuzzModel checks every
+// Decision against a mutexbucket. Under concurrency a call whose reading
+// lost the race to a later one on another core applies the older reading,
+// which sees less of the stream: never more than a lock would have given.
+//
+// A key removed from the table and seen again starts no earlier than the
+// latest time applied to any key removed from its shard (one word per
+// shard, written by removals only), so a stale reading cannot restart a
+// dropped bucket in the past.
+//
+// RetryAfter and ResetAfter are counted from the time the call applied,
+// exactly to the nanosecond at which the bucket will hold what is asked.
+//
+// # The table, without locks for a held key
+//
+// Keys live in power-of-two many shards picked by the high bits of a
+// 64-bit hash of the key. Each shard has a mutex, an open-addressing table
+// of pointers to entries (linear probing from the hash's low bits), and
+// counters. An entry holds the key's bytes (immutable), its state word z
+// and its time word (which also carries a CLOCK reference bit). A call:
+//
+//  1. reads the clock, hashes the key, and probes its shard's table with
+//     atomic loads only;
+//  2. if it finds the entry, decides by a CAS on the state word (a denial
+//     or a peek at a bucket not full writes nothing, bar the reference bit
+//     once per turn of the eviction hand). That CAS is the call's
+//     linearization point. No lock, no shared word written: the one line
+//     written is the entry's.
+//  3. Otherwise (the key is new, or the probe raced a writer) it takes the
+//     shard's lock and looks again; only the lock holder inserts, removes
+//     or grows, and the count of keys and the hand move under it.
+//
+// Why a lock-free probe is safe:
+//
+//   - A miss is never trusted (step 3 looks again under the lock), so a
+//     probe that a concurrent backward-shift deletion or a grow made miss
+//     costs a lock, not a wrong answer. A hit compares the whole key.
+//   - Entries are allocated per insertion and never reused: a pointer names
+//     one insertion of one key (no ABA).
+//   - Removal (a drop or an eviction) first CASes the state word to dead,
+//     under the shard's lock, then unlinks the entry. A call's CAS on a dead
+//     entry fails, and the call retries under the lock, where it no longer
+//     finds the entry and inserts a fresh one. So every admission that
+//     succeeded on an entry happened before its removal, and the removal's
+//     CAS saw it: a drop (which CASes from a state it found full) never
+//     forgets tokens taken after it looked.
+//   - A grow copies the entries into a larger table and publishes it; the
+//     old and new tables share the entries, so a reader on either decides
+//     on the same words.
 //
 // # Memory
 //
 // The limiter holds at most WithMaxKeys keys (default DefaultMaxKeys),
-// split evenly over the shards. Each shard keeps its keys in least recently
-// used order, and every call drops up to two full buckets from the least
-// recently used end (a bucket last touched more than capacity/rate ago is
-// always full), so full keys go without a goroutine or a pass over the map,
-// in amortised O(1): each key is dropped at most once per insertion. A key
-// whose bucket is full after a call (a peek at a full bucket) is dropped at
-// once.
+// counted by one atomic word that insertions reserve and removals release,
+// so eviction or refusal starts exactly at the bound, whatever the shard
+// count. Full buckets go in two ways, without a goroutine:
 //
-// When a new key arrives at a shard whose share of the bound is taken and
-// whose least recently used bucket is live (not full), the limiter answers
-// at once, by the policy chosen with WithPolicy:
+//   - each insertion lets its shard's hand look at two slots and drop the
+//     full buckets there, so a shard that keeps receiving new keys drops its
+//     full ones in amortised O(1) per insertion;
+//   - at the bound, before anything else, room is made from full buckets.
+//     Each shard keeps a floor: a lower bound on the full-at time of every
+//     bucket it holds (an insertion lowers it to the new bucket's; z only
+//     grows, so a floor stays a lower bound as calls go on). A shard whose
+//     floor is after the call's time holds no full bucket; the others are
+//     swept (every full bucket dropped, the floor made exact), own shard
+//     first, until one drop makes room. So a live key is never evicted,
+//     and a new key never refused, while a full bucket is held anywhere.
 //
-//   - EvictLRU (the default) forgets the least recently used key. Its client
-//     then sees a fresh, full bucket: up to one extra burst of capacity for
-//     that client, once per eviction, and nothing more. Stats.Evictions
-//     counts them; with the bound comfortably above the number of clients
-//     active within one refill period (capacity/rate), there are none.
+// Only when no bucket is full does the limiter choose, by WithPolicy:
+//
+//   - EvictLRU (the default) forgets a live key chosen by a CLOCK hand (a
+//     second-chance approximation of least recently used: a key's bit is
+//     set by each call after its first and cleared as the hand passes; the
+//     hand evicts the first key whose bit it finds clear). Its client then
+//     sees a fresh, full bucket: up to one extra burst of capacity for that
+//     client, once per eviction, and nothing more. Stats.Evictions counts
+//     them; with the bound comfortably above the number of clients active
+//     within one refill period (capacity/rate), there are none.
 //   - RefuseNew keeps every live bucket and refuses the new key: Allowed is
 //     false and the error wraps admit.ErrUnavailable, with RetryAfter until
-//     the least recently used bucket of its shard is full and can be
-//     dropped (an upper bound on the wait for room: a bucket used more
-//     recently but drained less may be full sooner). No client ever exceeds
+//     the first held bucket is full (the least floor, exact for every shard
+//     just swept). A refused key that waits exactly that long finds that
+//     bucket full and dropped, so it finds room, unless new keys took the
+//     room first or that bucket's own client spent from it meanwhile (peeks
+//     and denied calls do not move a full-at time). No client ever exceeds
 //     its bound, but under a key-spraying attack new legitimate clients are
 //     refused until the attack's buckets refill. Stats.Refusals counts them.
 //
-// The bound is split over the shards, so a shard can reach its share while
-// the limiter as a whole holds fewer keys: with a uniform hash the shards
-// fill evenly, and eviction or refusal starts when the limiter holds a few
-// per cent fewer keys than the bound. Memory is held at the peak: a shard's
-// index and slot array do not shrink when keys are dropped.
+// A sweep costs O(keys in the shard), and it runs only when its shard's
+// floor has passed; one that finds nothing full (the bucket that set the
+// floor was spent from since) raises the floor to the exact one, so it
+// runs again only once time passes that. Memory is held at the peak: a
+// shard's table does not shrink when keys are dropped.
 //
 // # Cost
 //
-// A held key costs a 32-byte slot, an 8-byte index word at a load factor of
-// at most 3/4, and a copy of its bytes: about 53 heap bytes per key at 1M
-// keys, key bytes excluded, against 202 for a sync.Map of x/time/rate
-// limiters. A call on a held key allocates nothing; it reads the clock once
-// (outside the lock), hashes the key once, and holds its shard's lock for
-// the lookup, the arithmetic and the LRU move. See docs/keyed.md and the
-// README for measured numbers.
+// A held key costs its entry (32 bytes, with a key of up to 48 bytes stored
+// in the same allocation) and an 8-byte table slot at a load factor of at
+// most 3/4: about 48 heap bytes per key at 1M keys, key bytes excluded. A
+// call on a held key allocates nothing; it reads the clock once, hashes the
+// key once, and does one CAS. See docs/keyed.md and the README for measured
+// numbers.
 //
 // Pick keyed for per-client limits in one process; pick the redisbucket
 // module when several processes must share the limits, and mutexbucket or
