@@ -12,7 +12,7 @@ import (
 // find it dead, never find it standing for another key.
 type entry struct {
 	key string        // immutable after publication
-	st  atomic.Uint64 // the bucket: z + zOff, or dead or moved
+	st  atomic.Uint64 // the bucket: z + zOff, or dead, moved or multiTag
 	at  atomic.Uint64 // the latest elapsed time a peek applied to the bucket, | refBit
 }
 
@@ -21,11 +21,13 @@ type entry struct {
 // in (−Cap, V(Horizon)] ⊂ (−2^61, 2^62], so z + zOff lies in
 // (0, 2^62 + 2^61], below 2^63.
 //
-// Two values above every encoded state mark an entry that no call may
+// Three values above every encoded state mark an entry that no call may
 // decide on through st: dead (removed from its shard's table; never
-// revives) and moved (its state lives in the shard's multi-limit map; see
-// multi.go). A CAS that succeeds on a state below moved therefore happened
-// before the entry was removed, and was seen by the removal.
+// revives), moved (replaced in the table by a multiEntry that holds its
+// state; never revives either) and multiTag (the entry is a multiEntry,
+// whose limits live under its lock; see multi.go). A CAS that succeeds on
+// a state below multiTag therefore happened before the entry was removed
+// or replaced, and was seen by the removal or the replacement.
 //
 // The time word at holds the latest elapsed time (at most Horizon < 2^62)
 // a peek (n == 0) applied to the bucket, or the time of the insertion, and
@@ -33,16 +35,17 @@ type entry struct {
 // later call, cleared by the eviction hand. The package doc ("Time") says why other calls need not
 // store their time.
 const (
-	zOff   = int64(1) << 61
-	dead   = ^uint64(0)
-	moved  = ^uint64(0) - 1
-	refBit = uint64(1) << 63
+	zOff     = int64(1) << 61
+	dead     = ^uint64(0)
+	moved    = ^uint64(0) - 1
+	multiTag = ^uint64(0) - 2
+	refBit   = uint64(1) << 63
 )
 
 // enc returns the state word for empty point z.
 func enc(z int64) uint64 { return uint64(z + zOff) }
 
-// dec returns the empty point a state word below moved holds.
+// dec returns the empty point a state word below multiTag holds.
 func dec(s uint64) int64 { return int64(s) - zOff }
 
 // newEntry returns an entry for a copy of key with empty point z, created
@@ -77,12 +80,15 @@ func newEntry(key string, z, t int64) *entry {
 		e = &b.e
 		e.key = unsafe.String(&b.k[0], copy(b.k[:], key))
 	default:
-		e = &entry{key: strings.Clone(key)}
+		e = &entry{key: cloneKey(key)}
 	}
 	e.st.Store(enc(z))
 	e.at.Store(uint64(t)) // no reference bit: a key earns its second chance by a second call
 	return e
 }
+
+// cloneKey returns a copy of key that shares no memory with it.
+func cloneKey(key string) string { return strings.Clone(key) }
 
 // last returns the latest elapsed time stored in e's time word.
 func (e *entry) last() int64 { return int64(e.at.Load() &^ refBit) }

@@ -166,10 +166,14 @@ type Limiter struct {
 	clk    refill.Clock  // immutable after New
 	unit   int64         // p.Units(1)
 
-	capacity int64 // the primary limit's capacity, in tokens
+	capacity int64         // the primary limit's capacity, in tokens
+	limits   []admit.Limit // the configured limits (NewLimits); immutable
+	lps      []*limParams  // their arithmetic
+	prim     bool          // one configured limit, the primary: its state is an entry's word
 	maxKeys  int
 	refuse   bool
 	errFull  error // returned on every refusal; built once so that refusals do not allocate
+	pcache   [paramsCache]atomic.Pointer[limParams]
 
 	_    [64]byte     // keys is written by insertions and removals only, away from the fields every call reads
 	keys atomic.Int64 // keys held or reserved by an insertion in progress; at most maxKeys
@@ -201,20 +205,39 @@ const (
 )
 
 // New returns a limiter whose every key holds a bucket of capacity tokens
-// refilling at refillPerSecond tokens per second. It returns an error
-// wrapping admit.ErrInvalidConfig for a capacity below 1, a rate that is
-// negative, NaN or infinite, one the buckets cannot represent (above 1e9/s,
-// or too small for the capacity), or an invalid option; every capacity in
-// [1, 1e9] and every rate 0 or in [1e-6, 1e9] is accepted. Options:
-// admit.WithClock, WithMaxKeys, WithPolicy, WithShards.
+// refilling at refillPerSecond tokens per second: NewLimits with the one
+// limit {Name: "", Capacity: capacity, Rate: refillPerSecond}. It returns an
+// error wrapping admit.ErrInvalidConfig for a capacity below 1, a rate that
+// is negative, NaN or infinite, one the buckets cannot represent (above
+// 1e9/s, or too small for the capacity), or an invalid option; every
+// capacity in [1, 1e9] and every rate 0 or in [1e-6, 1e9] is accepted.
+// Options: admit.WithClock, WithMaxKeys, WithPolicy, WithShards.
 func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Limiter, error) {
+	return NewLimits([]admit.Limit{{Capacity: capacity, Rate: refillPerSecond}}, opts...)
+}
+
+// NewLimits returns a limiter whose Allow and AllowN apply every one of
+// limits to the key, all or nothing, as AllowLimits(ctx, key, n,
+// limits...) does. The limits must pass admit.ValidateLimits and be
+// representable (see New); the error wraps admit.ErrInvalidConfig and names
+// the bad value. With one limit, a held key's call is one CAS on one word;
+// with several, it takes the key's own lock (see PolicyLimiter's doc on
+// AllowLimits). The options are New's.
+func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 	cfg, err := admit.NewConfig(opts...)
 	if err != nil {
 		return nil, err
 	}
-	p, err := refill.NewParams(capacity, refillPerSecond)
-	if err != nil {
+	if err := admit.ValidateLimits(limits); err != nil {
 		return nil, err
+	}
+	lps := make([]*limParams, len(limits))
+	for i, lim := range limits {
+		p, err := refill.NewParams(lim.Capacity, lim.Rate)
+		if err != nil {
+			return nil, fmt.Errorf("limit %q: %w", lim.Name, err)
+		}
+		lps[i] = &limParams{capacity: lim.Capacity, rate: lim.Rate, p: p}
 	}
 	maxKeys := cfg.MaxKeys
 	if maxKeys == 0 {
@@ -234,10 +257,13 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Limite
 		shards:   make([]shard, n),
 		shift:    uint(64 - bits.TrailingZeros(uint(n))), // 64 for one shard: h >> 64 is 0
 		seed:     maphash.MakeSeed(),
-		p:        p,
+		p:        lps[0].p,
 		clk:      refill.NewClock(cfg.Clock),
-		unit:     p.Units(1),
-		capacity: capacity,
+		unit:     lps[0].p.Units(1),
+		capacity: limits[0].Capacity,
+		limits:   append([]admit.Limit(nil), limits...),
+		lps:      lps,
+		prim:     len(limits) == 1,
 		maxKeys:  maxKeys,
 		refuse:   Policy(cfg.KeyPolicy) == RefuseNew,
 	}
@@ -245,8 +271,15 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Limite
 	for i := range l.shards {
 		l.shards[i].floor.Store(math.MaxInt64)
 	}
+	for _, lp := range lps {
+		l.pcache[lp.slot()].Store(lp)
+	}
 	return l, nil
 }
+
+// Limits returns a copy of the limits Allow and AllowN apply (New's one
+// limit, or NewLimits' limits).
+func (l *Limiter) Limits() []admit.Limit { return append([]admit.Limit(nil), l.limits...) }
 
 // hash is the key's 64-bit hash: its high bits pick the shard, its low
 // bits the key's home in the shard's table.
@@ -255,16 +288,24 @@ func (l *Limiter) hash(key string) uint64 { return maphash.String(l.seed, key) }
 // shardOf returns the index of key's shard.
 func (l *Limiter) shardOf(key string) int { return int(l.hash(key) >> l.shift) }
 
-// Allow reports whether one token was taken from key's bucket:
-// AllowN(ctx, key, 1).Allowed, without a context. It never blocks.
+// Allow reports whether one token was taken from key's bucket (from each of
+// its limits): AllowN(ctx, key, 1).Allowed, without a context. It never
+// blocks.
 func (l *Limiter) Allow(key string) bool {
-	return l.decide(key, l.unit).allowed
+	if l.prim {
+		if o := l.decide(key, l.unit); !o.multi {
+			return o.allowed
+		}
+	}
+	d, _ := l.allowLimits(key, 1, l.limits)
+	return d.Allowed
 }
 
 // AllowN takes n tokens from key's bucket if it holds them, creating the
 // bucket full if key is not held, and returns the decision; it never blocks
 // and does not consult ctx. Every string, the empty one included, is an
-// ordinary key.
+// ordinary key. A limiter from NewLimits takes n from each of its limits,
+// all or nothing, and decides as AllowLimits does.
 //
 // n == 0 is a peek: Allowed is true and nothing is consumed. n < 0 or n
 // above the capacity returns Allowed == false and an error wrapping
@@ -274,22 +315,36 @@ func (l *Limiter) Allow(key string) bool {
 // first held bucket is full and can be dropped (see the package doc).
 //
 // Decision.RetryAfter (denied) and Decision.ResetAfter are exact, counted
-// from the call's clock reading: the bucket holds n tokens, or is full,
+// from the time the call applied: the bucket holds n tokens, or is full,
 // after exactly that long and not a nanosecond before, unless other calls
 // take from it meanwhile. A wait that will never end (a zero rate, or past
 // the clock's horizon of about 146 years) is reported as the largest
-// time.Duration.
+// time.Duration. Decision.Policy is the limit's Name.
 func (l *Limiter) AllowN(_ context.Context, key string, n int64) (admit.Decision, error) {
+	if !l.prim {
+		return l.allowLimits(key, n, l.limits)
+	}
+	return l.allowPrimary(key, n)
+}
+
+// allowPrimary is AllowN for a limiter with one limit.
+func (l *Limiter) allowPrimary(key string, n int64) (admit.Decision, error) {
+	name := l.limits[0].Name
 	if n < 0 || n > l.capacity {
-		return admit.Decision{Limit: l.capacity}, fmt.Errorf("%w: n=%d is outside [0, capacity %d]", admit.ErrUnsatisfiable, n, l.capacity)
+		return admit.Decision{Limit: l.capacity, Policy: name}, fmt.Errorf("%w: n=%d is outside [0, capacity %d]", admit.ErrUnsatisfiable, n, l.capacity)
 	}
 	need := l.p.Units(n)
 	o := l.decide(key, need)
+	if o.multi {
+		return l.allowLimits(key, n, l.limits)
+	}
 	if o.refused {
 		w := l.until(o.t, o.z)
-		return admit.Decision{Limit: l.capacity, RetryAfter: w, ResetAfter: w}, l.errFull
+		return admit.Decision{Limit: l.capacity, RetryAfter: w, ResetAfter: w, Policy: name}, l.errFull
 	}
-	d := admit.Decision{Allowed: o.allowed, Limit: l.capacity, Remaining: max(o.v-o.z, 0) >> l.p.Shift}
+	// The clamp at 0: a call whose reading raced a later one may see the
+	// stream before z.
+	d := admit.Decision{Allowed: o.allowed, Limit: l.capacity, Remaining: max(o.v-o.z, 0) >> l.p.Shift, Policy: name}
 	if o.z > o.v-l.p.Cap { // not full
 		d.ResetAfter = l.after(o.t, o.z+l.p.Cap)
 	}
@@ -305,6 +360,7 @@ type outcome struct {
 	z       int64 // the key's empty point after the call, clamped to v − Cap; for a refusal, the elapsed time at which room comes
 	allowed bool
 	refused bool // a new key found no room (RefuseNew)
+	multi   bool // the key holds several limits: decide with allowLimits
 }
 
 // decide runs one call: need units, 0 <= need <= Cap, from key's bucket.
@@ -320,6 +376,9 @@ func (l *Limiter) decide(key string, need int64) outcome {
 	if e := s.find(h, key); e != nil {
 		if o, live := l.take(e, t, need); live {
 			return o
+		}
+		if e.st.Load() == multiTag {
+			return outcome{multi: true}
 		}
 	}
 	return l.slow(s, key, h, need, t)
@@ -341,7 +400,7 @@ func (l *Limiter) take(e *entry, t, need int64) (outcome, bool) {
 	full := v - l.p.Cap
 	for {
 		s := e.st.Load()
-		if s >= moved {
+		if s >= multiTag {
 			return outcome{}, false
 		}
 		z := max(dec(s), full)
@@ -373,14 +432,14 @@ func (l *Limiter) slow(s *shard, key string, h uint64, need, t int64) outcome {
 		s.mu.Lock()
 		if tb := s.tab.Load(); tb != nil {
 			if e := tb.find(h, key); e != nil {
-				// Not dead: removals hold this lock from their CAS to
-				// their unlink.
+				// Not dead nor moved: removals and replacements hold this
+				// lock from their CAS to their unlink.
 				o, live := l.take(e, t, need)
 				s.mu.Unlock()
 				if live {
 					return o
 				}
-				return l.takeMoved(e, t, need)
+				return outcome{multi: true}
 			}
 		}
 		// A new bucket starts no earlier than the latest time applied to a
@@ -417,10 +476,10 @@ func (l *Limiter) drop(e *entry, t int64) bool {
 	full := l.p.V(t) - l.p.Cap
 	for {
 		s := e.st.Load()
-		if s == moved {
-			return l.dropMulti(e, t)
+		if s == multiTag {
+			return l.dropMulti(asMulti(e), t)
 		}
-		if s == dead || dec(s) > full {
+		if s >= multiTag || dec(s) > full {
 			return false
 		}
 		if e.st.CompareAndSwap(s, dead) {
@@ -432,8 +491,8 @@ func (l *Limiter) drop(e *entry, t int64) bool {
 // kill marks e dead for an eviction if its state is still s, and reports
 // whether it did. The caller holds e's shard's lock and unlinks e after.
 func (l *Limiter) kill(e *entry, s uint64) bool {
-	if s == moved {
-		return l.killMulti(e)
+	if s == multiTag {
+		return l.killMulti(asMulti(e))
 	}
 	return e.st.CompareAndSwap(s, dead)
 }
@@ -442,10 +501,10 @@ func (l *Limiter) kill(e *entry, s uint64) bool {
 // (later calls can only move it later).
 func (l *Limiter) fullAt(e *entry) int64 {
 	s := e.st.Load()
-	if s == moved {
-		return l.fullAtMulti(e)
+	if s == multiTag {
+		return l.fullAtMulti(asMulti(e))
 	}
-	if s == dead {
+	if s >= multiTag {
 		return 0
 	}
 	return l.p.Reach(0, dec(s)+l.p.Cap)
