@@ -261,11 +261,17 @@ func TestFindingBoundReached(t *testing.T) {
 func TestFindingRefusedFindsRoom(t *testing.T) {
 	l, clk := newFake(t, 4, 1, keyed.WithMaxKeys(3), keyed.WithShards(1), keyed.WithPolicy(keyed.RefuseNew))
 	ctx := context.Background()
-	for i, k := range []string{"a", "b", "c"} {
+	// a is drained by four calls, so that the time it is full moves after
+	// its insertion.
+	for range 4 {
+		require.True(t, l.Allow("a"))
+	}
+	clk.Advance(100 * time.Millisecond)
+	for i, k := range []string{"b", "c"} {
 		d, err := l.AllowN(ctx, k, 4)
 		require.NoError(t, err)
 		require.True(t, d.Allowed)
-		clk.Advance(time.Duration(i+1) * 100 * time.Millisecond)
+		clk.Advance(time.Duration(i+2) * 100 * time.Millisecond)
 	}
 	d, err := l.AllowN(ctx, "new", 1)
 	require.ErrorIs(t, err, admit.ErrUnavailable)

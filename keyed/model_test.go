@@ -54,8 +54,8 @@ type keyModel struct {
 //     or was the one eviction of a call that found the limiter at its bound
 //     with no full bucket anywhere (the first finding), under EvictLRU;
 //   - refusals: only under RefuseNew, only at the bound (the second finding:
-//     exactly at it) with no full bucket anywhere, with a RetryAfter no
-//     longer than the time until the first held bucket is full;
+//     exactly at it) with no full bucket anywhere, with a RetryAfter that
+//     is exactly the time until the first held bucket is full (the third);
 //   - Stats counts every insertion, drop, eviction and refusal; Len and
 //     Stats.Keys equal the keys held; never more than the bound;
 //   - per key, no window of admissions holds more than
@@ -230,7 +230,7 @@ func FuzzModel(f *testing.F) {
 					}
 				}
 				require.Positive(t, dec.RetryAfter, "op %d", i/3)
-				require.LessOrEqual(t, dec.RetryAfter, first, "op %d: RetryAfter past the first bucket's fill", i/3)
+				require.Equal(t, first, dec.RetryAfter, "op %d: RetryAfter is the time until the first held bucket is full", i/3)
 				require.Equal(t, stats.Refusals+1, now.Refusals, "op %d: refusal counted", i/3)
 			} else {
 				require.NoError(t, err, "op %d", i/3)

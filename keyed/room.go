@@ -30,7 +30,7 @@ func (l *Limiter) reserve() bool {
 //     one) evicts a live key, and makeRoom reports true;
 //  3. under RefuseNew it reports false and the elapsed time at which the
 //     first held bucket is full: the least floor, every one of which is now
-//     above t, and exact for the shards just swept.
+//     above t, once it is exact (see below).
 //
 // A true result means room was made, not kept: a concurrent insertion may
 // take it, and the caller tries again.
@@ -63,12 +63,38 @@ func (l *Limiter) makeRoom(first int, t int64) (int64, bool) {
 		}
 		return 0, true // nothing to evict: the keys counted are insertions in progress
 	}
+	// The least floor is the first full-at time once it is exact: each
+	// floor bounds its shard's from below, so an exact least floor is the
+	// least of all. A shard whose floor is not exact (its bucket was taken
+	// from, or removed, since) is swept, which makes it exact; at most one
+	// sweep per shard, and none while the floors stay exact.
 	at := int64(math.MaxInt64)
-	for i := range l.shards {
-		at = min(at, l.shards[i].floor.Load())
+	for range n + 1 {
+		i := -1
+		at = math.MaxInt64
+		for j := range l.shards {
+			if f := l.shards[j].floor.Load(); f < at {
+				at, i = f, j
+			}
+		}
+		if i < 0 {
+			return 0, true // no key held: the keys counted are insertions in progress
+		}
+		s := &l.shards[i]
+		s.mu.Lock()
+		if s.floor.Load() != at {
+			s.mu.Unlock()
+			continue
+		}
+		if s.exact(l) {
+			s.mu.Unlock()
+			return at, false
+		}
+		dropped := s.sweep(l, t)
+		s.mu.Unlock()
+		if dropped > 0 {
+			return 0, true
+		}
 	}
-	if at == math.MaxInt64 {
-		return 0, true // no key held: the keys counted are insertions in progress
-	}
-	return at, false
+	return at, false // the floors kept moving: a lower bound
 }

@@ -33,7 +33,11 @@ type shardState struct {
 	// bound computed once stays a bound; insert lowers it for the new key,
 	// and sweep makes it exact.
 	floor atomic.Int64
-	used  int // keys in the table
+	// minE is the entry whose full-at time set floor, or nil: floor is
+	// exact while minE's full-at time still equals it (exact), which
+	// makeRoom checks in O(1) before it trusts a floor.
+	minE *entry
+	used int // keys in the table
 	// removedAt is the latest time applied to any key removed from the
 	// shard; a new bucket starts no earlier (see slow).
 	removedAt int64
@@ -87,6 +91,7 @@ func (s *shard) insert(l *Limiter, e *entry, h uint64, fullAt, t int64) {
 	s.inserts++
 	if fullAt < s.floor.Load() {
 		s.floor.Store(fullAt)
+		s.minE = e
 	}
 	for range 2 {
 		s.look(l, tb, t)
@@ -127,7 +132,11 @@ func (s *shard) look(l *Limiter, tb *table, t int64) {
 
 // unlink removes the (now dead) entry at slot i. Requires mu.
 func (s *shard) unlink(l *Limiter, tb *table, i uint64, t int64) {
-	s.removedAt = max(s.removedAt, tb.slots[i].Load().last(), t)
+	e := tb.slots[i].Load()
+	s.removedAt = max(s.removedAt, e.last(), t)
+	if e == s.minE {
+		s.minE = nil // floor stays a lower bound
+	}
 	tb.remove(i, l.entryHash)
 	s.used--
 	l.keys.Add(-1)
@@ -142,6 +151,7 @@ func (s *shard) sweep(l *Limiter, t int64) int {
 	}
 	n := 0
 	floor := int64(math.MaxInt64)
+	var minE *entry
 	for i := uint64(0); i < uint64(len(tb.slots)); i++ {
 		e := tb.slots[i].Load()
 		if e == nil {
@@ -156,10 +166,19 @@ func (s *shard) sweep(l *Limiter, t int64) int {
 			i--
 			continue
 		}
-		floor = min(floor, l.fullAt(e))
+		if at := l.fullAt(e); at < floor {
+			floor, minE = at, e
+		}
 	}
 	s.floor.Store(floor)
+	s.minE = minE
 	return n
+}
+
+// exact reports whether floor is the exact full-at time of a held bucket:
+// that of minE, unchanged since it set floor. Requires mu.
+func (s *shard) exact(l *Limiter) bool {
+	return s.minE != nil && l.fullAt(s.minE) == s.floor.Load()
 }
 
 // evict forgets one live key chosen by the CLOCK hand: an entry whose
