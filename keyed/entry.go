@@ -59,32 +59,29 @@ func newEntry(key string, z, t int64) *entry {
 	case n == 0:
 		e = &entry{}
 	case n <= 16:
-		b := new(struct {
-			e entry
-			k [16]byte
-		})
-		e = &b.e
-		e.key = unsafe.String(&b.k[0], copy(b.k[:], key))
+		e = inline[[16]byte](key)
 	case n <= 32:
-		b := new(struct {
-			e entry
-			k [32]byte
-		})
-		e = &b.e
-		e.key = unsafe.String(&b.k[0], copy(b.k[:], key))
+		e = inline[[32]byte](key)
 	case n <= 48:
-		b := new(struct {
-			e entry
-			k [48]byte
-		})
-		e = &b.e
-		e.key = unsafe.String(&b.k[0], copy(b.k[:], key))
+		e = inline[[48]byte](key)
 	default:
 		e = &entry{key: cloneKey(key)}
 	}
 	e.st.Store(enc(z))
 	e.at.Store(uint64(t)) // no reference bit: a key earns its second chance by a second call
 	return e
+}
+
+// inline returns an entry allocated together with a buffer of type K (a
+// byte array at least len(key) long, len(key) > 0) holding a copy of key.
+func inline[K any](key string) *entry {
+	b := new(struct {
+		e entry
+		k K
+	})
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(&b.k)), unsafe.Sizeof(b.k))
+	b.e.key = unsafe.String(&buf[0], copy(buf, key))
+	return &b.e
 }
 
 // cloneKey returns a copy of key that shares no memory with it.

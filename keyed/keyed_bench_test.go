@@ -31,26 +31,7 @@ func BenchmarkAllow(b *testing.B) {
 					l.Allow(k)
 				}
 				b.ReportAllocs()
-				if mode == "serial" {
-					i := 0
-					for b.Loop() {
-						l.Allow(keys[i])
-						if i++; i == n {
-							i = 0
-						}
-					}
-					return
-				}
-				var seq atomic.Int64
-				b.RunParallel(func(pb *testing.PB) {
-					i := int(seq.Add(7919)) % n
-					for pb.Next() {
-						l.Allow(keys[i])
-						if i++; i == n {
-							i = 0
-						}
-					}
-				})
+				visit(b, mode == "parallel", keys, func(k string) { l.Allow(k) })
 			})
 		}
 	}
@@ -124,27 +105,33 @@ func BenchmarkAllowLimits(b *testing.B) {
 					call(key)
 				}
 				b.ReportAllocs()
-				if mode == "serial" {
-					i := 0
-					for b.Loop() {
-						call(keys[i])
-						if i++; i == n {
-							i = 0
-						}
-					}
-					return
-				}
-				var seq atomic.Int64
-				b.RunParallel(func(pb *testing.PB) {
-					i := int(seq.Add(7919)) % n
-					for pb.Next() {
-						call(keys[i])
-						if i++; i == n {
-							i = 0
-						}
-					}
-				})
+				visit(b, mode == "parallel", keys, call)
 			})
 		}
 	}
+}
+
+// visit calls call on keys in turn, b.N times in all, from one goroutine or
+// (parallel) from RunParallel's, each from its own offset.
+func visit(b *testing.B, parallel bool, keys []string, call func(key string)) {
+	if !parallel {
+		i := 0
+		for b.Loop() {
+			call(keys[i])
+			if i++; i == len(keys) {
+				i = 0
+			}
+		}
+		return
+	}
+	var seq atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(seq.Add(7919)) % len(keys)
+		for pb.Next() {
+			call(keys[i])
+			if i++; i == len(keys) {
+				i = 0
+			}
+		}
+	})
 }

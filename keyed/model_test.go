@@ -29,14 +29,13 @@ var modelKeys = []string{"", "a", "b", "c", "d", "e"}
 // check), and a mutexbucket that decides the same while the key's readings
 // never go back (inSync).
 type keyModel struct {
-	held    bool
-	z, at   int64
-	latest  int64
-	b       *mutexbucket.Bucket
-	inSync  bool
-	spares  []*mutexbucket.Bucket
-	win     *buckettest.Bound
-	touched bool // used since the limiter last saw it (its CLOCK bit, roughly; not checked)
+	held   bool
+	z, at  int64
+	latest int64
+	b      *mutexbucket.Bucket
+	inSync bool
+	spares []*mutexbucket.Bucket
+	win    *buckettest.Bound
 }
 
 // FuzzModel drives a keyed.Limiter with a small key bound through random

@@ -17,24 +17,6 @@ import (
 	"github.com/admit-go/admit/keyedtest"
 )
 
-func TestPolicyConformance(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		opts []admit.Option
-	}{
-		{"default", nil},
-		{"shards=1", []admit.Option{keyed.WithShards(1)}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			factory := func(_ *testing.T, opts ...admit.Option) (admit.PolicyLimiter, error) {
-				return keyed.New(1, 1, append(append([]admit.Option(nil), tc.opts...), opts...)...)
-			}
-			keyedtest.RunPolicy(t, factory)
-			keyedtest.RunPolicyFakeClock(t, factory)
-		})
-	}
-}
-
 // TestConformanceLimits runs the single-limit suites on limiters from
 // NewLimits whose second limit never binds (a burst of 1e9 refilled at
 // 1e9/s), so that every call goes through the multi-limit path and must
