@@ -55,22 +55,20 @@ type shardState struct {
 func (s *shard) find(h uint64, key string) *entry {
 	mask := s.mask.Load()
 	base := unsafe.Pointer(s.base.Load())
-	if base == nil {
-		return nil
-	}
-	i := h & mask
-	for range mask + 1 {
-		e := (*atomic.Pointer[entry])(unsafe.Add(base, i*uint64(unsafe.Sizeof(atomic.Pointer[entry]{})))).Load()
-		if e == nil {
-			return nil
-		}
-		if e.key == key {
+	for i, n := h&mask, mask; base != nil; i, n = (i+1)&mask, n-1 {
+		e := (*atomic.Pointer[entry])(unsafe.Add(base, i*slotSize)).Load()
+		if e == nil || e.key == key {
 			return e
 		}
-		i = (i + 1) & mask
+		if n == 0 { // one pass over the array: the probe ends while writers shift entries
+			return nil
+		}
 	}
 	return nil
 }
+
+// slotSize is the size of a table slot.
+const slotSize = uint64(unsafe.Sizeof(atomic.Pointer[entry]{}))
 
 // hash is e's key's hash.
 func (l *Limiter) entryHash(e *entry) uint64 { return l.hash(e.key) }
