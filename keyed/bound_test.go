@@ -311,13 +311,17 @@ func TestAllocs(t *testing.T) {
 // TestStorm: goroutines on the real clock over four times more keys than
 // the bound, with buckets that refill within milliseconds, so keys churn
 // through the table (inserted, dropped when full, evicted or refused at the
-// bound) while others are decided on without a lock. Run it under -race at
-// -cpu 1,2,4,8. It checks, whenever a goroutine looks, that the bound
+// bound) while others are decided on without a lock, at GOMAXPROCS 1, 2, 4
+// and 8 (make test runs it under -race). It checks, whenever a goroutine looks, that the bound
 // holds; at the end, that every bucket created is held, dropped or evicted;
 // and per key, that what was admitted is at most capacity + rate × elapsed
 // + 1, plus a capacity per eviction of that key (an evicted client restarts
 // full; under RefuseNew there are none).
 func TestStorm(t *testing.T) {
+	eachProcs(t, storm)
+}
+
+func storm(t *testing.T) {
 	for _, policy := range []keyed.Policy{keyed.RefuseNew, keyed.EvictLRU} {
 		t.Run(policy.String(), func(t *testing.T) {
 			const capacity, rate, bound, keys = 2, 1000.0, 64, 256
@@ -373,6 +377,17 @@ func TestStorm(t *testing.T) {
 			} else {
 				assert.Zero(t, st.Refusals)
 			}
+		})
+	}
+}
+
+// eachProcs runs f as subtests at GOMAXPROCS 1, 2, 4 and 8, the -cpu list
+// of the storms, restoring the setting after.
+func eachProcs(t *testing.T, f func(t *testing.T)) {
+	for _, procs := range []int{1, 2, 4, 8} {
+		t.Run(fmt.Sprint("procs=", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			f(t)
 		})
 	}
 }

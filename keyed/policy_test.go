@@ -33,11 +33,15 @@ func TestConformanceLimits(t *testing.T) {
 // single-limit path) with AllowLimits naming the same limit and a second
 // one, over keys that churn through a small bound, so keys are converted
 // to multi-limit entries while other goroutines CAS their word, and are
-// dropped and evicted while in use. Run it under -race at -cpu 1,2,4,8.
+// dropped and evicted while in use, at GOMAXPROCS 1, 2, 4 and 8.
 // Per key, every admission takes from the primary limit, so the primary's
 // bound covers all of them; the second limit's bound covers the
 // AllowLimits admissions. Both allow a capacity more per eviction.
 func TestLimitsStorm(t *testing.T) {
+	eachProcs(t, limitsStorm)
+}
+
+func limitsStorm(t *testing.T) {
 	const capacity, rate, keys, bound = 3, 500.0, 24, 16
 	l, err := keyed.New(capacity, rate, keyed.WithMaxKeys(bound), keyed.WithShards(2))
 	require.NoError(t, err)
