@@ -1,11 +1,16 @@
 package bench
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/keyed"
 )
 
 // keyedCapacity and keyedRate make every call an admission on a key already
@@ -157,4 +162,57 @@ func benchKeyed(b *testing.B, im KeyedImpl, keys []string, parallel, measure boo
 		b.ReportMetric(float64(admitted.Load())/float64(c), "admit/op")
 	}
 	runtime.KeepAlive(l)
+}
+
+// keyedAllowN and keyedLimits3 drive keyed the way BenchmarkKeyedLimits
+// compares it: AllowN on a one-limit limiter, and AllowLimits with three
+// limits per call (each as slow to refill as the one limit), both
+// returning the whole Decision.
+type keyedAllowN struct{ l *keyed.Limiter }
+
+func (k keyedAllowN) Allow(key string) bool {
+	d, _ := k.l.AllowN(context.Background(), key, 1)
+	return d.Allowed
+}
+
+type keyedLimits3 struct {
+	l      *keyed.Limiter
+	limits []admit.Limit
+}
+
+func (k keyedLimits3) Allow(key string) bool {
+	d, _ := k.l.AllowLimits(context.Background(), key, 1, k.limits...)
+	return d.Allowed
+}
+
+var keyedLimitImpls = []KeyedImpl{
+	{Name: "allown", Exact: true, New: func(capacity int64, r float64, maxKeys int) (KeyedLimiter, io.Closer, error) {
+		l, err := keyed.New(capacity, r, keyed.WithMaxKeys(maxKeys))
+		return keyedAllowN{l}, nil, err
+	}},
+	{Name: "allowlimits3", Exact: true, New: func(capacity int64, r float64, maxKeys int) (KeyedLimiter, io.Closer, error) {
+		l, err := keyed.New(capacity, r, keyed.WithMaxKeys(maxKeys))
+		limits := []admit.Limit{
+			{Name: "burst", Capacity: capacity, Rate: r},
+			{Name: "hourly", Capacity: capacity, Rate: r / 2},
+			{Name: "daily", Capacity: capacity, Rate: r / 10},
+		}
+		return keyedLimits3{l, limits}, nil, err
+	}},
+}
+
+// BenchmarkKeyedLimits measures the cost of several limits per call: keyed's
+// AllowN under one limit against AllowLimits under three, on 10k held keys,
+// every call admitted. Names:
+//
+//	BenchmarkKeyedLimits/keys=10k/mode=serial/impl=allowlimits3-2
+func BenchmarkKeyedLimits(b *testing.B) {
+	keys := benchKeys(10_000)
+	for _, mode := range benchModes {
+		for _, im := range keyedLimitImpls {
+			b.Run(fmt.Sprintf("keys=10k/mode=%s/impl=%s", mode, im.Name), func(b *testing.B) {
+				benchKeyed(b, im, keys, mode == "parallel", false)
+			})
+		}
+	}
 }
