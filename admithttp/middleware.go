@@ -74,7 +74,8 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 		panic("admithttp: Middleware with a nil limiter")
 	}
 	c := config{key: KeyByIP, cost: one, name: "default"}
-	if rf, ok := l.(Refiller); ok {
+	rf, refiller := l.(Refiller)
+	if refiller {
 		c.fill = rf.FillTime()
 	}
 	for i, o := range opts {
@@ -86,7 +87,44 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 			panic(c.err.Error())
 		}
 	}
-	m := &middleware{l: l, config: c, quoted: quote(c.name)}
+	m := &middleware{l: l, config: c}
+	name := c.name
+	if c.limits != nil {
+		pl, ok := l.(admit.PolicyLimiter)
+		if !ok {
+			panic(fmt.Sprintf("admithttp: WithLimits needs a limiter that implements admit.PolicyLimiter (AllowLimits); %T does not", l))
+		}
+		if c.fillSet {
+			panic("admithttp: WithFillTime with WithLimits: each limit's w is its own Capacity ÷ Rate")
+		}
+		m.pl = pl
+	} else if ll, ok := l.(LimitLister); ok {
+		listed := ll.Limits()
+		if len(listed) > 0 {
+			if err := admit.ValidateLimits(listed); err != nil {
+				panic(fmt.Sprintf("admithttp: the limiter's Limits: %v", err))
+			}
+		}
+		switch {
+		case len(listed) >= 2:
+			if c.fillSet {
+				panic(fmt.Sprintf("admithttp: WithFillTime with a limiter of %d limits: each limit's w is its own Capacity ÷ Rate", len(listed)))
+			}
+			p, err := newPolicySet(listed, c.name)
+			if err != nil {
+				panic(fmt.Sprintf("admithttp: the limiter's Limits: %v", err))
+			}
+			m.static = p
+		case len(listed) == 1:
+			if listed[0].Name != "" {
+				name = listed[0].Name
+			}
+			if !c.fillSet && !refiller {
+				m.w = refillSeconds(listed[0])
+			}
+		}
+	}
+	m.quoted = quote(name)
 	if c.fill > 0 {
 		m.w = ceilSeconds(c.fill)
 	}
@@ -112,11 +150,14 @@ type Option func(*config)
 type config struct {
 	key      func(*http.Request) (string, error)
 	cost     func(*http.Request) int64
+	limits   func(*http.Request) ([]admit.Limit, error)
+	skip     func(*http.Request) bool
 	name     string
 	denied   http.Handler
 	failOpen bool
 	onError  func(*http.Request, error)
 	fill     time.Duration
+	fillSet  bool // WithFillTime was given
 	err      error
 }
 
@@ -155,11 +196,9 @@ func WithCost(f func(*http.Request) int64) Option {
 // String).
 func WithPolicyName(name string) Option {
 	return func(c *config) {
-		for i := 0; i < len(name); i++ {
-			if name[i] < 0x20 || name[i] > 0x7e {
-				c.fail("WithPolicyName(%q): byte %d is not printable ASCII", name, i)
-				return
-			}
+		if !printable(name) {
+			c.fail("WithPolicyName(%q): not printable ASCII", name)
+			return
 		}
 		c.name = name
 	}
@@ -217,15 +256,22 @@ func WithFillTime(d time.Duration) Option {
 		if d < 0 {
 			c.fail("WithFillTime(%v) is negative", d)
 		}
-		c.fill = d
+		c.fill, c.fillSet = d, true
 	}
 }
 
 type middleware struct {
-	l admit.KeyedLimiter
+	l  admit.KeyedLimiter
+	pl admit.PolicyLimiter // l, when WithLimits is given; else nil
 	config
-	quoted string // the policy name as an sf-string
-	w      int64  // the policy's w, or 0 to leave it out
+	quoted string // the single limit's name as an sf-string
+	w      int64  // the single limit's w, or 0 to leave it out
+	// static renders the limiter's own limits when it lists two or more
+	// (LimitLister) and WithLimits is not given; nil on the single-limit
+	// path.
+	static *policySet
+	// cache renders the lists WithLimits returns.
+	cache policyCache
 	// policy caches the RateLimit-Policy value for the last capacity seen,
 	// so that the usual case, one capacity for every key, allocates nothing.
 	policy atomic.Pointer[policyValue]
@@ -336,6 +382,32 @@ var tooManyBody = []byte("429 too many requests\n")
 // ServeHTTP implements the responses listed on Middleware.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
+	if m.skip != nil && m.skip(r) {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	// ps renders the fields: nil on the single-limit path.
+	ps := m.static
+	var limits []admit.Limit
+	if m.limits != nil {
+		var err error
+		if limits, err = m.limits(r); err != nil {
+			m.report(r, fmt.Errorf("admithttp: WithLimits: %w", err))
+			http.Error(w, "400 bad request: cannot tell which limits apply", http.StatusBadRequest)
+			return
+		}
+		if len(limits) == 0 {
+			h.next.ServeHTTP(w, r)
+			return
+		}
+		// Rendered before the limiter is called, so that limits the
+		// fields cannot show consume nothing.
+		if ps, err = m.cache.get(limits, m.name); err != nil {
+			m.report(r, fmt.Errorf("admithttp: WithLimits: %w", err))
+			http.Error(w, "500 internal server error", http.StatusInternalServerError)
+			return
+		}
+	}
 	key, err := m.key(r)
 	if err != nil {
 		http.Error(w, "400 bad request: cannot identify the client", http.StatusBadRequest)
@@ -346,23 +418,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "500 internal server error", http.StatusInternalServerError)
 		return
 	}
-	d, err := m.l.AllowN(r.Context(), key, n)
+	d, err := m.decide(r, key, n, limits)
 	if err != nil {
-		if m.onError != nil {
-			m.onError(r, err)
-		}
+		m.report(r, err)
 		if !errors.Is(err, admit.ErrUnavailable) || !fromBucket(d) {
-			h.undecided(w, r, key, d, err)
+			h.undecided(w, r, key, n, limits, ps, d, err)
 			return
 		}
 		// The backend failed and its failure policy decided from a bucket
 		// (a fallback limiter's): that Decision is the answer.
 	}
 	if d.Allowed {
-		m.fields(w.Header(), d, false)
+		m.setFields(w.Header(), ps, d, false)
 		h.next.ServeHTTP(w, r)
 	} else {
-		m.fields(w.Header(), d, true)
+		m.setFields(w.Header(), ps, d, true)
 		if m.denied != nil {
 			dw := &deniedWriter{ResponseWriter: w}
 			m.denied.ServeHTTP(dw, r)
@@ -386,7 +456,7 @@ func fromBucket(d admit.Decision) bool {
 
 // undecided answers a limiter error that comes without a Decision from a
 // bucket, as Middleware lists.
-func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, d admit.Decision, err error) {
+func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, n int64, limits []admit.Limit, ps *policySet, d admit.Decision, err error) {
 	m := h.m
 	unavailable := errors.Is(err, admit.ErrUnavailable)
 	switch {
@@ -396,10 +466,15 @@ func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, 
 	case !unavailable && errors.Is(err, admit.ErrUnsatisfiable):
 		// The Decision that comes with an error need not hold the
 		// key's state (keyed's does not): peek for it.
-		if d, err = m.l.AllowN(r.Context(), key, 0); err == nil && d.Limit >= 1 {
-			m.fields(w.Header(), d, false)
+		if d, err = m.decide(r, key, 0, limits); err == nil && d.Limit >= 1 {
+			m.setFields(w.Header(), ps, d, false)
 		}
 		http.Error(w, "413 request costs more than the whole quota", http.StatusRequestEntityTooLarge)
+	case !unavailable && errors.Is(err, admit.ErrInvalidConfig):
+		// A limit the limiter cannot enforce though ValidateLimits
+		// passed it (a rate too small for its capacity): a server bug,
+		// whatever the failure policy.
+		http.Error(w, "500 internal server error", http.StatusInternalServerError)
 	case m.failOpen:
 		h.next.ServeHTTP(w, r)
 	default:
@@ -408,20 +483,59 @@ func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, 
 	}
 }
 
-// fields sets RateLimit-Policy and RateLimit, and for a denial Retry-After
-// and, unless WithDenied took over the body, the plain-text headers. The
-// header map takes its value slices from one allocation, each capped at
-// length 1 so that a later Add cannot write into its neighbour.
-func (m *middleware) fields(hd http.Header, d admit.Decision, retry bool) {
+// report passes err to the WithOnError function, if any.
+func (m *middleware) report(r *http.Request, err error) {
+	if m.onError != nil {
+		m.onError(r, err)
+	}
+}
+
+// decide asks the limiter: under limits if WithLimits chose them, else
+// under the limiter's own.
+func (m *middleware) decide(r *http.Request, key string, n int64, limits []admit.Limit) (admit.Decision, error) {
+	if limits != nil {
+		return m.pl.AllowLimits(r.Context(), key, n, limits...)
+	}
+	return m.l.AllowN(r.Context(), key, n)
+}
+
+// setFields sets the fields for d: from the single limit's name and d's
+// capacity when ps is nil, else from ps, naming the limit that decided.
+func (m *middleware) setFields(hd http.Header, ps *policySet, d admit.Decision, retry bool) {
+	if ps == nil {
+		m.fields(hd, m.policyFor(d.Limit), m.quoted, d, retry)
+		return
+	}
+	if name, ok := ps.name(d.Policy); ok {
+		m.fields(hd, ps.policy, name, d, retry)
+		return
+	}
+	// A limit outside the set decided: a failure policy's fallback
+	// limiter, say. Its fields describe it alone, as far as the Decision
+	// says (no rate, so no w); this path allocates.
+	name := m.name
+	if d.Policy != "" && printable(d.Policy) {
+		name = d.Policy
+	}
+	q := quote(name)
+	m.fields(hd, q+";q="+strconv.FormatInt(clampSF(d.Limit), 10), q, d, retry)
+}
+
+// fields sets RateLimit-Policy to policy and RateLimit to the sf-string
+// name with d's numbers, and for a denial Retry-After and, unless
+// WithDenied took over the body, the plain-text headers. The header map
+// takes its value slices from one allocation, each capped at length 1 so
+// that a later Add cannot write into its neighbour.
+func (m *middleware) fields(hd http.Header, policy, name string, d admit.Decision, retry bool) {
 	var vals []string
 	if retry {
 		vals = make([]string, 5)
 	} else {
 		vals = make([]string, 2)
 	}
-	vals[0] = m.policyFor(d.Limit)
+	vals[0] = policy
 	var buf [96]byte
-	b := append(buf[:0], m.quoted...)
+	b := append(buf[:0], name...)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, clampSF(d.Remaining), 10)
 	b = append(b, ";t="...)
@@ -470,6 +584,16 @@ func ceilSeconds(d time.Duration) int64 {
 		s++
 	}
 	return s
+}
+
+// printable reports whether s is printable ASCII, as an sf-string needs.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // quote returns name as a Structured Field String: in double quotes, with
