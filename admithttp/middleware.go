@@ -422,7 +422,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		m.report(r, err)
 		if !errors.Is(err, admit.ErrUnavailable) || !fromBucket(d) {
-			h.undecided(w, r, key, n, limits, ps, d, err)
+			h.undecided(w, r, key, limits, ps, d, err)
 			return
 		}
 		// The backend failed and its failure policy decided from a bucket
@@ -456,7 +456,7 @@ func fromBucket(d admit.Decision) bool {
 
 // undecided answers a limiter error that comes without a Decision from a
 // bucket, as Middleware lists.
-func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, n int64, limits []admit.Limit, ps *policySet, d admit.Decision, err error) {
+func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, limits []admit.Limit, ps *policySet, d admit.Decision, err error) {
 	m := h.m
 	unavailable := errors.Is(err, admit.ErrUnavailable)
 	switch {
