@@ -603,7 +603,7 @@ func TestLimitLister(t *testing.T) {
 
 // TestPolicyRendering: RateLimit-Policy's w is Capacity ÷ Rate to the
 // nanosecond, rounded up to whole seconds, so a day is 86400 though
-// 1000/86400 is not exact in binary; a rate of 0 leaves w out; a name is
+// 11/86400 is not exact in binary; a rate of 0 leaves w out; a name is
 // escaped as a Structured Field String.
 func TestPolicyRendering(t *testing.T) {
 	for _, c := range []struct {
@@ -613,6 +613,8 @@ func TestPolicyRendering(t *testing.T) {
 		{[]admit.Limit{admit.Per(time.Second, 10).WithBurst(20).Named("burst"), admit.Per(24*time.Hour, 1000).Named("daily")},
 			`"burst";q=20;w=2, "daily";q=1000;w=86400`},
 		{[]admit.Limit{admit.Per(time.Hour, 7).Named("hourly")}, `"hourly";q=7;w=3600`},
+		// 11 / (11 / 86400) is 86400.00000000002 in float64.
+		{[]admit.Limit{admit.Per(24*time.Hour, 11).Named("daily")}, `"daily";q=11;w=86400`},
 		{[]admit.Limit{{Name: "third", Capacity: 10, Rate: 1.0 / 3}}, `"third";q=10;w=30`},
 		{[]admit.Limit{{Name: "a bit over", Capacity: 10, Rate: 0.333}}, `"a bit over";q=10;w=31`},
 		{[]admit.Limit{{Name: `say "hi" \o/`, Capacity: 1, Rate: 0}, {Name: "x", Capacity: 1e9, Rate: 1e-6}},
