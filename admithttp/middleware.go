@@ -15,8 +15,18 @@ import (
 
 // Middleware returns middleware that admits each request against l, under
 // the key and at the cost the options choose (by default KeyByIP, cost 1),
-// and answers as follows:
+// and under l's own limits, or with WithLimits under the limits chosen for
+// the request (l must then be an admit.PolicyLimiter). It answers as
+// follows, in this order:
 //
+//   - WithSkip's function exempts the request: the next handler runs, with
+//     no other function called, no limiter call, no RateLimit fields;
+//   - WithLimits's function fails: 400 Bad Request (the request does not say
+//     which limits apply), no limiter call, no fields; it returns no limits:
+//     the next handler runs unlimited, no limiter call, no fields; it
+//     returns limits admit.ValidateLimits rejects (or an unnamed limit shown
+//     under another limit's name, below): 500 Internal Server Error, nothing
+//     consumed, no fields;
 //   - admitted: the next handler runs, with the RateLimit and
 //     RateLimit-Policy fields already set;
 //   - denied: 429 Too Many Requests (or the WithDenied handler), with both
@@ -26,10 +36,13 @@ import (
 //     sent it), no limiter call, no RateLimit fields;
 //   - the cost function returns a negative cost: 500 Internal Server Error (a
 //     bug in the server, not the client), no limiter call, no fields;
-//   - the cost is above the key's capacity (the limiter's error wraps
-//     admit.ErrUnsatisfiable, not admit.ErrUnavailable): 413 Content Too
-//     Large, since waiting can never help, with the fields of the key's
-//     current state;
+//   - the cost is above the key's capacity, or some limit's (the limiter's
+//     error wraps admit.ErrUnsatisfiable, not admit.ErrUnavailable): 413
+//     Content Too Large, since waiting can never help, with the fields of
+//     the key's current state;
+//   - the limiter rejects a limit (its error wraps admit.ErrInvalidConfig: a
+//     rate too small to represent at its capacity, say): 500, no fields,
+//     whatever the failure policy;
 //   - the limiter's backend failed (its error wraps admit.ErrUnavailable)
 //     and its failure policy decided from a bucket (a fallback limiter, or
 //     keyed's RefuseNew): that Decision is followed as above, admitted or
@@ -47,10 +60,10 @@ import (
 //
 // So a decision of the limiter's failure policy is obeyed whenever there is
 // one, and the middleware's own policy (WithFailOpen or not) applies only
-// where there is none. Every
-// limiter error is passed to the WithOnError function, if any, whatever
-// the answer. A cost of 0 admits without consuming and reports the key's
-// state.
+// where there is none. Every limiter error, and every error of the
+// WithLimits function or its limits, is passed to the WithOnError
+// function, if any, whatever the answer. A cost of 0 admits without
+// consuming and reports the key's state.
 //
 // The fields follow draft-ietf-httpapi-ratelimit-headers-10 with Structured
 // Field syntax (RFC 9651):
@@ -58,15 +71,37 @@ import (
 //	RateLimit-Policy: "<name>";q=<capacity>;w=<seconds to refill from empty>
 //	RateLimit: "<name>";r=<remaining>;t=<seconds until full>
 //
-// with w and t rounded up. w needs the limiter's refill rate, which
-// admit.KeyedLimiter does not expose: it is taken from WithFillTime if given,
-// else from l's FillTime method if l is a Refiller, and is left out (the
-// draft makes it optional) when neither says or the bucket never refills.
+// with w and t rounded up. Under one limit, w needs the limiter's refill
+// rate, which admit.KeyedLimiter does not expose: it is taken from
+// WithFillTime if given, else from l's FillTime method if l is a Refiller,
+// else from the limit l lists if it is a LimitLister, and is left out (the
+// draft makes it optional) when none says or the bucket never refills.
 // Integers above the Structured Field maximum (999,999,999,999,999) are
 // clamped to it.
 //
+// Under several limits (WithLimits, or a LimitLister listing two or more),
+// RateLimit-Policy lists every limit in order and RateLimit names the one
+// that decided (Decision.Policy, PolicyLimiter's rule 4), with the
+// Decision's Remaining and ResetAfter (until every limit is full):
+//
+//	RateLimit-Policy: "burst";q=20;w=2, "daily";q=1000;w=86400
+//	RateLimit: "burst";r=0;t=86400
+//
+// Each limit's q is its Capacity and its w its Capacity ÷ Rate, taken to
+// the nearest nanosecond and rounded up to whole seconds (a Per(24*time.Hour,
+// n) limit reads 86400 whatever n), left out for a Rate of 0. A limit's
+// Name is its name in both fields; a limit whose Name is "" takes the
+// WithPolicyName name ("default" by default), as a limiter that lists no
+// limits does, so that name must not also be another limit's. A Decision
+// naming a limit outside the list (from a failure policy's fallback
+// limiter) is shown alone: its name and q, no w.
+//
 // Middleware panics if l is nil or an option is invalid (a nil function, a
-// policy name that is not printable ASCII, a negative fill time): those are
+// policy name that is not printable ASCII, a negative fill time), if
+// WithLimits is given and l is not an admit.PolicyLimiter, if WithFillTime
+// is given with WithLimits or with a LimitLister of two or more limits
+// (each limit has its own w), and if a LimitLister's limits fail
+// admit.ValidateLimits or two would be shown under one name: those are
 // programming errors found at start-up, not request data. The returned
 // middleware is safe for concurrent use.
 func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Handler {
@@ -191,9 +226,11 @@ func WithCost(f func(*http.Request) int64) Option {
 	}
 }
 
-// WithPolicyName sets the policy name both RateLimit fields carry; the
-// default is "default". It must be printable ASCII (a Structured Field
-// String).
+// WithPolicyName sets the policy name both RateLimit fields carry for a
+// limit that has none: the one limit of a limiter that lists no limits
+// (keyed.New's), or a limit whose Name is "" among limits listed or chosen
+// by WithLimits. A named limit is shown under its own Name. The default is
+// "default". It must be printable ASCII (a Structured Field String).
 func WithPolicyName(name string) Option {
 	return func(c *config) {
 		if !printable(name) {
@@ -235,7 +272,9 @@ func WithFailOpen() Option {
 // WithOnError sets a function called with the request and each error the
 // limiter returns, before the response is written, whatever the response:
 // a followed failure-policy decision, 503, 413, or a cancelled request's
-// context error. The middleware does not log; this is where an outage that
+// context error; and with each error of the WithLimits function (400) or of
+// the limits it returns (500), wrapped with the prefix "admithttp:
+// WithLimits:" (errors.Is sees through it). The middleware does not log; this is where an outage that
 // a fallback hides becomes visible (a log line, a counter). f runs on the
 // request's goroutine, concurrently with other requests, and must not write
 // the response.
@@ -250,7 +289,9 @@ func WithOnError(f func(r *http.Request, err error)) Option {
 
 // WithFillTime states how long an empty bucket takes to refill (capacity ÷
 // rate), for the w parameter of RateLimit-Policy, when the limiter is not a
-// Refiller or should be overridden; 0 leaves w out. Negative is invalid.
+// Refiller or should be overridden; 0 leaves w out. Negative is invalid, and
+// so is WithFillTime under several limits (WithLimits, or a LimitLister of
+// two or more): each has its own w.
 func WithFillTime(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {
