@@ -74,19 +74,7 @@ func parseList(t testing.TB, resp *http.Response) listFields {
 
 func getList(t testing.TB, srv *httptest.Server, path string, hdr ...string) listFields {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Add(hdr[i], hdr[i+1])
-	}
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return parseList(t, resp)
+	return parseList(t, fetch(t, srv, path, hdr...))
 }
 
 // The tiers of these tests. Their rates are exact in binary and in
@@ -271,16 +259,7 @@ func TestLimitsTiers(t *testing.T) {
 	step(500*time.Millisecond, "free", free, "X-API-Key", "a", "X-Tier", "free")
 	step(0, "paid", paid, "X-API-Key", "b", "X-Tier", "paid")
 	// The exact strings, as the draft writes them.
-	resp, err := srv.Client().Do(func() *http.Request {
-		r, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-		r.Header.Set("X-API-Key", "c")
-		r.Header.Set("X-Tier", "paid")
-		return r
-	}())
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp := fetch(t, srv, "/", "X-API-Key", "c", "X-Tier", "paid")
 	if p, rl := resp.Header.Get("RateLimit-Policy"), resp.Header.Get("RateLimit"); p != `"burst";q=20;w=2, "daily";q=1350;w=86400` || rl != `"burst";r=19;t=64` {
 		t.Fatalf("RateLimit-Policy %q, RateLimit %q", p, rl)
 	}
@@ -589,11 +568,7 @@ func TestLimitLister(t *testing.T) {
 		{admit.Limit{Name: "once", Capacity: 3}, nil, `"once";q=3`},
 	} {
 		srv := serve(t, admithttp.Middleware(listedKeyed{newPolicyKeyed(clk), []admit.Limit{c.limit}}, c.opts...)(ok200))
-		resp, err := srv.Client().Get(srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp := fetch(t, srv, "/")
 		name := strings.SplitN(c.want, ";", 2)[0]
 		if p, rl := resp.Header.Get("RateLimit-Policy"), resp.Header.Get("RateLimit"); p != c.want || !strings.HasPrefix(rl, name+";r=") {
 			t.Fatalf("%+v: RateLimit-Policy %q, RateLimit %q; want %s", c.limit, p, rl, c.want)
