@@ -93,9 +93,14 @@ func ExampleWithLimits() {
 		}
 		return nil, fmt.Errorf("unknown tier %q", r.Header.Get("X-Tier")) // 400
 	}
-	// Any admit.PolicyLimiter. (Here the tests' stand-in for keyed's, on a
-	// stopped fake clock that keeps the output fixed.)
-	l := newPolicyKeyed(buckettest.NewFakeClock(0))
+	// Any admit.PolicyLimiter: keyed in one process, redisbucket across
+	// servers. Its own limits apply to its Allow and AllowN callers; the
+	// middleware passes each request's. (A stopped fake clock keeps the
+	// output fixed; drop the option in real code.)
+	l, err := keyed.NewLimits(free, admit.WithClock(buckettest.NewFakeClock(0)))
+	if err != nil {
+		panic(err)
+	}
 	h := admithttp.Middleware(l,
 		admithttp.WithKey(admithttp.KeyByHeader("X-API-Key")),
 		admithttp.WithLimits(tier),
@@ -145,11 +150,13 @@ func ExampleWithLimits() {
 func ExampleLimitLister() {
 	clk := buckettest.NewFakeClock(0) // a fake clock keeps the output fixed
 	// Bursts of up to 10 at 1 a second, and 27 a day (one every 3200 s).
-	// (Here the tests' stand-in for keyed.NewLimits.)
-	l := listedKeyed{newPolicyKeyed(clk), []admit.Limit{
+	l, err := keyed.NewLimits([]admit.Limit{
 		admit.Per(time.Second, 1).WithBurst(10).Named("burst"),
 		admit.Per(24*time.Hour, 27).Named("daily"),
-	}}
+	}, admit.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
 	h := admithttp.Middleware(l, admithttp.WithCost(func(r *http.Request) int64 {
 		if r.URL.Path == "/export" {
 			return 10 // an expensive call

@@ -229,7 +229,7 @@ func (m *multiModel) check(t testing.TB, step string, now, n int64, got listFiel
 // each by its own tier.
 func TestLimitsTiers(t *testing.T) {
 	clk := buckettest.NewFakeClock(0)
-	l := newPolicyKeyed(clk)
+	l := newPolicy(t, clk)
 	srv := serve(t, admithttp.Middleware(l, admithttp.WithLimits(tierOf),
 		admithttp.WithKey(admithttp.KeyByHeader("X-API-Key")))(ok200))
 	free, paid := newMultiModel(t, freeTier), newMultiModel(t, paidTier)
@@ -275,7 +275,7 @@ func TestLimitsBurstDaily(t *testing.T) {
 		admit.Per(24*time.Hour, 675).Named("daily"),
 	}
 	clk := buckettest.NewFakeClock(0)
-	l := newPolicyKeyed(clk)
+	l := newPolicy(t, clk)
 	srv := serve(t, admithttp.Middleware(l,
 		admithttp.WithLimits(func(*http.Request) ([]admit.Limit, error) { return limits, nil }),
 		admithttp.WithCost(costOf))(ok200))
@@ -329,7 +329,7 @@ func TestLimitsRandomized(t *testing.T) {
 		"paid": {admit.Per(time.Second, 10).WithBurst(8).Named("burst"), admit.Per(24*time.Hour, 1350).Named("daily")},
 	}
 	clk := buckettest.NewFakeClock(0)
-	l := newPolicyKeyed(clk)
+	l := newPolicy(t, clk)
 	srv := serve(t, admithttp.Middleware(l, admithttp.WithKey(admithttp.KeyByHeader("Client")), admithttp.WithCost(costOf),
 		admithttp.WithLimits(func(r *http.Request) ([]admit.Limit, error) { return limits[r.Header.Get("X-Tier")], nil }))(ok200))
 	clients := map[string]string{"a": "free", "b": "free", "c": "paid"}
@@ -409,7 +409,7 @@ func (o *onErrors) take() []error {
 // the request unlimited, without calling the limiter or setting fields,
 // and before the key function runs (a health check sends no API key).
 func TestLimitsUnlimited(t *testing.T) {
-	l := newPolicyKeyed(buckettest.NewFakeClock(0))
+	l := newPolicy(t, buckettest.NewFakeClock(0))
 	srv := serve(t, admithttp.Middleware(l, admithttp.WithLimits(func(r *http.Request) ([]admit.Limit, error) {
 		switch r.URL.Path {
 		case "/healthz":
@@ -447,7 +447,7 @@ func TestSkip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl := newPolicyKeyed(clk)
+	pl := newPolicy(t, clk)
 	for name, mw := range map[string]func(http.Handler) http.Handler{
 		"keyed": admithttp.Middleware(k, skip, admithttp.WithKey(admithttp.KeyByHeader("X-API-Key"))),
 		"WithLimits": admithttp.Middleware(pl, skip, admithttp.WithKey(admithttp.KeyByHeader("X-API-Key")),
@@ -486,7 +486,7 @@ func TestSkip(t *testing.T) {
 func TestLimitsErrors(t *testing.T) {
 	for _, open := range []bool{false, true} {
 		t.Run(fmt.Sprint("failOpen=", open), func(t *testing.T) {
-			l := newPolicyKeyed(buckettest.NewFakeClock(0))
+			l := newPolicy(t, buckettest.NewFakeClock(0))
 			var reported onErrors
 			opts := []admithttp.Option{reported.option(), admithttp.WithCost(costOf), admithttp.WithPolicyName("api"),
 				admithttp.WithLimits(func(r *http.Request) ([]admit.Limit, error) {
@@ -549,7 +549,7 @@ func TestLimitsErrors(t *testing.T) {
 // gives the fields its name; an unnamed one WithPolicyName's.
 func TestLimitLister(t *testing.T) {
 	clk := buckettest.NewFakeClock(0)
-	ll := listedKeyed{newPolicyKeyed(clk), freeTier}
+	ll := newListed(t, clk, freeTier)
 	srv := serve(t, admithttp.Middleware(ll)(ok200))
 	m := newMultiModel(t, freeTier)
 	for i := range 6 {
@@ -567,7 +567,7 @@ func TestLimitLister(t *testing.T) {
 		{admit.Per(time.Minute, 15), []admithttp.Option{admithttp.WithFillTime(time.Second)}, `"default";q=15;w=1`},
 		{admit.Limit{Name: "once", Capacity: 3}, nil, `"once";q=3`},
 	} {
-		srv := serve(t, admithttp.Middleware(listedKeyed{newPolicyKeyed(clk), []admit.Limit{c.limit}}, c.opts...)(ok200))
+		srv := serve(t, admithttp.Middleware(newListed(t, clk, []admit.Limit{c.limit}), c.opts...)(ok200))
 		resp := fetch(t, srv, "/")
 		name := strings.SplitN(c.want, ";", 2)[0]
 		if p, rl := resp.Header.Get("RateLimit-Policy"), resp.Header.Get("RateLimit"); p != c.want || !strings.HasPrefix(rl, name+";r=") {
@@ -595,7 +595,7 @@ func TestPolicyRendering(t *testing.T) {
 		{[]admit.Limit{{Name: `say "hi" \o/`, Capacity: 1, Rate: 0}, {Name: "x", Capacity: 1e9, Rate: 1e-6}},
 			`"say \"hi\" \\o/";q=1, "x";q=1000000000;w=999999999999999`},
 	} {
-		l := newPolicyKeyed(buckettest.NewFakeClock(0))
+		l := newPolicy(t, buckettest.NewFakeClock(0))
 		h := admithttp.Middleware(l, admithttp.WithLimits(func(*http.Request) ([]admit.Limit, error) { return c.limits, nil }))(ok200)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
@@ -609,7 +609,7 @@ func TestPolicyRendering(t *testing.T) {
 // message that names the mistake.
 func TestLimitsMisuse(t *testing.T) {
 	k, _ := keyed.New(1, 1)
-	pl := newPolicyKeyed(admit.SystemClock())
+	pl := newPolicy(t, admit.SystemClock())
 	tiers := admithttp.WithLimits(tierOf)
 	for _, c := range []struct {
 		name, msg string
@@ -621,13 +621,13 @@ func TestLimitsMisuse(t *testing.T) {
 		{"nil skip", "WithSkip(nil)", func() { admithttp.Middleware(pl, admithttp.WithSkip(nil)) }},
 		{"fill time with limits", "WithFillTime", func() { admithttp.Middleware(pl, tiers, admithttp.WithFillTime(time.Second)) }},
 		{"fill time with listed limits", "WithFillTime", func() {
-			admithttp.Middleware(listedKeyed{pl, freeTier}, admithttp.WithFillTime(time.Second))
+			admithttp.Middleware(newListed(t, admit.SystemClock(), freeTier), admithttp.WithFillTime(time.Second))
 		}},
 		{"invalid listed limits", "capacity 0", func() {
-			admithttp.Middleware(listedKeyed{pl, []admit.Limit{{Name: "a", Capacity: 0, Rate: 1}, {Name: "b", Capacity: 1}}})
+			admithttp.Middleware(lister{k, []admit.Limit{{Name: "a", Capacity: 0, Rate: 1}, {Name: "b", Capacity: 1}}})
 		}},
 		{"listed limits clash", `"default"`, func() {
-			admithttp.Middleware(listedKeyed{pl, []admit.Limit{{Capacity: 1}, {Name: "default", Capacity: 1}}})
+			admithttp.Middleware(lister{k, []admit.Limit{{Capacity: 1}, {Name: "default", Capacity: 1}}})
 		}},
 	} {
 		func() {
@@ -651,7 +651,7 @@ func TestLimitsAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl := newPolicyKeyed(admit.SystemClock())
+	pl := newPolicy(t, admit.SystemClock())
 	big := []admit.Limit{
 		admit.Per(time.Second, 1e9).WithBurst(1 << 40).Named("burst"),
 		admit.Per(24*time.Hour, 1<<45).Named("daily"),
