@@ -697,3 +697,85 @@ func TestLimitsAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per two requests alternating tiers, want %v", alternating, 2*(one-keyedOwn))
 	}
 }
+
+// TestLimitsTierChange: a key's state is per limit Name, so a client moved
+// from free to paid keeps its balance (PolicyLimiter's rule 3): with its
+// free burst spent, its first paid request is refused by "burst", and it
+// waits the paid rate's 0.1 s for a token, not the free rate's 0.5 s.
+func TestLimitsTierChange(t *testing.T) {
+	clk := buckettest.NewFakeClock(0)
+	srv := serve(t, admithttp.Middleware(newPolicy(t, clk), admithttp.WithLimits(tierOf),
+		admithttp.WithKey(admithttp.KeyByHeader("X-API-Key")))(ok200))
+	for range 4 {
+		if f := getList(t, srv, "/", "X-API-Key", "a"); f.status != 200 {
+			t.Fatalf("free burst: %v", f)
+		}
+	}
+	f := getList(t, srv, "/", "X-API-Key", "a", "X-Tier", "paid")
+	if f.status != 429 || f.name != "burst" || f.r != 0 || fmt.Sprint(f.policy) != fmt.Sprint(policyOf(paidTier)) {
+		t.Fatalf("first paid request: %v, want 429 from burst under the paid policy", f)
+	}
+	clk.Advance(100 * time.Millisecond)
+	if f := getList(t, srv, "/", "X-API-Key", "a", "X-Tier", "paid"); f.status != 200 || f.name != "burst" || f.r != 0 {
+		t.Fatalf("0.1 s later: %v, want 200 with burst at r=0", f)
+	}
+	if f := getList(t, srv, "/", "X-API-Key", "a"); f.status != 429 || f.name != "burst" {
+		t.Fatalf("back on free: %v, want 429 from burst", f)
+	}
+}
+
+// TestLimitsStormRealClock: goroutines per client hammer the loopback
+// server on the system clock under two limits; per client, admissions
+// never exceed either limit's Capacity + Rate × elapsed + 1, with elapsed
+// measured around the whole storm, and every response names one of them.
+func TestLimitsStormRealClock(t *testing.T) {
+	limits := []admit.Limit{
+		admit.Per(time.Second, 100).WithBurst(5).Named("burst"),
+		admit.Per(time.Second, 20).WithBurst(8).Named("sustained"),
+	}
+	l := newPolicy(t, admit.SystemClock())
+	srv := serve(t, admithttp.Middleware(l, admithttp.WithKey(admithttp.KeyByHeader("Client")),
+		admithttp.WithLimits(func(*http.Request) ([]admit.Limit, error) { return limits, nil }))(ok200))
+	clients := []string{"a", "b"}
+	var mu sync.Mutex
+	admitted := map[string]int{}
+	names := map[string]int{}
+	start := time.Now()
+	deadline := start.Add(300 * time.Millisecond)
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		for range 3 {
+			wg.Go(func() {
+				for i := 0; i < 3 || time.Now().Before(deadline); i++ {
+					resp := fetch(t, srv, "/", "Client", c)
+					if resp.StatusCode != 200 && resp.StatusCode != 429 {
+						t.Errorf("status %d", resp.StatusCode)
+						return
+					}
+					f := parseList(t, resp)
+					mu.Lock()
+					if f.status == 200 {
+						admitted[c]++
+					}
+					names[f.name]++
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	for _, c := range clients {
+		for _, lim := range limits {
+			if bound := float64(lim.Capacity) + lim.Rate*elapsed + 1; float64(admitted[c]) > bound {
+				t.Errorf("client %s: admitted %d in %.3fs, above %s's bound %.1f", c, admitted[c], elapsed, lim.Name, bound)
+			}
+		}
+		if admitted[c] < 5 {
+			t.Errorf("client %s: admitted %d, want at least the burst of 5", c, admitted[c])
+		}
+	}
+	if len(names) > 2 || names["burst"]+names["sustained"] == 0 {
+		t.Fatalf("RateLimit named %v", names)
+	}
+}
