@@ -85,7 +85,7 @@ import (
 // Decision's Remaining and ResetAfter (until every limit is full):
 //
 //	RateLimit-Policy: "burst";q=20;w=2, "daily";q=1000;w=86400
-//	RateLimit: "burst";r=0;t=86400
+//	RateLimit: "burst";r=0;t=1729
 //
 // Each limit's q is its Capacity and its w its Capacity ÷ Rate, taken to
 // the nearest nanosecond and rounded up to whole seconds (a Per(24*time.Hour,
@@ -227,9 +227,9 @@ func WithCost(f func(*http.Request) int64) Option {
 }
 
 // WithPolicyName sets the policy name both RateLimit fields carry for a
-// limit that has none: the one limit of a limiter that lists no limits
-// (keyed.New's), or a limit whose Name is "" among limits listed or chosen
-// by WithLimits. A named limit is shown under its own Name. The default is
+// limit that has none: the one limit of a limiter that lists no limits or
+// one unnamed limit (keyed.New's), or a limit whose Name is "" among limits
+// listed or chosen by WithLimits. A named limit is shown under its own Name. The default is
 // "default". It must be printable ASCII (a Structured Field String).
 func WithPolicyName(name string) Option {
 	return func(c *config) {
@@ -274,10 +274,10 @@ func WithFailOpen() Option {
 // a followed failure-policy decision, 503, 413, or a cancelled request's
 // context error; and with each error of the WithLimits function (400) or of
 // the limits it returns (500), wrapped with the prefix "admithttp:
-// WithLimits:" (errors.Is sees through it). The middleware does not log; this is where an outage that
-// a fallback hides becomes visible (a log line, a counter). f runs on the
-// request's goroutine, concurrently with other requests, and must not write
-// the response.
+// WithLimits:" (errors.Is sees through it). The middleware does not log;
+// this is where an outage that a fallback hides becomes visible (a log
+// line, a counter). f runs on the request's goroutine, concurrently with
+// other requests, and must not write the response.
 func WithOnError(f func(r *http.Request, err error)) Option {
 	return func(c *config) {
 		if f == nil {
