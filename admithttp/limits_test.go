@@ -779,3 +779,37 @@ func TestLimitsStormRealClock(t *testing.T) {
 		t.Fatalf("RateLimit named %v", names)
 	}
 }
+
+// TestLimitsRefuseNew: a keyed.Limiter under RefuseNew, full with one key,
+// refuses a second client under WithLimits with an error wrapping
+// admit.ErrUnavailable and a Decision from its limits; that decision is
+// followed, a 429 listing the tier, naming a limit of it, with Retry-After
+// until the first client's buckets are full (its daily token, 128 s), and
+// the error goes to WithOnError, whether or not the middleware fails open.
+func TestLimitsRefuseNew(t *testing.T) {
+	for _, open := range []bool{false, true} {
+		t.Run(fmt.Sprint("failOpen=", open), func(t *testing.T) {
+			clk := buckettest.NewFakeClock(0)
+			l, err := keyed.New(1, 1, admit.WithClock(clk), keyed.WithMaxKeys(1), keyed.WithPolicy(keyed.RefuseNew))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var reported onErrors
+			opts := []admithttp.Option{reported.option(), admithttp.WithLimits(tierOf), admithttp.WithKey(admithttp.KeyByHeader("X-API-Key"))}
+			if open {
+				opts = append(opts, admithttp.WithFailOpen())
+			}
+			srv := serve(t, admithttp.Middleware(l, opts...)(ok200))
+			if f := getList(t, srv, "/", "X-API-Key", "a"); f.status != 200 {
+				t.Fatalf("first client: %v", f)
+			}
+			f := getList(t, srv, "/", "X-API-Key", "b")
+			if f.status != 429 || fmt.Sprint(f.policy) != fmt.Sprint(policyOf(freeTier)) || (f.name != "burst" && f.name != "daily") || f.retryAfter != 128 {
+				t.Fatalf("refused: %v, want 429 with the free tier's fields and Retry-After 128", f)
+			}
+			if errs := reported.take(); len(errs) != 1 || !errors.Is(errs[0], admit.ErrUnavailable) {
+				t.Fatalf("reported %v, want the refusal", errs)
+			}
+		})
+	}
+}
