@@ -4,10 +4,10 @@ import "strconv"
 
 // Units exposes a limiter's representation to the tests: units per token
 // and the capacity in units.
-func Units(l *Limiter) (per, capUnits int64) { return l.p.per, l.p.capUnits }
+func Units(l *Limiter) (per, capUnits int64) { return l.fixed.params[0].per, l.fixed.params[0].capUnits }
 
 // Tick is the limiter's tick in microseconds.
-func Tick(l *Limiter) int64 { return l.p.q }
+func Tick(l *Limiter) int64 { return l.fixed.params[0].q }
 
 // ScriptHash is the SHA-1 that EVALSHA names.
 func ScriptHash() string { return script.Hash() }
@@ -27,7 +27,7 @@ func RedisKey(l *Limiter, key string) string { return l.rkey(key) }
 
 // Stored is the value the script stores for debt d (units) at tick t.
 func Stored(l *Limiter, d, t int64) string {
-	return l.p.args()[4] + strconv.FormatInt(d, 10) + " " + strconv.FormatInt(t, 10)
+	return l.fixed.argv[1] + " " + strconv.FormatInt(d, 10) + " " + strconv.FormatInt(t, 10)
 }
 
 // SweepExamined is how many leases the batcher's sweeps have looked at.

@@ -222,9 +222,10 @@ func TestClientClockIgnored(t *testing.T) {
 		t.Errorf("admitted %d + %d, bound %.1f", here.Load(), res[0].Admitted, bound)
 	}
 
-	// On the wire: the arguments are the key, the four constants of the
-	// configuration and n (twice: asked and wanted); nothing derived from
-	// the client's clock.
+	// On the wire: the arguments are the key, n (twice: asked and wanted),
+	// the strict flag and the limit's record head (its name and the four
+	// constants of its configuration); nothing derived from the client's
+	// clock.
 	mon, err := net.Dial("tcp", srv.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +241,7 @@ func TestClientClockIgnored(t *testing.T) {
 	per, capUnits := redisbucket.Units(l)
 	// ... and the stored record's head: its name and these constants.
 	cs, ps := strconv.FormatInt(capUnits, 10), strconv.FormatInt(per, 10)
-	want := []string{"1", redisbucket.RedisKey(l, "k2"), cs, ps, "1", "3", "3", "1", "0:", cs, ps, "1", "1"}
+	want := []string{"1", redisbucket.RedisKey(l, "k2"), "3", "3", "1", "0:", cs, ps, "1", "1"}
 	for i := 0; i < 3; i++ {
 		if _, err := l.AllowN(ctx, "k2", 3); err != nil {
 			t.Fatal(err)
