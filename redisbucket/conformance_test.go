@@ -23,3 +23,17 @@ func TestConformance(t *testing.T) {
 		return redisbucket.New(client(t, srv), capacity, rate, redisbucket.WithPrefix(fmt.Sprintf("conf:%d:", conformanceRun.Add(1))), redisbucket.WithTimeout(testTimeout))
 	})
 }
+
+// The PolicyLimiter conformance suite's real-clock cases, unchanged: every
+// call brings its limits, whatever the limiter was built with. (Its
+// fake-clock cases, exact RetryAfter and carry-over, cannot apply: the clock
+// is the server's; TestPolicyExactRetryAfter and TestPolicyCarryOver check
+// them on it.)
+func TestPolicyConformance(t *testing.T) {
+	keyedtest.RunPolicy(t, func(t *testing.T, opts ...admit.Option) (admit.PolicyLimiter, error) {
+		if len(opts) > 0 {
+			return nil, fmt.Errorf("%w: redisbucket reads the server's clock and takes no admit.Option", admit.ErrInvalidConfig)
+		}
+		return redisbucket.New(client(t, srv), 1, 1, redisbucket.WithPrefix(fmt.Sprintf("policy:%d:", conformanceRun.Add(1))), redisbucket.WithTimeout(testTimeout))
+	})
+}
