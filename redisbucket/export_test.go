@@ -1,10 +1,16 @@
 package redisbucket
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/admit-go/admit"
+)
 
 // Units exposes a limiter's representation to the tests: units per token
 // and the capacity in units.
-func Units(l *Limiter) (per, capUnits int64) { return l.fixed.params[0].per, l.fixed.params[0].capUnits }
+func Units(l *Limiter) (per, capUnits int64) {
+	return l.fixed.params[0].per, l.fixed.params[0].capUnits
+}
 
 // Tick is the limiter's tick in microseconds.
 func Tick(l *Limiter) int64 { return l.fixed.params[0].q }
@@ -36,3 +42,16 @@ func SweepExamined(l *Limiter) int64 {
 	defer l.batch.mu.Unlock()
 	return l.batch.examined
 }
+
+// Record is the stored record of lim with debt d (units) at tick t, and the
+// limit's units per token and µs per tick.
+func Record(lim admit.Limit, d, t int64) (rec string, per, q int64) {
+	p, err := newParams(lim.Capacity, lim.Rate)
+	if err != nil {
+		panic(err)
+	}
+	return p.head(lim.Name) + " " + strconv.FormatInt(d, 10) + " " + strconv.FormatInt(t, 10), p.per, p.q
+}
+
+// Cached is how many limit sets the limiter remembers for AllowLimits.
+func Cached(l *Limiter) int64 { return l.cache.n.Load() }
