@@ -95,6 +95,73 @@ func TestCluster(t *testing.T) {
 	}
 }
 
+// Several limits on a three-master Cluster: each key's limits are records
+// on its one Redis key, so no call is CROSSSLOT, keys spread over every
+// master, and every key's decisions are exact, through NewLimits' AllowN and
+// AllowLimits alike.
+func TestClusterPolicy(t *testing.T) {
+	cl := sharedCluster(t)
+	ctx := context.Background()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+	defer c.Close()
+	burst, daily := admit.Limit{Name: "burst", Capacity: 4, Rate: 0.001}, admit.Limit{Name: "daily", Capacity: 6, Rate: 0.001}
+	l, err := redisbucket.NewLimits(c, []admit.Limit{burst, daily}, redisbucket.WithPrefix("clpol:"), redisbucket.WithTimeout(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys = 300
+	var wg sync.WaitGroup
+	errs := make(chan error, keys)
+	for k := range keys {
+		wg.Go(func() {
+			key := fmt.Sprintf("user-%d", k)
+			// Key k takes k%4+1 tokens from both, one at a time; then
+			// daily alone gives what it has left; then both deny.
+			take := int64(k%4 + 1)
+			for i := int64(1); i <= take; i++ {
+				d, err := l.AllowN(ctx, key, 1)
+				if err != nil || !d.Allowed || d.Remaining != 4-i || d.Policy != "burst" {
+					errs <- fmt.Errorf("%s take %d: %+v, %v", key, i, d, err)
+					return
+				}
+			}
+			d, err := l.AllowLimits(ctx, key, 6-take, daily)
+			if err != nil || !d.Allowed || d.Remaining != 0 || d.Policy != "daily" {
+				errs <- fmt.Errorf("%s daily's rest: %+v, %v", key, d, err)
+				return
+			}
+			// Both refilled alike since their first write: when both are
+			// empty they tie, and the first, burst, decides.
+			want := "daily"
+			if take == 4 {
+				want = "burst"
+			}
+			d, err = l.AllowN(ctx, key, 1)
+			if err != nil || d.Allowed || d.Remaining != 0 || d.Policy != want {
+				errs <- fmt.Errorf("%s past daily: %+v, %v", key, d, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		size, err := n.DBSize(ctx).Result()
+		if err != nil {
+			return err
+		}
+		if size < keys/10 {
+			return fmt.Errorf("master %s holds %d of %d keys", n.Options().Addr, size, keys)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
 // A frozen Cluster master does not hold decisions past the timeout on
 // fresh clients (whose routing tables are cold): each decision returns
 // within the timeout, plus slack for a loaded machine, decided by a live
