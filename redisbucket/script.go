@@ -83,6 +83,7 @@ local strict = ARGV[3] == '1'
 local k = (#ARGV - 3) / 5
 local NEVER = 9007199254740992
 local function idiv(a, b)
+  if b == 1 then return a end
   local r = math.floor(a / b)
   if r * b > a then r = r - 1 elseif (r + 1) * b <= a then r = r + 1 end
   return r
