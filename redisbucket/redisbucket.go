@@ -10,14 +10,44 @@
 // and sets PEXPIRE to the moment the bucket would be full again, so Redis
 // holds only keys that are not full; an absent key is a full bucket, which is
 // what makes the expiry exact. Client clocks never enter the arithmetic.
-// Key k is stored as prefix|k (the prefix may not hold '|'), and the stored
-// record carries the limiter's parameters: a limiter with another capacity
-// or rate that meets the key is denied with an error wrapping
-// admit.ErrInvalidConfig, and writes nothing, rather than misreading it.
-// Each decision touches one key, so a Redis Cluster serves it without
+// Key k is stored as prefix|k (the prefix may not hold '|'). Its value holds
+// one record per limit Name the key is not full under, and each record
+// carries its limit's parameters, so a call that brings other ones for a
+// Name never misreads it (see Several limits). Each decision touches one
+// key, whatever the number of limits, so a Redis Cluster serves it without
 // CROSSSLOT errors and keys spread over all slots (the prefix may not hold a
 // hash tag). The script needs Redis 5 or later (effects replication, so a
 // script may call TIME before writing).
+//
+// # Several limits
+//
+// NewLimits builds a Limiter whose AllowN applies several limits (a burst
+// and a daily quota, say) to each key, and every Limiter implements
+// admit.PolicyLimiter: AllowLimits takes the limits with each call (a tier
+// read from the request). Either way all of a key's limits are decided in
+// the one script, on the one key, on the server's clock, in one round trip,
+// all or nothing, by the rules on admit.PolicyLimiter: state per (key,
+// Name), shared between AllowN and AllowLimits calls that name the same
+// limit; the Decision names the deciding limit in Policy. A call that brings
+// another Capacity or Rate for a Name the key holds:
+//
+//   - through AllowLimits, carries the balance over: advanced to now at the
+//     old rate, converted to the new units rounding down (by under a
+//     millionth of a token), clamped to the new capacity, and written even
+//     by a peek or a denial, so that the new rate applies from that call on;
+//   - through AllowN (New's or NewLimits' own limits), is refused: an error
+//     wrapping admit.ErrInvalidConfig that names the limit and both
+//     configurations, nothing written, whatever the failure policy. A
+//     limiter built with fixed limits states what every replica enforces,
+//     and a replica configured otherwise on the same prefix is a deployment
+//     error that should be loud, not a runtime change to be absorbed; limits
+//     that are meant to change go through AllowLimits.
+//
+// A record whose bucket is full is dropped when the key is next written and
+// the key is deleted (or expires, by its PX) once every record is full:
+// exact, since a full bucket and a Name without a record answer alike. So a
+// Name clamped full by a smaller capacity starts full at a later, larger
+// one, as a Name never used does.
 //
 // # Units
 //
@@ -27,20 +57,22 @@
 // would not fit (capacity 1e9 at 1e-6/s runs on 1 s ticks). A token is per
 // units and the bucket refills m units per tick, where per/m is 1e6/(rate·q)
 // reduced; every rate with a short decimal form is exact (3/s, 0.5/s,
-// 1e-6/s, 1e9/s), others are rounded down by under one part in 2^20. New
-// accepts every capacity in [1, 2^31] with every rate 0 or in [1e-6, 1e9],
-// and larger capacities up to 2^52 where capacity·per fits in 2^52; it
-// rejects the rest with an error wrapping admit.ErrInvalidConfig. RetryAfter
-// and ResetAfter are exact to the microsecond, rounded up (on coarser
-// ticks, exact to the tick: refill lands at whole ticks); a wait longer than
-// a time.Duration holds is reported as Never.
+// 1e-6/s, 1e9/s), others are rounded down by under one part in 2^20. Each
+// limit picks its own units. New, NewLimits and AllowLimits accept every
+// capacity in [1, 2^31] with every rate 0 or in [1e-6, 1e9], and larger
+// capacities up to 2^52 where capacity·per fits in 2^52; they reject the
+// rest with an error wrapping admit.ErrInvalidConfig. RetryAfter and
+// ResetAfter are exact to the microsecond, rounded up (on coarser ticks,
+// exact to the tick: refill lands at whole ticks); a wait of 2^53 µs (285
+// years) or more is reported as Never.
 //
 // # Failure
 //
 // Every decision is bounded by WithTimeout. When Redis errs or times out,
 // AllowN returns an error wrapping admit.ErrUnavailable and the cause, and a
 // Decision chosen by the policy: denied (the default), admitted
-// (WithFailOpen), or decided by a local limiter (WithFallback). After a
+// (WithFailOpen), or decided by a local limiter (WithFallback; one that is
+// an admit.PolicyLimiter is handed an AllowLimits call's limits). After a
 // network failure the Limiter stops sending: one decision per timeout probes
 // Redis and the rest are decided by the policy at once, so nothing piles up
 // while Redis is down, and the first probe that succeeds resumes normal
@@ -89,10 +121,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Limiter is a keyed token bucket stored in Redis. It is safe for
-// concurrent use by any number of goroutines and processes sharing the same
-// Redis, prefix, capacity and rate. The zero value is not usable; create one
-// with New. A Limiter must not be copied after first use.
+// Limiter is a keyed token bucket stored in Redis, under one limit (New),
+// several (NewLimits) or limits chosen per call (AllowLimits). It is safe
+// for concurrent use by any number of goroutines and processes sharing the
+// same Redis and prefix; limiters built with fixed limits on one prefix must
+// agree on each Name's capacity and rate (see Several limits in the package
+// doc). The zero value is not usable; create one with New or NewLimits. A
+// Limiter must not be copied after first use.
 type Limiter struct {
 	tr     transport
 	fixed  *limitSet // AllowN's limits
@@ -178,7 +213,8 @@ func checkClient(c redis.UniversalClient) error {
 }
 
 // Never is the RetryAfter of a request no refill will satisfy (rate 0) and
-// the ResetAfter of a bucket that will never be full again.
+// the ResetAfter of a bucket that will never be full again, and stands for
+// any wait of 2^53 µs (285 years) or more.
 const Never = time.Duration(math.MaxInt64)
 
 // AllowN takes n tokens from key's bucket if all n are there, as documented
