@@ -1,5 +1,6 @@
-// Package redisbucket implements admit.KeyedLimiter on Redis, so that every
-// replica of a service shares one token bucket per key.
+// Package redisbucket implements admit.KeyedLimiter and admit.PolicyLimiter
+// on Redis, so that every replica of a service shares one token bucket per
+// key and limit.
 //
 // # Algorithm
 //
