@@ -43,6 +43,10 @@ type childSpec struct {
 	// all of them, through NewLimits' AllowN, or AllowLimits when PerCall.
 	Limits  []admit.Limit
 	PerCall bool
+	// MinDecisions keeps the child deciding past Duration until it has
+	// made that many decisions, so that a machine stalled by other work
+	// still drains the key.
+	MinDecisions int64
 }
 
 type childResult struct {
@@ -87,7 +91,7 @@ func child() int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(end) {
+			for time.Now().Before(end) || atomic.LoadInt64(&res.Decisions) < spec.MinDecisions {
 				lo := time.Now().UnixNano()
 				var d admit.Decision
 				var err error
@@ -221,7 +225,7 @@ func TestProcessesSharePolicy(t *testing.T) {
 		t.Run(fmt.Sprintf("perCall=%v", perCall), func(t *testing.T) {
 			c := client(t, srv)
 			spec := childSpec{Addr: srv.Addr, Prefix: fmt.Sprintf("procpol:%v:", perCall), Key: "hot", Capacity: 1, Rate: 1,
-				Goroutines: 16, Duration: 800 * time.Millisecond, Limits: limits, PerCall: perCall}
+				Goroutines: 16, Duration: 800 * time.Millisecond, Limits: limits, PerCall: perCall, MinDecisions: 1000}
 			t0 := serverTime(t, c)
 			res := runChildren(t, 3, spec)
 			t1 := serverTime(t, c)
