@@ -69,17 +69,17 @@ import "github.com/redis/go-redis/v9"
 // holds their records in the call's order, each read with one comparison of
 // its head and one match; each parameter is converted once, and m and q of
 // 1 not at all; the state lives in one table. Only a record out of order,
-// of another Name or with other parameters makes the script parse the whole
-// value.
+// of another Name or with other parameters makes the script parse the rest
+// of the value.
 //
 // It returns {allowed, remaining, retry, reset, taken, idx}: remaining the
 // deciding limit's whole tokens after the decision; retry the µs until every
 // limit holds n (0 when allowed, -1 never); reset the µs until every limit is
 // full (0 when full, -1 never); taken the tokens consumed from each limit;
-// idx the deciding limit's position in ARGV, from 1. Allowed, the deciding
-// limit is the one with the fewest whole tokens left; denied, the one that
-// needs the longest (ties: the first). Waits are exact to the µs, rounded
-// up.
+// idx the deciding limit's position among the call's limits, from 1.
+// Allowed, the deciding limit is the one with the fewest whole tokens left;
+// denied, the one that needs the longest (ties: the first). Waits are exact
+// to the µs, rounded up.
 const src = `
 local n = tonumber(ARGV[1])
 local want = tonumber(ARGV[2])
@@ -143,8 +143,8 @@ local s = redis.call('GET', KEYS[1]) or ''
 -- D and T: each limit's debt and time, refilled to now. A key written by
 -- the same limits holds their records in the call's order: the cursor i
 -- reads them with one comparison of the head each. Anything else (a record
--- out of order, of another Name, with other parameters) parses the whole
--- value into list.
+-- out of order, of another Name, with other parameters) parses the rest of
+-- the value, from the cursor, into list.
 -- L holds six numbers per limit: cap, per, m, q, d, t (constructed for
 -- three limits at once; more grow it).
 local L = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
@@ -161,8 +161,9 @@ for j = 1, k do
     local sd, st, e = string.match(s, '^(%d+) (%d+)()', i + #h + 1)
     d, t = advance(tonumber(sd), tonumber(st), m, q)
     i = e + 1
-  elseif #s > 0 then
-    list = list or records(s)
+  elseif i <= #s then
+    -- The records before i are the earlier limits', read in order.
+    list = list or records(string.sub(s, i))
     if not list then return redis.error_reply('ADMITFORMAT ' .. s) end
     local c = string.find(h, ':', 1, true)
     local tag = string.sub(h, 1, c + tonumber(string.sub(h, 1, c - 1)))
