@@ -67,10 +67,13 @@ bench-full: ## the committed comparison (~15-20 min): results/<date>-<host>-<com
 
 # The per-key comparison (keyed vs a sync.Map of x/time/rate, httprate,
 # go-limiter, tollbooth) at 1, 10k and 1M keys, -cpu 2, with heap bytes per
-# key at 1M keys; a few minutes. Prints the benchstat table.
-bench-keyed: ## keyed vs its peers at 1, 10k and 1M keys, -cpu 2
-	cd bench && $(GO) test -run '^$$' -bench 'BenchmarkKeyed' -benchtime 300000x -count 6 -cpu 2 . | tee keyed.tmp.txt
+# key at 1M keys; a few minutes. Prints the benchstat table; then keyed's
+# AllowN under one limit against AllowLimits under three, at 10k keys.
+bench-keyed: ## keyed vs its peers at 1, 10k and 1M keys, -cpu 2; then one limit against three
+	cd bench && $(GO) test -run '^$$' -bench '^BenchmarkKeyed$$' -benchtime 300000x -count 6 -cpu 2 . | tee keyed.tmp.txt
 	cd bench && $(GO) run golang.org/x/perf/cmd/benchstat -col /impl keyed.tmp.txt
+	cd bench && $(GO) test -run '^$$' -bench '^BenchmarkKeyedLimits$$' -benchtime 300000x -count 6 -cpu 2 . | tee keyedlimits.tmp.txt
+	cd bench && $(GO) run golang.org/x/perf/cmd/benchstat -col /impl keyedlimits.tmp.txt
 
 # SVG charts of the newest full result, into results/plots/.
 plots: ## SVG charts of the newest full result into results/plots/

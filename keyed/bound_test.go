@@ -184,6 +184,43 @@ func TestRefuseZeroRate(t *testing.T) {
 	assert.Equal(t, time.Duration(math.MaxInt64), d.RetryAfter)
 }
 
+// TestSpray: a key-spraying caller never grows the table past the bound,
+// under either policy; every key inserted is held, dropped or evicted; and
+// once the spray's buckets have refilled, as many new keys as the bound are
+// served by dropping them, without one eviction or refusal more.
+func TestSpray(t *testing.T) {
+	for _, policy := range []keyed.Policy{keyed.EvictLRU, keyed.RefuseNew} {
+		t.Run(policy.String(), func(t *testing.T) {
+			const bound = 1000
+			l, clk := newFake(t, 10, 1, keyed.WithMaxKeys(bound), keyed.WithShards(4), keyed.WithPolicy(policy))
+			for i := range 20_000 {
+				if i%100 == 0 {
+					clk.Advance(time.Millisecond)
+				}
+				l.Allow(fmt.Sprint("spray-", i))
+				require.LessOrEqual(t, l.Len(), bound)
+			}
+			st := l.Stats()
+			if policy == keyed.EvictLRU {
+				assert.Positive(t, st.Evictions)
+				assert.Zero(t, st.Refusals)
+			} else {
+				assert.Positive(t, st.Refusals)
+				assert.Zero(t, st.Evictions)
+			}
+			assert.Equal(t, st.Inserts, uint64(st.Keys)+st.Drops+st.Evictions, "every key inserted is held, dropped or evicted")
+			clk.Advance(10 * time.Second) // every bucket refills
+			for i := range bound {
+				require.True(t, l.Allow(fmt.Sprint("later-", i)), "later key %d", i)
+			}
+			after := l.Stats()
+			assert.Equal(t, st.Evictions, after.Evictions, "full buckets made the room")
+			assert.Equal(t, st.Refusals, after.Refusals, "full buckets made the room")
+			assert.LessOrEqual(t, l.Len(), bound)
+		})
+	}
+}
+
 // TestFindingFullBeforeLive is the first finding of the second design: a
 // bound of 1000, 50 drained (live) clients that then stay away, and rounds
 // of 500 new keys, 10 s apart, that each take one token and are full again

@@ -54,34 +54,41 @@ func dec(s uint64) int64 { return int64(s) - zOff }
 // of up to 48 bytes is stored in the entry's own allocation, next to its
 // state, so that a lookup touches one object.
 func newEntry(key string, z, t int64) *entry {
-	var e *entry
-	switch n := len(key); {
-	case n == 0:
-		e = &entry{}
-	case n <= 16:
-		e = inline[[16]byte](key)
-	case n <= 32:
-		e = inline[[32]byte](key)
-	case n <= 48:
-		e = inline[[48]byte](key)
-	default:
-		e = &entry{key: cloneKey(key)}
-	}
+	e := withKey(key, func(e *entry) *string { return &e.key })
 	e.st.Store(enc(z))
 	e.at.Store(uint64(t)) // no reference bit: a key earns its second chance by a second call
 	return e
 }
 
-// inline returns an entry allocated together with a buffer of type K (a
-// byte array at least len(key) long, len(key) > 0) holding a copy of key.
-func inline[K any](key string) *entry {
+// withKey returns a new T whose string field (field) is a copy of key,
+// stored in the same allocation as the T when key has at most 48 bytes.
+func withKey[T any](key string, field func(*T) *string) *T {
+	switch n := len(key); {
+	case n == 0:
+		return new(T)
+	case n <= 16:
+		return inline[T, [16]byte](key, field)
+	case n <= 32:
+		return inline[T, [32]byte](key, field)
+	case n <= 48:
+		return inline[T, [48]byte](key, field)
+	}
+	v := new(T)
+	*field(v) = cloneKey(key)
+	return v
+}
+
+// inline returns a T allocated together with a buffer of type K (a byte
+// array at least len(key) long, len(key) > 0) holding a copy of key, which
+// field of the T points to.
+func inline[T, K any](key string, field func(*T) *string) *T {
 	b := new(struct {
-		e entry
+		v T
 		k K
 	})
 	buf := unsafe.Slice((*byte)(unsafe.Pointer(&b.k)), unsafe.Sizeof(b.k))
-	b.e.key = unsafe.String(&buf[0], copy(buf, key))
-	return &b.e
+	*field(&b.v) = unsafe.String(&buf[0], copy(buf, key))
+	return &b.v
 }
 
 // cloneKey returns a copy of key that shares no memory with it.

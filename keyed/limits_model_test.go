@@ -16,8 +16,10 @@ import (
 	"github.com/admit-go/admit/mutexbucket"
 )
 
-// FuzzLimits drives keyed.AllowLimits (and AllowN of a NewLimits limiter)
-// with k = 1..4 limits over two keys, each call naming a non-empty subset
+// FuzzLimits drives keyed.AllowLimits (and AllowN of a NewLimits limiter of
+// all k limits, or of the first alone: then AllowN is the lock-free path,
+// and keys are converted to multi-limit entries when a call names the
+// others) with k = 1..4 limits over two keys, each call naming a non-empty subset
 // of the limits, on a fake clock that only moves forward, beside a model of
 // k independent mutexbuckets per key queried all or nothing: the call is
 // allowed exactly when every named limit's mutexbucket holds n, an
@@ -37,6 +39,8 @@ func FuzzLimits(f *testing.F) {
 	f.Add(uint8(3), []byte{1, 3, 0, 2, 1, 5, 1, 1, 3, 0, 200, 20, 4, 2, 6, 1, 1, 0, 2, 2, 2})
 	f.Add(uint8(0), []byte{1, 2, 0, 1, 2, 0, 0, 100, 30, 1, 1, 0, 2, 1, 1})
 	f.Add(uint8(7), []byte{1, 1, 1, 2, 2, 2, 4, 3, 3, 0, 5, 33, 1, 3, 1, 2, 4, 2, 0, 9, 36, 1, 2, 0})
+	f.Add(uint8(9), []byte{1, 2, 0, 4, 1, 0, 1, 1, 0, 2, 2, 3, 0, 200, 28, 1, 3, 0, 2, 1, 1, 4, 2, 0, 1, 1, 0})
+	f.Add(uint8(11), []byte{1, 3, 0, 1, 2, 0, 2, 1, 7, 0, 50, 30, 4, 3, 0, 2, 2, 5, 1, 1, 0, 2, 3, 6})
 	f.Fuzz(func(t *testing.T, sel uint8, ops []byte) {
 		if len(ops) > 600 {
 			ops = ops[:600]
@@ -54,7 +58,15 @@ func FuzzLimits(f *testing.F) {
 		limits := pool[:k]
 		const t0 = 777
 		clk := buckettest.NewFakeClock(t0)
-		l, err := keyed.NewLimits(limits, admit.WithClock(clk))
+		// primary: the limiter's own limit is the first one alone, so AllowN
+		// takes the lock-free path and the first AllowLimits naming another
+		// limit converts the key, carrying the first limit's state over.
+		primary := sel/8%2 == 1
+		own := limits
+		if primary {
+			own = limits[:1]
+		}
+		l, err := keyed.NewLimits(own, admit.WithClock(clk))
 		require.NoError(t, err)
 		ps := make([]refill.Params, k)
 		minCap := int64(math.MaxInt64)
@@ -103,9 +115,10 @@ func FuzzLimits(f *testing.F) {
 			key := int(op/3) % 2
 			n := int64(a)%(minCap+2) - 1
 			mask := int(b) % (1 << k)
+			viaAllowN := mask == 0 && op%3 == 1
 			var named []int
 			for j := range k {
-				if mask == 0 || mask&(1<<j) != 0 {
+				if (mask == 0 || mask&(1<<j) != 0) && (j == 0 || !viaAllowN || !primary) {
 					named = append(named, j)
 				}
 			}
@@ -114,7 +127,7 @@ func FuzzLimits(f *testing.F) {
 				call[c] = limits[j]
 			}
 			var dec admit.Decision
-			if mask == 0 && op%3 == 1 {
+			if viaAllowN {
 				dec, err = l.AllowN(context.Background(), fmt.Sprint("key", key), n)
 			} else {
 				dec, err = l.AllowLimits(context.Background(), fmt.Sprint("key", key), n, call...)

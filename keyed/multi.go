@@ -55,8 +55,9 @@ func (l *Limiter) params(lim *admit.Limit) (*limParams, error) {
 
 // multiEntry is a key that holds limits other than, or besides, the
 // limiter's primary one: its entry (st is multiTag; at is its time word,
-// here the latest time any call applied, stored under mu) and, under mu,
-// one state word per limit Name it holds. A key becomes one when a call
+// whose time word carries only the reference bit until the key is removed)
+// and, under mu, the latest time a call applied and one state word per
+// limit Name it holds. A key becomes one when a call
 // first brings such limits (convert), and stays one until it is removed.
 //
 // All or nothing under concurrency is the lock: every call on the key
@@ -67,6 +68,7 @@ func (l *Limiter) params(lim *admit.Limit) (*limParams, error) {
 type multiEntry struct {
 	entry // first, so that a *entry whose st is multiTag converts to its multiEntry
 	mu    sync.Mutex
+	last  int64 // the latest elapsed time a call applied; under mu (see sync)
 	lims  []limState
 }
 
@@ -76,6 +78,11 @@ type limState struct {
 	name string
 	lp   *limParams
 	z    int64
+}
+
+// newMulti returns a multiEntry for a copy of key (see newEntry).
+func newMulti(key string) *multiEntry {
+	return withKey(key, func(m *multiEntry) *string { return &m.key })
 }
 
 // asMulti returns the multiEntry e is the first field of. It requires that
@@ -104,8 +111,15 @@ func (l *Limiter) dropMulti(m *multiEntry, t int64) bool {
 	if m.st.Load() != multiTag || !m.full(t) {
 		return false
 	}
-	m.st.Store(dead)
+	m.die()
 	return true
+}
+
+// die marks m dead and leaves its latest time in its time word, where the
+// removal reads it (shard.unlink). Requires m.mu.
+func (m *multiEntry) die() {
+	m.at.Store(uint64(m.last))
+	m.st.Store(dead)
 }
 
 func (l *Limiter) killMulti(m *multiEntry) bool {
@@ -114,7 +128,7 @@ func (l *Limiter) killMulti(m *multiEntry) bool {
 	if m.st.Load() != multiTag {
 		return false
 	}
-	m.st.Store(dead)
+	m.die()
 	return true
 }
 
@@ -131,7 +145,7 @@ func (l *Limiter) fullAtMulti(m *multiEntry) int64 {
 }
 
 // maxStackLimits is how many limits a call decides without allocating.
-const maxStackLimits = 16
+const maxStackLimits = 8
 
 // AllowLimits decides key against limits, chosen per call, all or nothing
 // (admit.PolicyLimiter's rules): n is taken from every limit, each limit's
@@ -152,7 +166,7 @@ const maxStackLimits = 16
 // Errors: no limits, two with one Name, or one that fails Validate or
 // cannot be represented wrap admit.ErrInvalidConfig; n < 0 or n above some
 // limit's Capacity wraps admit.ErrUnsatisfiable (Limit and Policy name that
-// limit). Nothing is consumed on an error. Up to 16 limits per call are
+// limit). Nothing is consumed on an error. Up to 8 limits per call are
 // decided without allocating; more are accepted.
 //
 // One limit equal to a New limiter's (same Name, Capacity and Rate) is
@@ -171,8 +185,8 @@ func (l *Limiter) AllowLimits(_ context.Context, key string, n int64, limits ...
 // callLimit is one limit's part of a call.
 type callLimit struct {
 	lp   *limParams
-	j    int   // index in the key's lims, or −1
 	z, v int64 // the limit's empty point after the call, and V(t)
+	j    int32 // index in the key's lims, or −1
 	ok   bool  // holds n
 }
 
@@ -227,16 +241,20 @@ func (l *Limiter) allowLimits(key string, n int64, limits []admit.Limit) (admit.
 // commits all or nothing, and returns the time applied. cl[i].lp holds
 // limits[i]'s arithmetic. Requires m.mu.
 func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, cl []callLimit) int64 {
-	t = max(t, m.last())
+	t = max(t, m.last)
 	allowed := true
 	for i := range limits {
 		lim := &limits[i]
 		c := &cl[i]
 		c.j = -1
-		for j := range m.lims {
-			if m.lims[j].name == lim.Name {
-				c.j = j
-				break
+		if i < len(m.lims) && m.lims[i].name == lim.Name {
+			c.j = int32(i) // a key called with the same limits holds them in the same order
+		} else {
+			for j := range m.lims {
+				if m.lims[j].name == lim.Name {
+					c.j = int32(j)
+					break
+				}
 			}
 		}
 		if c.j >= 0 && m.lims[c.j].lp.capacity == lim.Capacity && m.lims[c.j].lp.rate == lim.Rate {
@@ -269,10 +287,13 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 			// full bucket equals an absent one. The append is the one
 			// allocation a new Name costs.
 			m.lims = append(m.lims, limState{name: limits[i].Name, lp: c.lp, z: c.z})
-			c.j = len(m.lims) - 1
+			c.j = int32(len(m.lims) - 1)
 		}
 	}
-	m.at.Store(uint64(t) | refBit) // under mu: the time only moves forward
+	m.last = t // under mu: the time only moves forward
+	if a := m.at.Load(); a&refBit == 0 {
+		m.at.CompareAndSwap(a, a|refBit) // the CLOCK bit, as take sets it
+	}
 	return t
 }
 
@@ -369,10 +390,9 @@ func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, loc
 		}
 		t := max(t, s.removedAt) // see slow
 		if l.reserve() {
-			m := &multiEntry{}
-			m.key = cloneKey(key)
+			m := newMulti(key)
 			m.st.Store(multiTag)
-			m.at.Store(uint64(t))
+			m.last = t
 			m.mu.Lock() // lock order: shard, then key
 			// No limit held yet: full-at is now, a lower bound of the floor.
 			s.insert(l, &m.entry, h, t, t)
@@ -403,10 +423,12 @@ func (l *Limiter) convert(s *shard, tb *table, h uint64, e *entry) *multiEntry {
 		if !e.st.CompareAndSwap(st, moved) {
 			continue
 		}
-		m := &multiEntry{lims: []limState{{name: l.limits[0].Name, lp: l.lps[0], z: dec(st)}}}
-		m.key = e.key // immutable: shared with the old entry
+		m := newMulti(e.key)
+		m.lims = []limState{{name: l.limits[0].Name, lp: l.lps[0], z: dec(st)}}
 		m.st.Store(multiTag)
-		m.at.Store(e.at.Load())
+		a := e.at.Load()
+		m.at.Store(a & refBit)
+		m.last = int64(a &^ refBit)
 		tb.slots[tb.slot(h, e)].Store(&m.entry)
 		return m
 	}

@@ -290,6 +290,13 @@ func (s policySuite) carryOver(t *testing.T) {
 	clk.Advance(time.Second)
 	d = allowL(t, l, "k", 0, lim("x", 10, 2))
 	assert.Equal(t, int64(3), d.Remaining, "one more second at 2/s")
+	clk.Advance(500 * time.Millisecond)
+	d = allowL(t, l, "k", 0, lim("x", 10, 0.5))
+	assert.Equal(t, int64(4), d.Remaining, "half a second at 2/s, then the slower rate")
+	clk.Advance(2 * time.Second)
+	d = allowL(t, l, "k", 0, lim("x", 10, 0.5))
+	assert.Equal(t, int64(5), d.Remaining, "two seconds at 0.5/s")
+	assert.Equal(t, 10*time.Second, d.ResetAfter, "5 tokens at 0.5/s")
 	// An unchanged limit does not carry anything: a different Name is a
 	// different bucket.
 	d = allowL(t, l, "k", 0, lim("y", 10, 2))
