@@ -69,7 +69,7 @@ type limitSet struct {
 	// PolicyLimiter is handed them; strict otherwise.
 	perCall bool
 	// argv: the script's ARGV after n and want: the strict flag, then each
-	// limit's record head and its four parameters. boxed is argv as go-redis takes it, boxed once
+	// limit's record head. boxed is argv as go-redis takes it, boxed once
 	// for a fixed set so that a decision allocates nothing for it.
 	argv  []string
 	boxed []any
@@ -80,7 +80,7 @@ func newLimitSet(limits []admit.Limit, perCall bool) (*limitSet, error) {
 	if err := admit.ValidateLimits(limits); err != nil {
 		return nil, err
 	}
-	s := &limitSet{limits: append([]admit.Limit(nil), limits...), perCall: perCall, argv: make([]string, 1, 1+5*len(limits))}
+	s := &limitSet{limits: append([]admit.Limit(nil), limits...), perCall: perCall, argv: make([]string, 1, 1+len(limits))}
 	s.argv[0] = "1"
 	if perCall {
 		s.argv[0] = "0"
@@ -91,7 +91,7 @@ func newLimitSet(limits []admit.Limit, perCall bool) (*limitSet, error) {
 			return nil, fmt.Errorf("limit %q: %w", lim.Name, err)
 		}
 		s.params = append(s.params, p)
-		s.argv = append(s.argv, p.head(lim.Name), strconv.FormatInt(p.capUnits, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10), strconv.FormatInt(p.q, 10))
+		s.argv = append(s.argv, p.head(lim.Name))
 		if i == 0 || lim.Capacity < s.minCap {
 			s.minCap, s.minIdx = lim.Capacity, i
 		}

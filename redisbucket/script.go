@@ -58,17 +58,19 @@ import "github.com/redis/go-redis/v9"
 //
 // ARGV: n (tokens asked; 0 peeks), want (tokens to take from every limit
 // when each holds at least n, >= n; batching asks for more than n), strict
-// ("1" or "0"), then five arguments per limit: its record's head
-// "<len>:<name> <cap> <per> <m> <q>", then cap, per, m and q on their own
-// (read with tonumber, cheaper than matching them out of the head).
+// ("1" or "0"), then one argument per limit, its record's head
+// "<len>:<name> <cap> <per> <m> <q>", whose numbers the script matches out
+// (measured inside Redis, one argument per limit cost about 1 µs less per
+// call under three limits than the head plus four numbers on their own:
+// every argument is parsed by Redis and handed to Lua as a string).
 //
 // The cost is in the server's CPU, which a Redis serves every client with,
 // so the common case is kept short (measured per operation inside Redis's
 // Lua on the loaded machine: tonumber about 140 ns, a string.match 330 ns,
 // string.format 240 ns, a table 60 ns): a key written by the same limits
 // holds their records in the call's order, each read with one comparison of
-// its head and one match; each parameter is converted once, and m and q of
-// 1 not at all; the state lives in one table. Only a record out of order,
+// its head and one match; a limit's parameters are matched out of its head
+// once, and m and q of 1 never converted; the state lives in one table. Only a record out of order,
 // of another Name or with other parameters makes the script parse the rest
 // of the value.
 //
@@ -84,7 +86,7 @@ const src = `
 local n = tonumber(ARGV[1])
 local want = tonumber(ARGV[2])
 local strict = ARGV[3] == '1'
-local k = (#ARGV - 3) / 5
+local k = #ARGV - 3
 local NEVER = 9007199254740992
 local function idiv(a, b)
   if b == 1 then return a end
@@ -151,8 +153,9 @@ local L = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 local i, list, changed = 1, nil, false
 local ok, retry, worst, avail = 1, 0, 1, want
 for j = 1, k do
-  local b = 3 + 5 * (j - 1)
-  local h, cap, per, m, q = ARGV[b + 1], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), ARGV[b + 4], ARGV[b + 5]
+  local h = ARGV[3 + j]
+  local cap, per, m, q = string.match(h, ' (%d+) (%d+) (%d+) (%d+)$')
+  cap, per = tonumber(cap), tonumber(per)
   -- tonumber costs more than comparing interned strings; 1 is common.
   if m == '1' then m = 1 else m = tonumber(m) end
   if q == '1' then q = 1 else q = tonumber(q) end
@@ -229,7 +232,7 @@ for j = 1, k do
   if rem == nil or w < rem then rem, fewest = w, j end
   reset = math.max(reset, full(d, t, m, q))
   if d > 0 then
-    local r = ARGV[3 + 5 * (j - 1) + 1] .. string.format(' %d %d', d, t)
+    local r = ARGV[3 + j] .. string.format(' %d %d', d, t)
     if v then v = v .. '\n' .. r else v = r end
   end
 end
