@@ -115,11 +115,11 @@ type setCache struct {
 	n atomic.Int64
 }
 
-// setKey is up to four limits, the common case, compared as values; calls
-// with more are not cached.
+// setKey is up to eight limits, compared as values; calls with more are
+// not cached.
 type setKey struct {
 	n int
-	l [4]admit.Limit
+	l [8]admit.Limit
 }
 
 func (c *setCache) set(limits []admit.Limit) (*limitSet, error) {
