@@ -52,6 +52,7 @@ fuzz: ## longer runs of the fuzz tests (their seeds run in make test)
 	$(GO) test -run '^$$' -fuzz FuzzKeyByForwardedFor -fuzztime 30s ./admithttp/
 	$(GO) test -run '^$$' -fuzz FuzzKeyByIP -fuzztime 15s ./admithttp/
 	cd rls && $(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 30s ./memstore/
+	cd redisbucket && $(GO) test -run '^$$' -fuzz FuzzPolicyModel -fuzztime 30s .
 
 # The quick comparison, about a minute: cases admit and reject, serial and
 # parallel, every implementation and floor, -cpu 1,2, six samples each. Prints

@@ -98,7 +98,7 @@ func (b *batcher) get(key string) *lease {
 func (b *batcher) allow(ctx context.Context, l *Limiter, key string, n int64) (admit.Decision, error) {
 	e := b.get(key)
 	if e == nil {
-		d, _, err := l.remote(ctx, key, n, n, time.Time{})
+		d, _, err := l.remote(ctx, key, n, n, time.Time{}, l.fixed)
 		return d, err
 	}
 	// by is the decision's deadline once it has waited for another's round
@@ -131,7 +131,7 @@ func (b *batcher) allow(ctx context.Context, l *Limiter, key string, n int64) (a
 			// no queueing behind round trip after round trip; decide this
 			// one on its own.
 			e.mu.Unlock()
-			d, _, err := l.remote(ctx, key, n, n, by)
+			d, _, err := l.remote(ctx, key, n, n, by, l.fixed)
 			return d, err
 		}
 		f := e.flight
@@ -147,7 +147,7 @@ func (b *batcher) allow(ctx context.Context, l *Limiter, key string, n int64) (a
 		case <-stop.C:
 			// The round trip ahead outlived this decision's timeout (the
 			// breaker hears of it from that round trip itself).
-			d, _, err := l.unavailable(ctx, key, n, &timeoutError{after: l.timeout, what: "no decision (waiting for a round trip on the same key)"})
+			d, _, err := l.unavailable(ctx, key, n, &timeoutError{after: l.timeout, what: "no decision (waiting for a round trip on the same key)"}, l.fixed)
 			return d, err
 		}
 	}
@@ -160,7 +160,7 @@ func (b *batcher) allow(ctx context.Context, l *Limiter, key string, n int64) (a
 	e.left, e.expires, e.deniedN = 0, 0, 0
 	e.mu.Unlock()
 
-	d, taken, err := l.remote(ctx, key, n, max(b.n, n), by)
+	d, taken, err := l.remote(ctx, key, n, max(b.n, n), by, l.fixed)
 
 	e.mu.Lock()
 	defer func() {

@@ -49,37 +49,59 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	const keys = 300
+	forKeys(t, keys, func(key string, k int) error {
+		// Key k takes k%capacity+1 tokens, one at a time, then asks for
+		// more than are left.
+		take := int64(k%capacity + 1)
+		if err := takeEach(l, key, take, capacity, ""); err != nil {
+			return err
+		}
+		d, err := l.AllowN(ctx, key, capacity-take+1)
+		if err != nil || d.Allowed || d.Remaining != capacity-take ||
+			d.RetryAfter <= 999*time.Second || d.RetryAfter > 1000*time.Second {
+			return fmt.Errorf("%s over the balance: %+v, %v", key, d, err)
+		}
+		return nil
+	})
+	onEveryMaster(t, c, keys)
+}
+
+// forKeys runs f for keys user-0 … user-(keys−1) on a goroutine each and
+// reports their errors.
+func forKeys(t *testing.T, keys int, f func(key string, k int) error) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, keys)
 	for k := range keys {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := fmt.Sprintf("user-%d", k)
-			// Key k takes k%capacity+1 tokens, one at a time, then asks for
-			// more than are left.
-			take := int64(k%capacity + 1)
-			for i := int64(1); i <= take; i++ {
-				d, err := l.AllowN(ctx, key, 1)
-				if err != nil || !d.Allowed || d.Remaining != capacity-i {
-					errs <- fmt.Errorf("%s take %d: %+v, %v", key, i, d, err)
-					return
-				}
+		wg.Go(func() {
+			if err := f(fmt.Sprintf("user-%d", k), k); err != nil {
+				errs <- err
 			}
-			d, err := l.AllowN(ctx, key, capacity-take+1)
-			if err != nil || d.Allowed || d.Remaining != capacity-take ||
-				d.RetryAfter <= 999*time.Second || d.RetryAfter > 1000*time.Second {
-				errs <- fmt.Errorf("%s over the balance: %+v, %v", key, d, err)
-			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Error(err)
 	}
-	// Every master holds some of the keys.
-	err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+}
+
+// takeEach takes take tokens from key one at a time, each allowed with
+// capacity−i left, decided by the limit named policy.
+func takeEach(l *redisbucket.Limiter, key string, take, capacity int64, policy string) error {
+	for i := int64(1); i <= take; i++ {
+		d, err := l.AllowN(context.Background(), key, 1)
+		if err != nil || !d.Allowed || d.Remaining != capacity-i || d.Policy != policy {
+			return fmt.Errorf("%s take %d: %+v, %v", key, i, d, err)
+		}
+	}
+	return nil
+}
+
+// onEveryMaster checks that every master holds at least a tenth of keys.
+func onEveryMaster(t *testing.T, c *redis.ClusterClient, keys int64) {
+	t.Helper()
+	err := c.ForEachMaster(context.Background(), func(ctx context.Context, n *redis.Client) error {
 		size, err := n.DBSize(ctx).Result()
 		if err != nil {
 			return err
@@ -93,6 +115,47 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Error(err)
 	}
+}
+
+// Several limits on a three-master Cluster: each key's limits are records
+// on its one Redis key, so no call is CROSSSLOT, keys spread over every
+// master, and every key's decisions are exact, through NewLimits' AllowN and
+// AllowLimits alike.
+func TestClusterPolicy(t *testing.T) {
+	cl := sharedCluster(t)
+	ctx := context.Background()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+	defer c.Close()
+	burst, daily := admit.Limit{Name: "burst", Capacity: 4, Rate: 0.001}, admit.Limit{Name: "daily", Capacity: 6, Rate: 0.001}
+	l, err := redisbucket.NewLimits(c, []admit.Limit{burst, daily}, redisbucket.WithPrefix("clpol:"), redisbucket.WithTimeout(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys = 300
+	forKeys(t, keys, func(key string, k int) error {
+		// Key k takes k%4+1 tokens from both, one at a time; then daily
+		// alone gives what it has left; then both deny.
+		take := int64(k%4 + 1)
+		if err := takeEach(l, key, take, 4, "burst"); err != nil {
+			return err
+		}
+		d, err := l.AllowLimits(ctx, key, 6-take, daily)
+		if err != nil || !d.Allowed || d.Remaining != 0 || d.Policy != "daily" {
+			return fmt.Errorf("%s daily's rest: %+v, %v", key, d, err)
+		}
+		// Both refilled alike since their first write: when both are empty
+		// they tie, and the first, burst, decides.
+		want := "daily"
+		if take == 4 {
+			want = "burst"
+		}
+		d, err = l.AllowN(ctx, key, 1)
+		if err != nil || d.Allowed || d.Remaining != 0 || d.Policy != want {
+			return fmt.Errorf("%s past daily: %+v, %v", key, d, err)
+		}
+		return nil
+	})
+	onEveryMaster(t, c, keys)
 }
 
 // A frozen Cluster master does not hold decisions past the timeout on

@@ -64,3 +64,50 @@ func ExampleWithFallback() {
 	// true true
 	// false true
 }
+
+// A burst and a daily quota on every key, decided together: a request that
+// one of them refuses takes from neither. Decision.Policy names the limit
+// that decided.
+func ExampleNewLimits() {
+	ctx := context.Background()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	burst := admit.Per(time.Minute, 2).Named("burst")
+	daily := admit.Per(24*time.Hour, 3).Named("daily")
+	limiter, err := redisbucket.NewLimits(client, []admit.Limit{burst, daily}, redisbucket.WithPrefix("example-limits:"), redisbucket.WithTimeout(time.Second))
+	if err != nil {
+		panic(err)
+	}
+	for _, n := range []int64{2, 1, 2} {
+		d, err := limiter.AllowN(ctx, "user-42", n)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(n, d.Allowed, d.Policy, d.Remaining)
+	}
+	// Output:
+	// 2 true burst 0
+	// 1 false burst 0
+	// 2 false daily 0
+}
+
+// Limits chosen per call: a tier read from the request. A key that moves
+// to another tier keeps its balance, clamped to the new burst.
+func ExampleLimiter_AllowLimits() {
+	ctx := context.Background()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	limiter, err := redisbucket.New(client, 1, 1, redisbucket.WithPrefix("example-tiers:"), redisbucket.WithTimeout(time.Second))
+	if err != nil {
+		panic(err)
+	}
+	free := admit.Per(time.Hour, 10).Named("hourly")
+	paid := admit.Per(time.Hour, 100).Named("hourly")
+	d, _ := limiter.AllowLimits(ctx, "user-42", 4, free)
+	fmt.Println(d.Allowed, d.Remaining, d.Limit)
+	d, _ = limiter.AllowLimits(ctx, "user-42", 0, paid) // upgraded: the balance carries over
+	fmt.Println(d.Allowed, d.Remaining, d.Limit)
+	// Output:
+	// true 6 10
+	// true 6 100
+}

@@ -1,13 +1,19 @@
 package redisbucket
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/admit-go/admit"
+)
 
 // Units exposes a limiter's representation to the tests: units per token
 // and the capacity in units.
-func Units(l *Limiter) (per, capUnits int64) { return l.p.per, l.p.capUnits }
+func Units(l *Limiter) (per, capUnits int64) {
+	return l.fixed.params[0].per, l.fixed.params[0].capUnits
+}
 
 // Tick is the limiter's tick in microseconds.
-func Tick(l *Limiter) int64 { return l.p.q }
+func Tick(l *Limiter) int64 { return l.fixed.params[0].q }
 
 // ScriptHash is the SHA-1 that EVALSHA names.
 func ScriptHash() string { return script.Hash() }
@@ -27,7 +33,7 @@ func RedisKey(l *Limiter, key string) string { return l.rkey(key) }
 
 // Stored is the value the script stores for debt d (units) at tick t.
 func Stored(l *Limiter, d, t int64) string {
-	return l.p.args()[4] + strconv.FormatInt(d, 10) + " " + strconv.FormatInt(t, 10)
+	return l.fixed.argv[1] + " " + strconv.FormatInt(d, 10) + " " + strconv.FormatInt(t, 10)
 }
 
 // SweepExamined is how many leases the batcher's sweeps have looked at.
@@ -36,3 +42,16 @@ func SweepExamined(l *Limiter) int64 {
 	defer l.batch.mu.Unlock()
 	return l.batch.examined
 }
+
+// Record is the stored record of lim with debt d (units) at tick t, and the
+// limit's units per token and µs per tick.
+func Record(lim admit.Limit, d, t int64) (rec string, per, q int64) {
+	p, err := newParams(lim.Capacity, lim.Rate)
+	if err != nil {
+		panic(err)
+	}
+	return p.head(lim.Name) + " " + strconv.FormatInt(d, 10) + " " + strconv.FormatInt(t, 10), p.per, p.q
+}
+
+// Cached is how many limit sets the limiter remembers for AllowLimits.
+func Cached(l *Limiter) int64 { return l.cache.n.Load() }

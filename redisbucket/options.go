@@ -41,10 +41,12 @@ func (c *config) fail(err error) {
 
 // WithPrefix sets the name that the Limiter's keys are stored under
 // (default DefaultPrefix): key k is the Redis key prefix + Separator + k.
-// Limiters that share a prefix share their buckets and must agree on
-// capacity and rate; a decision on a key stored by a limiter with other
-// parameters is denied with an error wrapping admit.ErrInvalidConfig, and
-// writes nothing. A prefix containing Separator is rejected, and so is one
+// Limiters that share a prefix share their buckets, per (key, limit Name).
+// Their own limits (New, NewLimits) must agree on each Name's capacity and
+// rate: AllowN on a key that holds one of its Names with other parameters
+// is denied with an error wrapping admit.ErrInvalidConfig, and writes
+// nothing. AllowLimits carries the balance over instead (see the package
+// doc). A prefix containing Separator is rejected, and so is one
 // containing '{' or '}': it would be read as a Cluster hash tag and put
 // every key in one slot.
 func WithPrefix(p string) Option {
@@ -86,7 +88,12 @@ func WithFailOpen() Option {
 }
 
 // WithFallback decides requests Redis cannot decide with k, typically an
-// in-process keyed limiter sized for one replica's share of the limit.
+// in-process keyed limiter sized for one replica's share of the limit. For
+// AllowLimits, a k that is an admit.PolicyLimiter (a *keyed.Limiter is) is
+// asked AllowLimits with the call's limits; any other k decides with its
+// own AllowN. AllowN always asks k's AllowN, so a fallback for a NewLimits
+// limiter should itself hold the limits (keyed.NewLimits), scaled to one
+// replica's share.
 func WithFallback(k admit.KeyedLimiter) Option {
 	return func(c *config) {
 		if k == nil {
@@ -111,6 +118,13 @@ func WithFallback(k admit.KeyedLimiter) Option {
 // server up to maxAge before the span may be spent inside it; surplus that
 // ages out is lost (under-admission, never over). n must be at least 2 and
 // maxAge positive.
+//
+// Under several limits (NewLimits) batching works the same: a round trip
+// takes the same number of tokens, up to n (capped at the smallest
+// capacity), from every limit, all or nothing, and the bound above holds
+// for each limit with its own capacity and rate. AllowLimits is never
+// batched (a lease belongs to the limiter's own limits, not to limits a
+// later call may choose differently): each call is one round trip.
 func WithBatch(n int64, maxAge time.Duration) Option {
 	return func(c *config) {
 		if n < 2 || maxAge <= 0 {

@@ -2,12 +2,14 @@ package redisbucket_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/redisbucket"
 	"github.com/redis/go-redis/v9"
 )
@@ -35,6 +39,14 @@ type childSpec struct {
 	BatchAge   time.Duration
 	// Monitor asks the child to print its own client's view of time too.
 	PrintClock bool
+	// Limits, when set, replace Capacity and Rate: the child decides under
+	// all of them, through NewLimits' AllowN, or AllowLimits when PerCall.
+	Limits  []admit.Limit
+	PerCall bool
+	// MinDecisions keeps the child deciding past Duration until it has
+	// made that many decisions, so that a machine stalled by other work
+	// still drains the key.
+	MinDecisions int64
 }
 
 type childResult struct {
@@ -42,6 +54,10 @@ type childResult struct {
 	Decisions int64
 	Errors    int64
 	WallNow   time.Time
+	// Adm is each admission's interval, [before the call, after it], in
+	// Unix ns of the host's real-time clock, the clock TIME reads (the
+	// server is on the same host); recorded only with Limits.
+	Adm [][2]int64
 }
 
 func child() int {
@@ -56,20 +72,35 @@ func child() int {
 	if spec.BatchN > 0 {
 		opts = append(opts, redisbucket.WithBatch(spec.BatchN, spec.BatchAge))
 	}
-	l, err := redisbucket.New(c, spec.Capacity, spec.Rate, opts...)
+	var l *redisbucket.Limiter
+	var err error
+	if len(spec.Limits) > 0 && !spec.PerCall {
+		l, err = redisbucket.NewLimits(c, spec.Limits, opts...)
+	} else {
+		l, err = redisbucket.New(c, spec.Capacity, spec.Rate, opts...)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
 	var res childResult
+	var mu sync.Mutex // guards res.Adm
 	var wg sync.WaitGroup
 	end := time.Now().Add(spec.Duration)
 	for range spec.Goroutines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(end) {
-				d, err := l.AllowN(context.Background(), spec.Key, 1)
+			for time.Now().Before(end) || atomic.LoadInt64(&res.Decisions) < spec.MinDecisions {
+				lo := time.Now().UnixNano()
+				var d admit.Decision
+				var err error
+				if spec.PerCall {
+					d, err = l.AllowLimits(context.Background(), spec.Key, 1, spec.Limits...)
+				} else {
+					d, err = l.AllowN(context.Background(), spec.Key, 1)
+				}
+				hi := time.Now().UnixNano()
 				atomic.AddInt64(&res.Decisions, 1)
 				if err != nil {
 					atomic.AddInt64(&res.Errors, 1)
@@ -77,6 +108,11 @@ func child() int {
 				}
 				if d.Allowed {
 					atomic.AddInt64(&res.Admitted, 1)
+					if len(spec.Limits) > 0 {
+						mu.Lock()
+						res.Adm = append(res.Adm, [2]int64{lo, hi})
+						mu.Unlock()
+					}
 				}
 			}
 		}()
@@ -176,6 +212,63 @@ func TestProcessesShareOneBucket(t *testing.T) {
 	}
 }
 
+// Three OS processes, 16 goroutines each, one key under two limits, a
+// burst and a sustained rate, through NewLimits' AllowN and through
+// AllowLimits: for each limit the total admitted stays within capacity +
+// rate × elapsed on the server's clock (TIME before the first child starts,
+// after the last ends), and so does every window between admissions, each
+// known to lie between the real-time readings its child took around the
+// call (the server reads the same host clock).
+func TestProcessesSharePolicy(t *testing.T) {
+	limits := []admit.Limit{{Name: "burst", Capacity: 10, Rate: 1000}, {Name: "sustained", Capacity: 100, Rate: 200}}
+	for _, perCall := range []bool{false, true} {
+		t.Run(fmt.Sprintf("perCall=%v", perCall), func(t *testing.T) {
+			c := client(t, srv)
+			spec := childSpec{Addr: srv.Addr, Prefix: fmt.Sprintf("procpol:%v:", perCall), Key: "hot", Capacity: 1, Rate: 1,
+				Goroutines: 16, Duration: 800 * time.Millisecond, Limits: limits, PerCall: perCall, MinDecisions: 1000}
+			t0 := serverTime(t, c)
+			res := runChildren(t, 3, spec)
+			t1 := serverTime(t, c)
+			var admitted, decisions, errs int64
+			var adm [][2]int64
+			for _, r := range res {
+				admitted += r.Admitted
+				decisions += r.Decisions
+				errs += r.Errors
+				adm = append(adm, r.Adm...)
+			}
+			elapsed := float64(t1-t0) / 1e6
+			t.Logf("admitted %d of %d decisions (%d errors) in %.3fs server time", admitted, decisions, errs, elapsed)
+			if errs != 0 {
+				t.Errorf("%d decisions failed", errs)
+			}
+			if int64(len(adm)) != admitted {
+				t.Fatalf("%d admissions recorded, %d counted", len(adm), admitted)
+			}
+			slices.SortFunc(adm, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+			for _, lm := range limits {
+				if bound := float64(lm.Capacity) + lm.Rate*elapsed; float64(admitted) > bound {
+					t.Errorf("limit %s: admitted %d > capacity + rate × elapsed = %.1f", lm.Name, admitted, bound)
+				}
+				// Sorted by lo; hi made non-decreasing by widening, which
+				// only weakens what is checked.
+				w := buckettest.NewBound(lm.Capacity, lm.Rate)
+				hi := int64(0)
+				for i, a := range adm {
+					hi = max(hi, a[1])
+					if !w.AdmitWithin(a[0], hi, 1) {
+						t.Errorf("limit %s: admission %d of %d, in [%d, %d] ns, ends a window over capacity + rate × its length + 1", lm.Name, i, len(adm), a[0], hi)
+						break
+					}
+				}
+			}
+			if admitted < limits[1].Capacity || decisions <= admitted {
+				t.Errorf("admitted %d of %d: the children did not drain the key", admitted, decisions)
+			}
+		})
+	}
+}
+
 // A client whose clock is far off changes nothing: a child whose monotonic
 // and boot clocks are ten years ahead (a time namespace) shares the bucket
 // with this process and the bound holds; and what a client sends holds no
@@ -222,9 +315,10 @@ func TestClientClockIgnored(t *testing.T) {
 		t.Errorf("admitted %d + %d, bound %.1f", here.Load(), res[0].Admitted, bound)
 	}
 
-	// On the wire: the arguments are the key, the four constants of the
-	// configuration and n (twice: asked and wanted); nothing derived from
-	// the client's clock.
+	// On the wire: the arguments are the key, n (twice: asked and wanted),
+	// the strict flag and the limit's record head (its name and the four
+	// constants of its configuration); nothing derived from the client's
+	// clock.
 	mon, err := net.Dial("tcp", srv.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +334,7 @@ func TestClientClockIgnored(t *testing.T) {
 	per, capUnits := redisbucket.Units(l)
 	// ... and the stored record's head: its name and these constants.
 	cs, ps := strconv.FormatInt(capUnits, 10), strconv.FormatInt(per, 10)
-	want := []string{"1", redisbucket.RedisKey(l, "k2"), cs, ps, "1", "3", "3", "1", "0:", cs, ps, "1", "1"}
+	want := []string{"1", redisbucket.RedisKey(l, "k2"), "3", "3", "1", "0:", cs, ps, "1", "1"}
 	for i := 0; i < 3; i++ {
 		if _, err := l.AllowN(ctx, "k2", 3); err != nil {
 			t.Fatal(err)

@@ -1,5 +1,6 @@
-// Package redisbucket implements admit.KeyedLimiter on Redis, so that every
-// replica of a service shares one token bucket per key.
+// Package redisbucket implements admit.KeyedLimiter and admit.PolicyLimiter
+// on Redis, so that every replica of a service shares one token bucket per
+// key and limit.
 //
 // # Algorithm
 //
@@ -10,14 +11,44 @@
 // and sets PEXPIRE to the moment the bucket would be full again, so Redis
 // holds only keys that are not full; an absent key is a full bucket, which is
 // what makes the expiry exact. Client clocks never enter the arithmetic.
-// Key k is stored as prefix|k (the prefix may not hold '|'), and the stored
-// record carries the limiter's parameters: a limiter with another capacity
-// or rate that meets the key is denied with an error wrapping
-// admit.ErrInvalidConfig, and writes nothing, rather than misreading it.
-// Each decision touches one key, so a Redis Cluster serves it without
+// Key k is stored as prefix|k (the prefix may not hold '|'). Its value holds
+// one record per limit Name the key is not full under, and each record
+// carries its limit's parameters, so a call that brings other ones for a
+// Name never misreads it (see Several limits). Each decision touches one
+// key, whatever the number of limits, so a Redis Cluster serves it without
 // CROSSSLOT errors and keys spread over all slots (the prefix may not hold a
 // hash tag). The script needs Redis 5 or later (effects replication, so a
 // script may call TIME before writing).
+//
+// # Several limits
+//
+// NewLimits builds a Limiter whose AllowN applies several limits (a burst
+// and a daily quota, say) to each key, and every Limiter implements
+// admit.PolicyLimiter: AllowLimits takes the limits with each call (a tier
+// read from the request). Either way all of a key's limits are decided in
+// the one script, on the one key, on the server's clock, in one round trip,
+// all or nothing, by the rules on admit.PolicyLimiter: state per (key,
+// Name), shared between AllowN and AllowLimits calls that name the same
+// limit; the Decision names the deciding limit in Policy. A call that brings
+// another Capacity or Rate for a Name the key holds:
+//
+//   - through AllowLimits, carries the balance over: advanced to now at the
+//     old rate, converted to the new units rounding down (by under a
+//     millionth of a token), clamped to the new capacity, and written even
+//     by a peek or a denial, so that the new rate applies from that call on;
+//   - through AllowN (New's or NewLimits' own limits), is refused: an error
+//     wrapping admit.ErrInvalidConfig that names the limit and both
+//     configurations, nothing written, whatever the failure policy. A
+//     limiter built with fixed limits states what every replica enforces,
+//     and a replica configured otherwise on the same prefix is a deployment
+//     error that should be loud, not a runtime change to be absorbed; limits
+//     that are meant to change go through AllowLimits.
+//
+// A record whose bucket is full is dropped when the key is next written and
+// the key is deleted (or expires, by its PX) once every record is full:
+// exact, since a full bucket and a Name without a record answer alike. So a
+// Name clamped full by a smaller capacity starts full at a later, larger
+// one, as a Name never used does.
 //
 // # Units
 //
@@ -27,20 +58,22 @@
 // would not fit (capacity 1e9 at 1e-6/s runs on 1 s ticks). A token is per
 // units and the bucket refills m units per tick, where per/m is 1e6/(rate·q)
 // reduced; every rate with a short decimal form is exact (3/s, 0.5/s,
-// 1e-6/s, 1e9/s), others are rounded down by under one part in 2^20. New
-// accepts every capacity in [1, 2^31] with every rate 0 or in [1e-6, 1e9],
-// and larger capacities up to 2^52 where capacity·per fits in 2^52; it
-// rejects the rest with an error wrapping admit.ErrInvalidConfig. RetryAfter
-// and ResetAfter are exact to the microsecond, rounded up (on coarser
-// ticks, exact to the tick: refill lands at whole ticks); a wait longer than
-// a time.Duration holds is reported as Never.
+// 1e-6/s, 1e9/s), others are rounded down by under one part in 2^20. Each
+// limit picks its own units. New, NewLimits and AllowLimits accept every
+// capacity in [1, 2^31] with every rate 0 or in [1e-6, 1e9], and larger
+// capacities up to 2^52 where capacity·per fits in 2^52; they reject the
+// rest with an error wrapping admit.ErrInvalidConfig. RetryAfter and
+// ResetAfter are exact to the microsecond, rounded up (on coarser ticks,
+// exact to the tick: refill lands at whole ticks); a wait of 2^53 µs (285
+// years) or more is reported as Never.
 //
 // # Failure
 //
 // Every decision is bounded by WithTimeout. When Redis errs or times out,
 // AllowN returns an error wrapping admit.ErrUnavailable and the cause, and a
 // Decision chosen by the policy: denied (the default), admitted
-// (WithFailOpen), or decided by a local limiter (WithFallback). After a
+// (WithFailOpen), or decided by a local limiter (WithFallback; one that is
+// an admit.PolicyLimiter is handed an AllowLimits call's limits). After a
 // network failure the Limiter stops sending: one decision per timeout probes
 // Redis and the rest are decided by the policy at once, so nothing piles up
 // while Redis is down, and the first probe that succeeds resumes normal
@@ -81,6 +114,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,13 +122,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Limiter is a keyed token bucket stored in Redis. It is safe for
-// concurrent use by any number of goroutines and processes sharing the same
-// Redis, prefix, capacity and rate. The zero value is not usable; create one
-// with New. A Limiter must not be copied after first use.
+// Limiter is a keyed token bucket stored in Redis, under one limit (New),
+// several (NewLimits) or limits chosen per call (AllowLimits). It is safe
+// for concurrent use by any number of goroutines and processes sharing the
+// same Redis and prefix; limiters built with fixed limits on one prefix must
+// agree on each Name's capacity and rate (see Several limits in the package
+// doc). The zero value is not usable; create one with New or NewLimits. A
+// Limiter must not be copied after first use.
 type Limiter struct {
 	tr     transport
-	p      params
+	fixed  *limitSet // AllowN's limits
+	cache  setCache  // AllowLimits' sets
 	prefix string
 
 	timeout  time.Duration
@@ -112,17 +150,14 @@ var _ admit.KeyedLimiter = (*Limiter)(nil)
 // a *redis.ClusterClient or a failover client; a *redis.Ring is rejected, see
 // the package doc). See the package doc for the supported ranges; errors wrap
 // admit.ErrInvalidConfig.
+//
+// It is NewLimits with the one limit {Name: "", Capacity: capacity, Rate:
+// refillPerSecond}.
 func New(client redis.UniversalClient, capacity int64, refillPerSecond float64, opts ...Option) (*Limiter, error) {
-	if client == nil {
-		return nil, fmt.Errorf("%w: nil client", admit.ErrInvalidConfig)
-	}
-	if err := checkClient(client); err != nil {
-		return nil, err
-	}
-	return newLimiter(func(p params) transport { return newGoRedis(client, p) }, capacity, refillPerSecond, opts)
+	return NewLimits(client, []admit.Limit{{Capacity: capacity, Rate: refillPerSecond}}, opts...)
 }
 
-func newLimiter(tr func(params) transport, capacity int64, refillPerSecond float64, opts []Option) (*Limiter, error) {
+func newLimiter(tr transport, limits []admit.Limit, opts []Option) (*Limiter, error) {
 	cfg := config{prefix: DefaultPrefix, timeout: DefaultTimeout}
 	for i, o := range opts {
 		if o == nil {
@@ -133,20 +168,20 @@ func newLimiter(tr func(params) transport, capacity int64, refillPerSecond float
 			return nil, cfg.err
 		}
 	}
-	p, err := newParams(capacity, refillPerSecond)
+	set, err := newLimitSet(limits, false)
 	if err != nil {
 		return nil, err
 	}
 	l := &Limiter{
-		tr:       tr(p),
-		p:        p,
+		tr:       tr,
+		fixed:    set,
 		prefix:   cfg.prefix,
 		timeout:  cfg.timeout,
 		open:     cfg.open,
 		fallback: cfg.fallback,
 	}
 	if cfg.batchN > 0 {
-		l.batch = newBatcher(min(cfg.batchN, capacity), cfg.batchAge)
+		l.batch = newBatcher(min(cfg.batchN, set.minCap), cfg.batchAge)
 	}
 	return l, nil
 }
@@ -179,19 +214,22 @@ func checkClient(c redis.UniversalClient) error {
 }
 
 // Never is the RetryAfter of a request no refill will satisfy (rate 0) and
-// the ResetAfter of a bucket that will never be full again.
+// the ResetAfter of a bucket that will never be full again, and stands for
+// any wait of 2^53 µs (285 years) or more.
 const Never = time.Duration(math.MaxInt64)
 
 // AllowN takes n tokens from key's bucket if all n are there, as documented
 // on admit.KeyedLimiter: n == 0 peeks; n < 0 or n above the capacity is
 // denied with an error wrapping admit.ErrUnsatisfiable, without a round
-// trip. If ctx ends first, AllowN returns ctx.Err() unchanged and a zero
+// trip. Under several limits (NewLimits) it takes n from each if each holds
+// n, and its Decision is as admit.PolicyLimiter's rule 4 says. If ctx ends first, AllowN returns ctx.Err() unchanged and a zero
 // Decision. If Redis cannot decide within the timeout, the error wraps
 // admit.ErrUnavailable and the cause, and the Decision is the failure
 // policy's.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (admit.Decision, error) {
-	if n < 0 || n > l.p.capacity {
-		return admit.Decision{Limit: l.p.capacity}, fmt.Errorf("%w: n=%d is outside [0, capacity %d]", admit.ErrUnsatisfiable, n, l.p.capacity)
+	if s := l.fixed; n < 0 || n > s.minCap {
+		m := s.limits[s.minIdx]
+		return admit.Decision{Limit: m.Capacity, Policy: m.Name}, fmt.Errorf("%w: n=%d is outside [0, capacity %d]", admit.ErrUnsatisfiable, n, m.Capacity)
 	}
 	if err := ctx.Err(); err != nil {
 		return admit.Decision{}, err
@@ -199,13 +237,17 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (admit.Decisi
 	if l.batch != nil && n > 0 {
 		return l.batch.allow(ctx, l, key, n)
 	}
-	d, _, err := l.remote(ctx, key, n, n, time.Time{})
+	d, _, err := l.remote(ctx, key, n, n, time.Time{}, l.fixed)
 	return d, err
 }
 
-// mismatch begins the script's error reply for a key stored with other
-// parameters.
-const mismatch = "ADMITPARAMS "
+// mismatch begins the script's error reply for a key that holds one of a
+// strict call's Names with other parameters; malformed, for a key whose
+// value this package did not write.
+const (
+	mismatch  = "ADMITPARAMS "
+	malformed = "ADMITFORMAT "
+)
 
 // rkey is key's name in Redis: the prefix, which cannot hold the separator,
 // then the separator, then the key, so that no two (prefix, key) pairs
@@ -227,17 +269,17 @@ func (l *Limiter) rkey(key string) string { return l.prefix + Separator + key }
 // caller's own deadline never triggers the failure policy), the policy's
 // decision if by passed. Otherwise it runs on the caller's goroutine, the
 // healthy path's cost: no goroutine, one timer.
-func (l *Limiter) remote(ctx context.Context, key string, n, want int64, by time.Time) (admit.Decision, int64, error) {
+func (l *Limiter) remote(ctx context.Context, key string, n, want int64, by time.Time, set *limitSet) (admit.Decision, int64, error) {
 	if cause := l.brk.allow(); cause != nil {
-		return l.unavailable(ctx, key, n, cause)
+		return l.unavailable(ctx, key, n, cause, set)
 	}
 	own := time.Now().Add(l.timeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(own) || !by.IsZero() && by.Before(own) {
-		return l.detached(ctx, key, n, want, by)
+		return l.detached(ctx, key, n, want, by, set)
 	}
 	sent := int64(time.Since(mono))
 	cctx, cancel := context.WithTimeout(ctx, l.timeout)
-	res, err := l.tr.run(cctx, l.rkey(key), n, want)
+	res, err := l.tr.run(cctx, l.rkey(key), n, want, set)
 	cancel()
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		// The caller gave up; Redis may be fine. (A caller's deadline
@@ -245,17 +287,17 @@ func (l *Limiter) remote(ctx context.Context, key string, n, want int64, by time
 		l.brk.release()
 		return admit.Decision{}, 0, ctx.Err()
 	}
-	return l.result(ctx, key, n, res, l.settle(res, err, sent))
+	return l.result(ctx, key, n, res, l.settle(res, err, sent), set)
 }
 
 // detached is remote for a caller that waits less than the timeout.
-func (l *Limiter) detached(ctx context.Context, key string, n, want int64, by time.Time) (admit.Decision, int64, error) {
+func (l *Limiter) detached(ctx context.Context, key string, n, want int64, by time.Time, set *limitSet) (admit.Decision, int64, error) {
 	f := &flight{done: make(chan struct{})}
 	go func() {
 		// Without the caller's cancellation, with its values (tracing).
 		sent := int64(time.Since(mono))
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
-		res, err := l.tr.run(cctx, l.rkey(key), n, want)
+		res, err := l.tr.run(cctx, l.rkey(key), n, want, set)
 		cancel()
 		f.res, f.err = res, l.settle(res, err, sent)
 		close(f.done) // publishes res and err
@@ -268,11 +310,11 @@ func (l *Limiter) detached(ctx context.Context, key string, n, want int64, by ti
 	}
 	select {
 	case <-f.done:
-		return l.result(ctx, key, n, f.res, f.err)
+		return l.result(ctx, key, n, f.res, f.err, set)
 	case <-ctx.Done():
 		return admit.Decision{}, 0, ctx.Err()
 	case <-byC:
-		return l.unavailable(ctx, key, n, &timeoutError{after: l.timeout, what: "no decision (waiting behind another on the key)"})
+		return l.unavailable(ctx, key, n, &timeoutError{after: l.timeout, what: "no decision (waiting behind another on the key)"}, set)
 	}
 }
 
@@ -303,52 +345,83 @@ func (l *Limiter) settle(res []int64, err error, sent int64) error {
 }
 
 // result turns a settled reply into AllowN's answer.
-func (l *Limiter) result(ctx context.Context, key string, n int64, res []int64, err error) (admit.Decision, int64, error) {
+func (l *Limiter) result(ctx context.Context, key string, n int64, res []int64, err error, set *limitSet) (admit.Decision, int64, error) {
 	if err != nil {
-		if msg := err.Error(); l.tr.isReply(err) && strings.HasPrefix(msg, mismatch) {
-			// Not Redis failing: a limiter with other parameters wrote the
-			// key. Denied, nothing written, whatever the policy.
-			stored := strings.TrimPrefix(msg, mismatch)
-			return admit.Decision{Limit: l.p.capacity}, 0, fmt.Errorf("%w: key %q holds a bucket of %s, this limiter's is %s: limiters sharing a prefix must agree on capacity and rate",
-				admit.ErrInvalidConfig, key, describe(stored), describe(l.p.args()[4]))
+		if l.tr.isReply(err) {
+			if d, err, ok := l.refused(key, err.Error(), set); ok {
+				return d, 0, err
+			}
 		}
-		return l.unavailable(ctx, key, n, err)
+		return l.unavailable(ctx, key, n, err, set)
+	}
+	i := int(res[5]) - 1
+	if i < 0 || i >= len(set.limits) {
+		return l.unavailable(ctx, key, n, fmt.Errorf("redisbucket: script named limit %d of %d", i+1, len(set.limits)), set)
 	}
 	return admit.Decision{
 		Allowed:    res[0] == 1,
-		Limit:      l.p.capacity,
+		Limit:      set.limits[i].Capacity,
 		Remaining:  res[1],
-		RetryAfter: l.wait(res[2], res[5]),
-		ResetAfter: l.wait(res[3], res[5]),
+		RetryAfter: wait(res[2]),
+		ResetAfter: wait(res[3]),
+		Policy:     set.limits[i].Name,
 	}, res[4], nil
 }
 
-// wait converts the script's ticks from the current tick's start, sub µs
-// ago, to a duration: 0 stays 0, -1 is Never, and a wait past what a
-// Duration holds (292 years) is Never too.
-func (l *Limiter) wait(ticks, sub int64) time.Duration {
-	switch {
-	case ticks == 0:
-		return 0
-	case ticks < 0 || ticks > (math.MaxInt64/int64(time.Microsecond))/l.p.q:
-		return Never
+// refused reads the script's error replies that are not Redis failing but
+// a key this limiter must not decide: one of its Names stored with other
+// parameters by another limiter on the prefix, or a value this package did
+// not write. Denied, nothing written, whatever the policy.
+func (l *Limiter) refused(key, msg string, set *limitSet) (admit.Decision, error, bool) {
+	m := set.limits[set.minIdx]
+	d := admit.Decision{Limit: m.Capacity, Policy: m.Name}
+	if rest, ok := strings.CutPrefix(msg, mismatch); ok {
+		idx, stored, _ := strings.Cut(rest, " ")
+		i, err := strconv.Atoi(idx)
+		if err != nil || i < 1 || i > len(set.limits) {
+			return d, fmt.Errorf("%w: key %q: %s", admit.ErrInvalidConfig, key, msg), true
+		}
+		lim := set.limits[i-1]
+		return d, fmt.Errorf("%w: key %q holds limit %q as a bucket of %s, this limiter's is %s: limiters sharing a prefix must agree on their limits' capacity and rate (AllowLimits carries a balance over instead)",
+			admit.ErrInvalidConfig, key, lim.Name, describe(stored), describe(set.params[i-1].numbers())), true
 	}
-	return time.Duration(ticks*l.p.q-sub) * time.Microsecond
+	if stored, ok := strings.CutPrefix(msg, malformed); ok {
+		return d, fmt.Errorf("%w: key %q holds %q, which this package did not write", admit.ErrInvalidConfig, key, stored), true
+	}
+	return admit.Decision{}, nil, false
 }
 
-// unavailable returns the failure policy's decision.
-func (l *Limiter) unavailable(ctx context.Context, key string, n int64, cause error) (admit.Decision, int64, error) {
+// wait converts the script's µs to a duration: 0 stays 0 and -1 is Never
+// (the script returns it for a wait of 2^53 µs, 285 years, or more).
+func wait(us int64) time.Duration {
+	if us < 0 {
+		return Never
+	}
+	return time.Duration(us) * time.Microsecond
+}
+
+// unavailable returns the failure policy's decision. A fallback that is a
+// PolicyLimiter is handed a per-call set's limits; otherwise its AllowN
+// decides with its own.
+func (l *Limiter) unavailable(ctx context.Context, key string, n int64, cause error, set *limitSet) (admit.Decision, int64, error) {
 	err := fmt.Errorf("%w: key %q: %w", admit.ErrUnavailable, key, cause)
+	m := set.limits[set.minIdx]
 	switch {
 	case l.fallback != nil:
-		d, ferr := l.fallback.AllowN(ctx, key, n)
+		var d admit.Decision
+		var ferr error
+		if p, ok := l.fallback.(admit.PolicyLimiter); ok && set.perCall {
+			d, ferr = p.AllowLimits(ctx, key, n, set.limits...)
+		} else {
+			d, ferr = l.fallback.AllowN(ctx, key, n)
+		}
 		if ferr != nil {
 			err = fmt.Errorf("%w (fallback: %w)", err, ferr)
 		}
 		return d, 0, err
 	case l.open:
-		return admit.Decision{Allowed: true, Limit: l.p.capacity}, 0, err
+		return admit.Decision{Allowed: true, Limit: m.Capacity, Policy: m.Name}, 0, err
 	default:
-		return admit.Decision{Limit: l.p.capacity}, 0, err
+		return admit.Decision{Limit: m.Capacity, Policy: m.Name}, 0, err
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
+	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/redisbucket"
 )
 
@@ -253,4 +254,38 @@ func runDecisions(b *testing.B, g int, names []string, decide decideFunc) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
 	b.ReportMetric(float64(total.quantile(0.50).Microseconds()), "p50-µs")
 	b.ReportMetric(float64(total.quantile(0.99).Microseconds()), "p99-µs")
+}
+
+// BenchmarkLimits: NewLimits' AllowN with one limit against three, through
+// go-redis at 64 goroutines over 10k keys, capacity 1e9 at rates near 1/s
+// as in BenchmarkDecision (every decision admits and writes, no key
+// expires). Both are one round trip; three limits send two more arguments
+// and store three records. Run the two alternately for a ratio (see
+// docs/redis.md).
+//
+//	BenchmarkLimits/limits=3
+func BenchmarkLimits(b *testing.B) {
+	names := make([]string, 10_000)
+	for i := range names {
+		names[i] = fmt.Sprintf("user-%d", i)
+	}
+	all := []admit.Limit{
+		{Name: "second", Capacity: 1_000_000_000, Rate: 1},
+		{Name: "minute", Capacity: 1_000_000_000, Rate: 2},
+		{Name: "day", Capacity: 1_000_000_000, Rate: 0.5},
+	}
+	for _, k := range []int{1, 3} {
+		b.Run(fmt.Sprintf("limits=%d", k), func(b *testing.B) {
+			c := newBenchClient(b)
+			defer c.Close()
+			l, err := redisbucket.NewLimits(c, all[:k], redisbucket.WithPrefix(fmt.Sprintf("bench:lim%d:", k)), redisbucket.WithTimeout(time.Second))
+			if err != nil {
+				b.Fatal(err)
+			}
+			runDecisions(b, 64, names, func(ctx context.Context, key string) (bool, error) {
+				d, err := l.AllowN(ctx, key, 1)
+				return d.Allowed, err
+			})
+		})
+	}
 }

@@ -5,14 +5,16 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/admit-go/admit"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
 
-// transport runs the script for one key: n tokens asked, want taken if at
-// least n are there. It returns the script's six integers.
+// transport runs the script for one key and the limits of set: n tokens
+// asked, want taken from each if each holds at least n. It returns the
+// script's six integers.
 type transport interface {
-	run(ctx context.Context, key string, n, want int64) ([]int64, error)
+	run(ctx context.Context, key string, n, want int64, set *limitSet) ([]int64, error)
 	// isReply reports whether err is the server's answer (the server is
 	// up), as opposed to a network error or a timeout.
 	isReply(err error) bool
@@ -25,15 +27,10 @@ type transport interface {
 type goRedis struct {
 	c     redis.UniversalClient
 	dials *dialWatcher
-	// capUnits, per, m, q, head: the script's fixed arguments, boxed once
-	// here so that passing them as ...interface{} allocates nothing per
-	// call.
-	args [5]any
 }
 
-func newGoRedis(c redis.UniversalClient, p params) *goRedis {
-	a := p.args()
-	return &goRedis{c: c, dials: watchDials(c), args: [5]any{a[0], a[1], a[2], a[3], a[4]}}
+func newGoRedis(c redis.UniversalClient) *goRedis {
+	return &goRedis{c: c, dials: watchDials(c)}
 }
 
 // The script's command names and bodies, boxed once.
@@ -42,13 +39,13 @@ var (
 	eval, evalBody       any = "eval", src
 )
 
-func (g *goRedis) run(ctx context.Context, key string, n, want int64) ([]int64, error) {
-	cmd := g.cmd(ctx, evalsha, evalshaBody, key, n, want)
+func (g *goRedis) run(ctx context.Context, key string, n, want int64, set *limitSet) ([]int64, error) {
+	cmd := g.cmd(ctx, evalsha, evalshaBody, key, n, want, set)
 	_ = g.c.Process(ctx, cmd)
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		// A restarted or flushed server, or a new Cluster node: EVAL
 		// loads the script too.
-		cmd = g.cmd(ctx, eval, evalBody, key, n, want)
+		cmd = g.cmd(ctx, eval, evalBody, key, n, want, set)
 		_ = g.c.Process(ctx, cmd)
 	}
 	return cmd.Result()
@@ -62,8 +59,13 @@ func (g *goRedis) run(ctx context.Context, key string, n, want int64) ([]int64, 
 // timeout that ignores the decision's deadline (a frozen master stalled
 // fresh clients 5 s with a 200 ms timeout), and then takes a lock to read
 // that table on every command.
-func (g *goRedis) cmd(ctx context.Context, name, body any, key string, n, want int64) *redis.IntSliceCmd {
-	cmd := redis.NewIntSliceCmd(ctx, name, body, 1, key, g.args[0], g.args[1], g.args[2], n, want, g.args[3], g.args[4])
+//
+// The arguments are one slice (the command keeps it): the fixed ones, then
+// the set's, boxed once when the set was built.
+func (g *goRedis) cmd(ctx context.Context, name, body any, key string, n, want int64, set *limitSet) *redis.IntSliceCmd {
+	args := make([]any, 6, 6+len(set.boxed))
+	args[0], args[1], args[2], args[3], args[4], args[5] = name, body, 1, key, n, want
+	cmd := redis.NewIntSliceCmd(ctx, append(args, set.boxed...)...)
 	cmd.SetFirstKeyPos(3)
 	cmd.SetStepCount(1) // EVALSHA's keys: one key per step
 	return cmd
@@ -88,14 +90,14 @@ var rueidisScript = rueidis.NewLuaScript(src)
 // rueidisT runs the script through rueidis, whose client pipelines
 // concurrent commands on shared connections by itself.
 type rueidisT struct {
-	c    rueidis.Client
-	args [5]string
+	c rueidis.Client
 }
 
-func (r *rueidisT) run(ctx context.Context, key string, n, want int64) ([]int64, error) {
+func (r *rueidisT) run(ctx context.Context, key string, n, want int64, set *limitSet) ([]int64, error) {
+	argv := make([]string, 2, 2+len(set.argv))
 	// strconv returns small values without allocating.
-	return rueidisScript.Exec(ctx, r.c, []string{key},
-		[]string{r.args[0], r.args[1], r.args[2], strconv.FormatInt(n, 10), strconv.FormatInt(want, 10), r.args[3], r.args[4]}).AsIntSlice()
+	argv[0], argv[1] = strconv.FormatInt(n, 10), strconv.FormatInt(want, 10)
+	return rueidisScript.Exec(ctx, r.c, []string{key}, append(argv, set.argv...)).AsIntSlice()
 }
 
 // dialFailure: rueidis returns a failed dial's error itself.
@@ -114,7 +116,5 @@ func NewRueidis(client rueidis.Client, capacity int64, refillPerSecond float64, 
 	if client == nil {
 		return nil, errorf("nil client")
 	}
-	return newLimiter(func(p params) transport {
-		return &rueidisT{c: client, args: p.args()}
-	}, capacity, refillPerSecond, opts)
+	return newLimiter(&rueidisT{c: client}, []admit.Limit{{Capacity: capacity, Rate: refillPerSecond}}, opts)
 }

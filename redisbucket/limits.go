@@ -1,0 +1,155 @@
+package redisbucket
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/admit-go/admit"
+	"github.com/redis/go-redis/v9"
+)
+
+var _ admit.PolicyLimiter = (*Limiter)(nil)
+
+// NewLimits returns a Limiter whose AllowN applies every one of limits to
+// each key, all or nothing, as admit.PolicyLimiter's rules say, decided in
+// one script on the key's one Redis key. Limits are checked by
+// admit.ValidateLimits, then each must be representable (see the package
+// doc); errors wrap admit.ErrInvalidConfig. With WithBatch, a round trip
+// takes the batch from every limit at once (see WithBatch).
+func NewLimits(client redis.UniversalClient, limits []admit.Limit, opts ...Option) (*Limiter, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil client", admit.ErrInvalidConfig)
+	}
+	if err := checkClient(client); err != nil {
+		return nil, err
+	}
+	return newLimiter(newGoRedis(client), limits, opts)
+}
+
+// AllowLimits decides key against limits chosen for this call, as
+// admit.PolicyLimiter's rules say: all or nothing, in one script on the
+// key's one Redis key, on the server's clock, in one round trip. State is
+// per (key, Name) and shared with AllowN's limits of the same Names. A Name
+// the key holds with another Capacity or Rate carries its balance over
+// (advanced to now at the old rate, then clamped to the new capacity; the
+// conversion rounds down, by less than a millionth of a token); AllowN's
+// own limits instead refuse such a key (see WithPrefix).
+//
+// AllowLimits is never batched, whatever WithBatch says: leases belong to
+// the limiter's own limits. When Redis cannot decide, the failure policy
+// decides; a WithFallback limiter that is an admit.PolicyLimiter is asked
+// AllowLimits with the same limits, any other its AllowN.
+func (l *Limiter) AllowLimits(ctx context.Context, key string, n int64, limits ...admit.Limit) (admit.Decision, error) {
+	set, err := l.cache.set(limits)
+	if err != nil {
+		return admit.Decision{}, err
+	}
+	if n < 0 || n > set.minCap {
+		m := set.limits[set.minIdx]
+		return admit.Decision{Limit: m.Capacity, Policy: m.Name}, fmt.Errorf("%w: n=%d is outside [0, capacity %d of limit %q]", admit.ErrUnsatisfiable, n, m.Capacity, m.Name)
+	}
+	if err := ctx.Err(); err != nil {
+		return admit.Decision{}, err
+	}
+	d, _, err := l.remote(ctx, key, n, n, time.Time{}, set)
+	return d, err
+}
+
+// limitSet is one call's limits as the script takes them.
+type limitSet struct {
+	limits []admit.Limit // Names and Capacities, for Decisions
+	params []params
+	minCap int64 // the smallest Capacity: n above it is unsatisfiable
+	minIdx int   // the first limit with it
+	// perCall: chosen by the caller (AllowLimits), so a fallback that is a
+	// PolicyLimiter is handed them; strict otherwise.
+	perCall bool
+	// argv: the script's ARGV after n and want: the strict flag, then each
+	// limit's record head. boxed is argv as go-redis takes it, boxed once
+	// for a fixed set so that a decision allocates nothing for it.
+	argv  []string
+	boxed []any
+}
+
+// newLimitSet checks limits and picks each one's units.
+func newLimitSet(limits []admit.Limit, perCall bool) (*limitSet, error) {
+	if err := admit.ValidateLimits(limits); err != nil {
+		return nil, err
+	}
+	s := &limitSet{limits: append([]admit.Limit(nil), limits...), perCall: perCall, argv: make([]string, 1, 1+len(limits))}
+	s.argv[0] = "1"
+	if perCall {
+		s.argv[0] = "0"
+	}
+	for i, lim := range limits {
+		p, err := newParams(lim.Capacity, lim.Rate)
+		if err != nil {
+			return nil, fmt.Errorf("limit %q: %w", lim.Name, err)
+		}
+		s.params = append(s.params, p)
+		s.argv = append(s.argv, p.head(lim.Name))
+		if i == 0 || lim.Capacity < s.minCap {
+			s.minCap, s.minIdx = lim.Capacity, i
+		}
+	}
+	s.boxed = make([]any, len(s.argv))
+	for i, a := range s.argv {
+		s.boxed[i] = a
+	}
+	return s, nil
+}
+
+// maxCached bounds the limit sets a Limiter remembers for AllowLimits;
+// past it, a set not seen before is built for its call and not kept.
+const maxCached = 1024
+
+// setCache remembers AllowLimits' sets by their limits, so that a call
+// with limits seen before does not redo newParams' exact arithmetic (big
+// rationals) or allocate the arguments again. Safe for concurrent use.
+type setCache struct {
+	m sync.Map // setKey → *limitSet
+	n atomic.Int64
+}
+
+// setKey is up to eight limits, compared as values; calls with more are
+// not cached.
+type setKey struct {
+	n int
+	l [8]admit.Limit
+}
+
+func (c *setCache) set(limits []admit.Limit) (*limitSet, error) {
+	var k setKey
+	cacheable := len(limits) <= len(k.l)
+	if cacheable {
+		k.n = copy(k.l[:], limits)
+		for _, lim := range limits {
+			if lim.Rate != lim.Rate { // NaN: never equal to itself
+				cacheable = false
+			}
+		}
+		if cacheable {
+			if s, ok := c.m.Load(k); ok {
+				return s.(*limitSet), nil
+			}
+		}
+	}
+	s, err := newLimitSet(limits, true)
+	if err != nil || !cacheable || c.n.Load() >= maxCached {
+		return s, err
+	}
+	if _, loaded := c.m.LoadOrStore(k, s); !loaded {
+		c.n.Add(1)
+	}
+	return s, nil
+}
+
+// head is the limit's record head in the script's form, "<len>:<name>
+// <cap> <per> <m> <q>".
+func (p params) head(name string) string {
+	return strconv.Itoa(len(name)) + ":" + name + " " + p.numbers()
+}
