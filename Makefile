@@ -2,14 +2,19 @@
 GO ?= go
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: test xtime lint fuzz bench bench-full bench-keyed bench-redis plots storm algorithms loadrun
+# `make help` lists every target with its one-line description (the text after
+# `##` on the target's line).
+help: ## this list
+	@awk -F':.*## ' '/^[a-z][a-z-]*:.*## / { printf "  make %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+.PHONY: help test xtime lint fuzz bench bench-full bench-keyed bench-redis plots storm algorithms loadrun
 
 # go vet and the race-enabled tests, over the core module, bench/ and
 # redisbucket/ (whose tests start their own redis-server: .ci/redis-server
 # installs it when missing), and golang.org/x/time/rate v0.16.0's own tests
 # run against ./rate (taken from the module cache through a build overlay;
 # see rate/testdata/xtime.sh).
-test:
+test: ## go vet + race tests over every module (starts redis-server itself)
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 	GO=$(GO) bash rate/testdata/xtime.sh -race -count=1
@@ -18,11 +23,11 @@ test:
 	cd redisbucket && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # Only x/time/rate's tests against ./rate, verbose.
-xtime:
+xtime: ## only x/time/rate's own tests against ./rate, verbose
 	GO=$(GO) bash rate/testdata/xtime.sh -race -count=1 -v
 
 # gofmt, vet and staticcheck (pinned, run through the go command).
-lint:
+lint: ## gofmt, go vet and staticcheck over every module
 	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
@@ -32,7 +37,7 @@ lint:
 	cd redisbucket && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 # Longer runs of the fuzz tests (their seed corpora run in `make test`).
-fuzz:
+fuzz: ## longer runs of the fuzz tests (their seeds run in make test)
 	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./buckettest/
 	$(GO) test -run '^$$' -fuzz FuzzReservations -fuzztime 60s ./buckettest/
 	$(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 60s ./shardedbucket/
@@ -49,48 +54,48 @@ fuzz:
 # a summary that fits 100 columns (one row per case, one column per
 # implementation in ns/op, then the speed-up over x/time/rate) and says
 # where the full benchstat matrix, p-values included, was written.
-bench:
+bench: ## the quick comparison (~1 min): a table of medians with their spread
 	cd bench && GO=$(GO) $(GO) run ./cmd/report -quick
 
 # The full comparison for results/, about 15 minutes on a quiet 2-core
 # machine: every case at -cpu 1,2,4,8, -count 10. Writes
 # results/<date>-<host>-<commit>.txt (with a header naming the machine, Go
 # version, commit and command) and the benchstat table beside it.
-bench-full:
+bench-full: ## the committed comparison (~15-20 min): results/<date>-<host>-<commit>*
 	cd bench && GO=$(GO) $(GO) run ./cmd/report -results ../results
 
 # The per-key comparison (keyed vs a sync.Map of x/time/rate, httprate,
 # go-limiter, tollbooth) at 1, 10k and 1M keys, -cpu 2, with heap bytes per
 # key at 1M keys; a few minutes. Prints the benchstat table.
-bench-keyed:
+bench-keyed: ## keyed vs its peers at 1, 10k and 1M keys, -cpu 2
 	cd bench && $(GO) test -run '^$$' -bench 'BenchmarkKeyed' -benchtime 300000x -count 6 -cpu 2 . | tee keyed.tmp.txt
 	cd bench && $(GO) run golang.org/x/perf/cmd/benchstat -col /impl keyed.tmp.txt
 
 # SVG charts of the newest full result, into results/plots/.
-plots:
+plots: ## SVG charts of the newest full result into results/plots/
 	cd bench && $(GO) run ./cmd/plots -results ../results
 
 # Accuracy (admitted vs capacity + rate x elapsed) and waiter fairness, every
 # implementation on the real clock, under a minute; saves results/storm-<date>.txt.
-storm:
+storm: ## accuracy and waiter fairness of every limiter on the real clock
 	cd bench && $(GO) run ./cmd/storm -save ../results
 
 # The classic algorithms side by side (fixed window, sliding log, sliding
 # window, token bucket, GCRA, leaky bucket): one synthetic trace on a fake
 # clock, the sliding window's error, memory and ns/op, about half a minute;
 # saves results/algorithms-<date>.txt and results/plots/algorithms-boundary.svg.
-algorithms:
+algorithms: ## the classic algorithms on one synthetic trace
 	cd bench && $(GO) run ./cmd/algorithms -save ../results
 
 # redisbucket against go-redis/redis_rate, rueidis and the redis-benchmark
 # floor, plus the storm on the server clock, against one redis-server it
 # starts; about two minutes. Saves results/redis-<date>-<host>-<commit>.txt.
-bench-redis:
+bench-redis: ## redisbucket vs redis_rate, rueidis and redis-benchmark
 	.ci/redis-server
 	cd redisbucket && $(GO) run ./internal/cmd/redisbench -save ../results -benchtime 10000x -count 5
 	cd bench && $(GO) run ./cmd/redisplots -results ../results
 
 # The middleware's loopback load run: vegeta against a 127.0.0.1 server with
 # and without each middleware, under a minute; saves results/loadrun-<date>.txt.
-loadrun:
+loadrun: ## the middleware's loopback load run with vegeta
 	cd bench && $(GO) run ./cmd/loadrun -rounds 3 -duration 2s -save ../results

@@ -107,6 +107,14 @@ type Decision struct {
 // state. n < 0 or n above the capacity returns Allowed == false and an error
 // wrapping ErrUnsatisfiable. A key never seen behaves as a full bucket.
 // Implementations are safe for concurrent use.
+//
+// An error wrapping ErrUnavailable comes with the Decision the backend's
+// failure policy chose: Allowed says whether the request may go ahead. Its
+// numbers describe a bucket (a fallback limiter's, say) unless Remaining and
+// ResetAfter are both 0, which no bucket reports, being empty and full at
+// once: then the policy answered without any state, admitting (fail open)
+// or refusing (fail closed) blind. A Decision with Limit 0 is no decision
+// at all.
 type KeyedLimiter interface {
 	AllowN(ctx context.Context, key string, n int64) (Decision, error)
 }

@@ -25,12 +25,38 @@
 //     queue drained at the rate); docs/algorithms.md compares them.
 //   - chanpool: a generic bounded resource pool on one buffered channel.
 //
+// Per client, the KeyedLimiter and PolicyLimiter interfaces:
+//
+//   - keyed: one token bucket per key (API key, user, address) in one
+//     process, with bounded memory and no goroutine. keyed.New(capacity,
+//     rate) takes the burst first, like every bucket's New; NewLimits takes
+//     several named limits decided all or nothing.
+//   - redisbucket (its own module): the same limiter shared by every replica
+//     through Redis, one Lua script per decision on the server's clock.
+//   - admithttp: net/http middleware over either: keys, 429 with the IETF
+//     RateLimit and Retry-After headers, per-request limits (tiers).
+//   - admitgrpc (its own module): gRPC server and client interceptors.
+//   - admitotel (its own module): OpenTelemetry metrics for any limiter,
+//     counted off the hot path.
+//   - rls (its own module): admit-rls, Envoy's rate limit service on keyed
+//     or Redis, configured like envoyproxy/ratelimit.
+//
+// Migrating:
+//
+//   - rate: a drop-in for golang.org/x/time/rate with the same API, which
+//     never over-admits. Note the argument order: rate.NewLimiter(rate,
+//     burst) as in x/time/rate, against this module's New(capacity, rate).
+//
+// Limit and PolicyLimiter describe several limits per key chosen per call;
+// PolicyLimiter's doc states their rules.
+//
 // All four buckets refill lazily from a monotonic clock on each call (no
 // background goroutine), keep balances in integer sub-token units derived
 // from absolute time (no drift, and no overflow within the 146-year horizon
 // from a bucket's creation), add nothing for clock readings older than one
 // already applied, never admit more than capacity + rate × elapsed, and
-// serve blocked callers in arrival order through reservations. The README
-// compares them with each other and with golang.org/x/time/rate on measured
-// numbers.
+// serve blocked callers in arrival order through reservations.
+// docs/design.md in the repository states the whole contract; the README and
+// docs/benchmarks.md compare the implementations with each other and with
+// golang.org/x/time/rate on measured numbers.
 package admit

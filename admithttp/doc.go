@@ -9,7 +9,10 @@
 // RateLimit-Policy fields (draft-ietf-httpapi-ratelimit-headers-10); a denial
 // is 429 Too Many Requests with a Retry-After that is never early. Middleware
 // lists the response to every edge: a key that cannot be found, a negative
-// cost, a cost above the capacity, a limiter that fails (closed by default).
+// cost, a cost above the capacity, a limiter whose backend fails. There the
+// limiter's own failure policy is followed when it decides (redisbucket's
+// WithFallback or WithFailOpen), and the middleware's (closed by default)
+// only when it does not; WithOnError receives every limiter error.
 //
 // Pick it over go-chi/httprate or tollbooth for exact token-bucket
 // semantics per client, a Retry-After rounded up from the exact wait (not a

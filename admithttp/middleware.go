@@ -1,8 +1,10 @@
 package admithttp
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -25,15 +27,30 @@ import (
 //   - the cost function returns a negative cost: 500 Internal Server Error (a
 //     bug in the server, not the client), no limiter call, no fields;
 //   - the cost is above the key's capacity (the limiter's error wraps
-//     admit.ErrUnsatisfiable): 413 Content Too Large, since waiting can never
-//     help, with the fields of the key's current state;
-//   - any other limiter error (admit.ErrUnavailable from a shared backend, a
-//     cancelled request context): by default fail closed, 503 Service
-//     Unavailable with Retry-After (the Decision's RetryAfter rounded up, at
-//     least 1 second); with WithFailOpen the next handler runs unlimited. No
-//     RateLimit fields either way: no trustworthy state exists.
+//     admit.ErrUnsatisfiable, not admit.ErrUnavailable): 413 Content Too
+//     Large, since waiting can never help, with the fields of the key's
+//     current state;
+//   - the limiter's backend failed (its error wraps admit.ErrUnavailable)
+//     and its failure policy decided from a bucket (a fallback limiter, or
+//     keyed's RefuseNew): that Decision is followed as above, admitted or
+//     denied, with its fields;
+//   - the backend failed and its policy admitted blind (Remaining and
+//     ResetAfter both 0, redisbucket's WithFailOpen): the next handler runs,
+//     with no RateLimit fields, since no state exists;
+//   - no decision: the backend failed and its policy refused blind
+//     (redisbucket's default, fail closed), or the Decision has Limit 0, or
+//     any other limiter error (a cancelled request context, say): by
+//     default fail closed, 503 Service Unavailable with Retry-After (the
+//     Decision's RetryAfter rounded up, at least 1 second); with
+//     WithFailOpen the next handler runs unlimited. No RateLimit fields
+//     either way: no trustworthy state exists.
 //
-// A cost of 0 admits without consuming and reports the key's state.
+// So a decision of the limiter's failure policy is obeyed whenever there is
+// one, and the middleware's own policy (WithFailOpen or not) applies only
+// where there is none. Every
+// limiter error is passed to the WithOnError function, if any, whatever
+// the answer. A cost of 0 admits without consuming and reports the key's
+// state.
 //
 // The fields follow draft-ietf-httpapi-ratelimit-headers-10 with Structured
 // Field syntax (RFC 9651):
@@ -98,6 +115,7 @@ type config struct {
 	name     string
 	denied   http.Handler
 	failOpen bool
+	onError  func(*http.Request, error)
 	fill     time.Duration
 	err      error
 }
@@ -150,7 +168,11 @@ func WithPolicyName(name string) Option {
 // WithDenied sets the handler for denied requests, in place of a plain-text
 // 429. It runs with RateLimit, RateLimit-Policy and Retry-After already set
 // on the response. The status is 429 unless h writes another one itself: a
-// handler that only sets headers and writes a body still denies.
+// handler that only sets headers, writes a body, or flushes still denies.
+// One that hijacks the connection (through http.ResponseController) before
+// writing a status gets it after the server has sent a complete 429 head,
+// with Content-Length: 0 and Connection: close; to send a status of its own
+// on a hijacked connection, h writes it with WriteHeader first.
 func WithDenied(h http.Handler) Option {
 	return func(c *config) {
 		if h == nil {
@@ -160,13 +182,31 @@ func WithDenied(h http.Handler) Option {
 	}
 }
 
-// WithFailOpen makes a limiter error (other than a cost above capacity) run
-// the next handler unlimited instead of answering 503. Fail open when an
-// outage of the limiter's backend must not become an outage of the service;
-// stay closed (the default) when the limit protects something that would
-// fall over without it.
+// WithFailOpen makes a limiter error that comes without a decision (see
+// Middleware) run the next handler unlimited instead of answering 503. Fail
+// open when an outage of the limiter's backend must not become an outage of
+// the service; stay closed (the default) when the limit protects something
+// that would fall over without it. A decision the limiter's own failure
+// policy made (redisbucket's WithFallback or WithFailOpen) is followed
+// either way.
 func WithFailOpen() Option {
 	return func(c *config) { c.failOpen = true }
+}
+
+// WithOnError sets a function called with the request and each error the
+// limiter returns, before the response is written, whatever the response:
+// a followed failure-policy decision, 503, 413, or a cancelled request's
+// context error. The middleware does not log; this is where an outage that
+// a fallback hides becomes visible (a log line, a counter). f runs on the
+// request's goroutine, concurrently with other requests, and must not write
+// the response.
+func WithOnError(f func(r *http.Request, err error)) Option {
+	return func(c *config) {
+		if f == nil {
+			c.fail("WithOnError(nil)")
+		}
+		c.onError = f
+	}
 }
 
 // WithFillTime states how long an empty bucket takes to refill (capacity ÷
@@ -204,11 +244,21 @@ type handler struct {
 func one(*http.Request) int64 { return 1 }
 
 // deniedWriter gives a WithDenied handler's response the status 429 unless
-// the handler writes a status of its own: one that only writes a body, or
-// nothing, still denies.
+// the handler writes a status of its own: one that only writes a body,
+// flushes, hijacks, or does nothing, still denies. Each way a response can
+// be committed passes through commit first: Write, and the two methods
+// http.ResponseController would otherwise find on the server's writer
+// through Unwrap, where a flush commits an implicit 200.
 type deniedWriter struct {
 	http.ResponseWriter
 	wrote bool
+}
+
+// commit writes the 429 status unless a final status was written.
+func (d *deniedWriter) commit() {
+	if !d.wrote {
+		d.WriteHeader(http.StatusTooManyRequests)
+	}
 }
 
 func (d *deniedWriter) WriteHeader(code int) {
@@ -219,14 +269,66 @@ func (d *deniedWriter) WriteHeader(code int) {
 }
 
 func (d *deniedWriter) Write(b []byte) (int, error) {
-	if !d.wrote {
-		d.WriteHeader(http.StatusTooManyRequests)
-	}
+	d.commit()
 	return d.ResponseWriter.Write(b)
 }
 
-// Unwrap lets http.ResponseController reach the server's writer.
+// FlushError is what http.ResponseController.Flush calls. It commits the
+// 429 only if a writer below can flush, so that a handler told
+// http.ErrNotSupported may still choose its status.
+func (d *deniedWriter) FlushError() error {
+	if below(d.ResponseWriter, canFlush) == nil {
+		return http.ErrNotSupported
+	}
+	d.commit()
+	return http.NewResponseController(d.ResponseWriter).Flush()
+}
+
+// Hijack is what http.ResponseController.Hijack calls. Without a status
+// written, it makes the 429 a complete response (no body, the connection
+// closed after it), which the server sends before handing the connection
+// over; as with FlushError, only if a writer below can hijack.
+func (d *deniedWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, _ := below(d.ResponseWriter, canHijack).(http.Hijacker)
+	if h == nil {
+		return nil, nil, http.ErrNotSupported
+	}
+	if !d.wrote {
+		hd := d.Header()
+		hd.Set("Content-Length", "0")
+		hd.Set("Connection", "close")
+		d.commit()
+	}
+	return h.Hijack()
+}
+
+// Unwrap lets http.ResponseController reach the server's writer for what
+// deniedWriter does not implement (deadlines, full duplex).
 func (d *deniedWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
+
+// below returns the first writer in w's Unwrap chain, w included, that has
+// the method ok looks for, as http.ResponseController searches; nil if none.
+func below(w http.ResponseWriter, ok func(http.ResponseWriter) bool) http.ResponseWriter {
+	for w != nil && !ok(w) {
+		u, isU := w.(interface{ Unwrap() http.ResponseWriter })
+		if !isU {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+	return w
+}
+
+func canFlush(w http.ResponseWriter) bool {
+	_, e := w.(interface{ FlushError() error })
+	_, f := w.(http.Flusher)
+	return e || f
+}
+
+func canHijack(w http.ResponseWriter) bool {
+	_, ok := w.(http.Hijacker)
+	return ok
+}
 
 // tooManyBody is the default denial's body, as http.Error would write it.
 var tooManyBody = []byte("429 too many requests\n")
@@ -245,25 +347,53 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := m.l.AllowN(r.Context(), key, n)
-	switch {
-	case err == nil && d.Allowed:
+	if err != nil {
+		if m.onError != nil {
+			m.onError(r, err)
+		}
+		if !errors.Is(err, admit.ErrUnavailable) || !fromBucket(d) {
+			h.undecided(w, r, key, d, err)
+			return
+		}
+		// The backend failed and its failure policy decided from a bucket
+		// (a fallback limiter's): that Decision is the answer.
+	}
+	if d.Allowed {
 		m.fields(w.Header(), d, false)
 		h.next.ServeHTTP(w, r)
-	case err == nil:
+	} else {
 		m.fields(w.Header(), d, true)
 		if m.denied != nil {
 			dw := &deniedWriter{ResponseWriter: w}
 			m.denied.ServeHTTP(dw, r)
-			if !dw.wrote {
-				dw.WriteHeader(http.StatusTooManyRequests)
-			}
+			dw.commit()
 			return
 		}
 		// What http.Error(w, ..., 429) does, without its formatting and
 		// header churn: denials are the path a flood takes.
 		w.WriteHeader(http.StatusTooManyRequests)
 		w.Write(tooManyBody)
-	case errors.Is(err, admit.ErrUnsatisfiable):
+	}
+}
+
+// fromBucket reports whether d, returned with an error wrapping
+// admit.ErrUnavailable, describes a bucket, as admit.KeyedLimiter defines
+// it: a bucket of capacity at least 1 is never empty (Remaining 0) and full
+// (ResetAfter 0) at once.
+func fromBucket(d admit.Decision) bool {
+	return d.Limit >= 1 && (d.Remaining != 0 || d.ResetAfter != 0)
+}
+
+// undecided answers a limiter error that comes without a Decision from a
+// bucket, as Middleware lists.
+func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, d admit.Decision, err error) {
+	m := h.m
+	unavailable := errors.Is(err, admit.ErrUnavailable)
+	switch {
+	case unavailable && d.Allowed && d.Limit >= 1:
+		// The backend's policy admitted blind (fail open).
+		h.next.ServeHTTP(w, r)
+	case !unavailable && errors.Is(err, admit.ErrUnsatisfiable):
 		// The Decision that comes with an error need not hold the
 		// key's state (keyed's does not): peek for it.
 		if d, err = m.l.AllowN(r.Context(), key, 0); err == nil && d.Limit >= 1 {

@@ -1,8 +1,11 @@
 package admithttp_test
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"log"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -420,8 +423,10 @@ func TestCost(t *testing.T) {
 
 // TestLimiterError drives a real limiter error: keyed under RefuseNew with
 // room for one key refuses a second client with an error wrapping
-// admit.ErrUnavailable (the same shape as a Redis outage) and a RetryAfter
-// until the first client's bucket is full again.
+// admit.ErrUnavailable and a Decision from its policy, RetryAfter and
+// ResetAfter until the first client's bucket is full and can be dropped.
+// That is a decision, so it is followed, a 429 with its fields, whether or
+// not the middleware fails open; the error goes to WithOnError.
 func TestLimiterError(t *testing.T) {
 	for _, open := range []bool{false, true} {
 		t.Run(fmt.Sprint("failOpen=", open), func(t *testing.T) {
@@ -430,7 +435,14 @@ func TestLimiterError(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts := []admithttp.Option{admithttp.WithKey(admithttp.KeyByHeader("Client"))}
+			var mu sync.Mutex
+			var reported []error
+			opts := []admithttp.Option{admithttp.WithKey(admithttp.KeyByHeader("Client")),
+				admithttp.WithOnError(func(_ *http.Request, err error) {
+					mu.Lock()
+					reported = append(reported, err)
+					mu.Unlock()
+				})}
 			if open {
 				opts = append(opts, admithttp.WithFailOpen())
 			}
@@ -442,12 +454,14 @@ func TestLimiterError(t *testing.T) {
 			}
 			clk.Advance(250 * time.Millisecond) // a's bucket is full 1.25 s from now
 			f := get(t, srv, "Client", "b")
-			switch {
-			case !open && (f.status != 503 || f.retryAfter != 2 || f.hasRate || f.hasPolicy):
-				t.Fatalf("fail closed: %+v, want 503, Retry-After 2, no fields", f)
-			case open && (f.status != 200 || f.hasRate || f.hasPolicy || f.retryAfter != -1):
-				t.Fatalf("fail open: %+v, want 200 without fields", f)
+			if f.status != 429 || f.retryAfter != 2 || f.q != 3 || f.r != 0 || f.t != 2 {
+				t.Fatalf("refused: %+v, want 429, Retry-After 2, q=3, r=0, t=2", f)
 			}
+			mu.Lock()
+			if len(reported) != 1 || !errors.Is(reported[0], admit.ErrUnavailable) {
+				t.Fatalf("reported %v, want the one refusal's error", reported)
+			}
+			mu.Unlock()
 			if st := l.Stats(); st.Refusals != 1 {
 				t.Fatalf("the limiter refused %d times, want 1", st.Refusals)
 			}
@@ -486,26 +500,106 @@ func TestDenied(t *testing.T) {
 }
 
 // TestDeniedStatusDefault: a WithDenied handler that writes no status, or
-// only a body, still answers 429; one that chooses a status keeps it.
+// only a body, or flushes, or hijacks the connection, still answers 429; one
+// that chooses a status keeps it. Over HTTP/2, where a hijack is not
+// supported, a handler told so can still choose its status.
 func TestDeniedStatusDefault(t *testing.T) {
+	flush := func(t *testing.T, w http.ResponseWriter) {
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			t.Errorf("Flush: %v", err)
+		}
+	}
 	for _, c := range []struct {
-		name string
-		h    http.HandlerFunc
-		want int
+		name  string
+		h     func(*testing.T, http.ResponseWriter)
+		want  int
+		http2 bool
 	}{
-		{"nothing", func(http.ResponseWriter, *http.Request) {}, 429},
-		{"body only", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "slow down") }, 429},
-		{"own status", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }, 503},
+		{"nothing", func(*testing.T, http.ResponseWriter) {}, 429, false},
+		{"body only", func(_ *testing.T, w http.ResponseWriter) { io.WriteString(w, "slow down") }, 429, false},
+		{"own status", func(_ *testing.T, w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) }, 503, false},
+		{"flush", func(t *testing.T, w http.ResponseWriter) { flush(t, w) }, 429, false},
+		{"flush then body", func(t *testing.T, w http.ResponseWriter) { flush(t, w); io.WriteString(w, "slow down") }, 429, false},
+		{"flush over HTTP/2", func(t *testing.T, w http.ResponseWriter) { flush(t, w) }, 429, true},
+		{"own status then flush", func(t *testing.T, w http.ResponseWriter) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			flush(t, w)
+		}, 503, false},
+		{"hijack and close", func(t *testing.T, w http.ResponseWriter) {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Errorf("Hijack: %v", err)
+				return
+			}
+			conn.Close()
+		}, 429, false},
+		{"hijack unsupported, then own status", func(t *testing.T, w http.ResponseWriter) {
+			if _, _, err := http.NewResponseController(w).Hijack(); !errors.Is(err, http.ErrNotSupported) {
+				t.Errorf("Hijack over HTTP/2: %v, want http.ErrNotSupported", err)
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}, 503, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l, _ := keyed.New(1, 1, admit.WithClock(buckettest.NewFakeClock(0)))
-			srv := serve(t, admithttp.Middleware(l, admithttp.WithDenied(c.h))(ok200))
+			h := admithttp.Middleware(l, admithttp.WithDenied(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				c.h(t, w)
+			})))(ok200)
+			srv := httptest.NewUnstartedServer(h)
+			var logged syncBuffer // what the server logs: a write after a hijack, say
+			srv.Config.ErrorLog = log.New(&logged, "", 0)
+			if c.http2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
 			get(t, srv)
-			if f := get(t, srv); f.status != c.want || f.retryAfter != 1 || !f.hasRate {
+			f, proto := getProto(t, srv)
+			if f.status != c.want || f.retryAfter != 1 || !f.hasRate {
 				t.Fatalf("got %+v, want status %d with the fields", f, c.want)
+			}
+			if c.http2 != (proto == 2) {
+				t.Fatalf("served over HTTP/%d", proto)
+			}
+			srv.Close() // waits for the handlers
+			if s := logged.String(); s != "" {
+				t.Fatalf("the server logged %q", s)
 			}
 		})
 	}
+}
+
+// syncBuffer is a bytes.Buffer for a server's ErrorLog, which its
+// connections' goroutines write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// getProto is get that also returns the response's major HTTP version.
+func getProto(t testing.TB, srv *httptest.Server) (fields, int) {
+	t.Helper()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return parse(t, resp), resp.ProtoMajor
 }
 
 func TestMisuse(t *testing.T) {
@@ -516,6 +610,7 @@ func TestMisuse(t *testing.T) {
 		"nil key":       func() { admithttp.Middleware(l, admithttp.WithKey(nil)) },
 		"nil cost":      func() { admithttp.Middleware(l, admithttp.WithCost(nil)) },
 		"nil denied":    func() { admithttp.Middleware(l, admithttp.WithDenied(nil)) },
+		"nil onError":   func() { admithttp.Middleware(l, admithttp.WithOnError(nil)) },
 		"bad name":      func() { admithttp.Middleware(l, admithttp.WithPolicyName("é")) },
 		"control name":  func() { admithttp.Middleware(l, admithttp.WithPolicyName("a\nb")) },
 		"negative fill": func() { admithttp.Middleware(l, admithttp.WithFillTime(-1)) },

@@ -3,7 +3,7 @@ module github.com/admit-go/admit/bench
 go 1.26.0
 
 require (
-	github.com/admit-go/admit v0.0.0
+	github.com/admit-go/admit v0.1.0
 	github.com/didip/tollbooth/v7 v7.0.2
 	github.com/go-chi/httprate v0.16.1
 	github.com/jackc/puddle/v2 v2.2.3

@@ -3,7 +3,7 @@ module github.com/admit-go/admit/redisbucket
 go 1.26.0
 
 require (
-	github.com/admit-go/admit v0.0.0
+	github.com/admit-go/admit v0.1.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79

@@ -28,6 +28,7 @@ type Stats struct {
 	First     map[string]time.Time
 	Last      map[string]time.Time
 	Errors    int   // fetches that failed
+	Redirects int   // redirects received; each Location was offered as a link
 	Waited    int64 // times a worker waited for its host's bucket
 	Blocked   int64 // times a worker waited for room in the queue (back-pressure)
 	Dropped   int64 // links dropped because waiting for room would have deadlocked
@@ -43,6 +44,12 @@ type Stats struct {
 //     empty it sleeps for the Decision's RetryAfter, the exact time until a
 //     token exists, and asks again: no polling, and no host ever receives
 //     more than capacity + rate × elapsed requests.
+//   - Every request asks: the HTTP client follows no redirect. A redirect's
+//     Location is offered like a link found on the page, so it is
+//     deduplicated, kept to the seeds' hosts, queued, and fetched with a
+//     token of its own host's bucket. (A client that followed redirects
+//     would send a host several requests per token, and visit hosts outside
+//     the seeds.)
 //   - Bounded concurrency: Workers goroutines, no more, take URLs from the
 //     queue.
 //   - Back-pressure: the queue is a channel of Queue URLs. A worker that
@@ -70,13 +77,19 @@ type Crawler struct {
 }
 
 // New returns a crawler limited per host by l that visits only the hosts of
-// seeds.
+// seeds. It sends its requests through a copy of client (nil means a zero
+// http.Client) that follows no redirect, whatever client.CheckRedirect says.
 func New(l admit.KeyedLimiter, client *http.Client, cfg Config, seeds []string) (*Crawler, error) {
 	if cfg.Workers < 1 || cfg.Queue < 1 || cfg.MaxBody < 1 {
 		return nil, fmt.Errorf("crawler: Workers %d, Queue %d and MaxBody %d must be at least 1", cfg.Workers, cfg.Queue, cfg.MaxBody)
 	}
+	own := &http.Client{}
+	if client != nil {
+		*own = *client // a shallow copy: the Transport and its connections are shared
+	}
+	own.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c := &Crawler{
-		limiter: l, client: client, cfg: cfg, allowed: map[string]bool{},
+		limiter: l, client: own, cfg: cfg, allowed: map[string]bool{},
 		queue: make(chan string, cfg.Queue), done: make(chan struct{}), seen: map[string]bool{},
 		stats: Stats{Fetched: map[string]int{}, First: map[string]time.Time{}, Last: map[string]time.Time{}},
 	}
@@ -246,6 +259,20 @@ func (c *Crawler) fetch(ctx context.Context, raw string) {
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBody))
 	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		loc, lerr := resp.Location() // resolved against the request's URL
+		if lerr != nil {
+			c.fail()
+			return
+		}
+		c.mu.Lock()
+		c.stats.Redirects++
+		c.mu.Unlock()
+		c.offer(ctx, loc.String(), true)
+		return
+	}
 	if err != nil || resp.StatusCode != http.StatusOK {
 		c.fail()
 		return

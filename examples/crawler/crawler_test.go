@@ -3,11 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/keyed"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -118,5 +126,108 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	if _, err := New(nil, nil, Config{1, 1, 1}, []string{"http://a/", "http://b/"}); err == nil {
 		t.Error("two seeds accepted into a queue of 1")
+	}
+}
+
+// counting is a keyed limiter that records, per key, the tokens it gave.
+type counting struct {
+	admit.KeyedLimiter
+	mu    sync.Mutex
+	given map[string]int
+}
+
+func (c *counting) AllowN(ctx context.Context, key string, n int64) (admit.Decision, error) {
+	d, err := c.KeyedLimiter.AllowN(ctx, key, n)
+	if err == nil && d.Allowed {
+		c.mu.Lock()
+		c.given[key] += int(n)
+		c.mu.Unlock()
+	}
+	return d, err
+}
+
+// TestCrawlRedirects: each redirect hop is a request of its own, under the
+// host's limiter and the host restriction. Host A's first page links to a
+// chain of two redirects ending at a page, to a redirect to an off-seed host
+// C, and to a redirect to itself; host B's first page redirects to that same
+// page of A. Every request a host receives took a token of that host's
+// bucket, C receives nothing, each URL is fetched once, and nothing fails.
+func TestCrawlRedirects(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string][]time.Time{}
+	paths := map[string][]string{}
+	record := func(r *http.Request) {
+		mu.Lock()
+		hits[r.Host] = append(hits[r.Host], time.Now())
+		paths[r.Host] = append(paths[r.Host], r.URL.Path)
+		mu.Unlock()
+	}
+	offSeed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		record(r)
+		io.WriteString(w, `<a href="/y">more</a>`)
+	}))
+	defer offSeed.Close()
+	a := httptest.NewUnstartedServer(nil)
+	a.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		record(r)
+		switch r.URL.Path {
+		case "/p0":
+			io.WriteString(w, `<a href="/r1">r1</a> <a href="/off">off</a> <a href="/loop">loop</a>`)
+		case "/r1":
+			http.Redirect(w, r, "/r2", http.StatusFound)
+		case "/r2":
+			http.Redirect(w, r, "p1", http.StatusTemporaryRedirect) // relative to /r2
+		case "/p1":
+			io.WriteString(w, `<a href="/p0">home</a>`)
+		case "/off":
+			http.Redirect(w, r, offSeed.URL+"/x", http.StatusFound)
+		case "/loop":
+			http.Redirect(w, r, "/loop", http.StatusMovedPermanently)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	a.Start()
+	defer a.Close()
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		record(r)
+		http.Redirect(w, r, a.URL+"/p1", http.StatusPermanentRedirect)
+	}))
+	defer b.Close()
+
+	const capacity, rate = 1, 50
+	kl, err := keyed.New(capacity, rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &counting{KeyedLimiter: kl, given: map[string]int{}}
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	c, err := New(l, client, Config{Workers: 3, Queue: 16, MaxBody: 1 << 16}, []string{a.URL + "/p0", b.URL + "/p0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := c.Run(context.Background())
+
+	hostA, hostB, hostC := strings.TrimPrefix(a.URL, "http://"), strings.TrimPrefix(b.URL, "http://"), strings.TrimPrefix(offSeed.URL, "http://")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(paths[hostC]) != 0 {
+		t.Errorf("the off-seed host received %v", paths[hostC])
+	}
+	for host, want := range map[string][]string{hostA: {"/loop", "/off", "/p0", "/p1", "/r1", "/r2"}, hostB: {"/p0"}} {
+		got := slices.Sorted(slices.Values(paths[host]))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s received %v, want each of %v once", host, got, want)
+		}
+	}
+	for host, ts := range hits {
+		if l.given[host] != len(ts) || st.Fetched[host] != len(ts) {
+			t.Errorf("%s received %d requests for %d tokens (%d fetches counted)", host, len(ts), l.given[host], st.Fetched[host])
+		}
+	}
+	checkPoliteness(t, hits, capacity, rate)
+	if st.Redirects != 5 || st.Errors != 0 {
+		t.Errorf("%d redirects, %d errors; want 5 and none", st.Redirects, st.Errors)
 	}
 }

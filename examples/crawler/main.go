@@ -1,6 +1,6 @@
 // Command crawler is a polite web crawler: it never sends a host more than
 // capacity + rate × elapsed requests (a per-host token bucket from package
-// keyed, keyed by host:port), keeps a bounded number of fetches in flight,
+// keyed, keyed by host:port; a redirect is a request like any other), keeps a bounded number of fetches in flight,
 // and feeds them from a bounded queue that pushes back on discovery instead
 // of growing. It crawls a synthetic site of several loopback httptest hosts
 // whose pages link to each other, and prints each host's achieved request
@@ -140,8 +140,8 @@ func run(ctx context.Context, o Options, out io.Writer) (*Site, Stats, error) {
 		fmt.Fprintf(tw, "%s\t%d\t%v\t%s\t%s\t%g\t%d\t\n", h, n, span.Round(time.Millisecond), achieved, steady, o.Rate, o.Burst)
 	}
 	tw.Flush()
-	fmt.Fprintf(out, "%d workers, queue %d: %v; waited for a token %d times, for queue room %d times (max queued %d), dropped %d links, %d errors\n",
-		o.Workers, o.Queue, elapsed.Round(time.Millisecond), st.Waited, st.Blocked, st.MaxQueued, st.Dropped, st.Errors)
+	fmt.Fprintf(out, "%d workers, queue %d: %v; waited for a token %d times, for queue room %d times (max queued %d), dropped %d links, %d redirects, %d errors\n",
+		o.Workers, o.Queue, elapsed.Round(time.Millisecond), st.Waited, st.Blocked, st.MaxQueued, st.Dropped, st.Redirects, st.Errors)
 	return site, st, nil
 }
 

@@ -35,6 +35,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -42,7 +43,7 @@ import (
 )
 
 // The full run: every benchmark of package bench at four GOMAXPROCS values,
-// ten samples each, as DESIGN.md asks of committed results.
+// ten samples each, as docs/design.md asks of committed results.
 //
 // Sizing, for the 2-core machine this was written on: BenchmarkTryAcquire
 // has 4 cases × 2 modes × 8 implementations and floors = 64 sub-benchmarks,
@@ -171,6 +172,7 @@ func main() {
 		out = io.MultiWriter(raw, os.Stdout)
 	}
 	log("%s", command)
+	loadBefore := loadAvg()
 	start := time.Now()
 	var runErr error
 	for _, c := range cpus {
@@ -212,8 +214,24 @@ func main() {
 		log("summary: %v", err)
 		os.Exit(1)
 	}
+	if load := max(loadBefore, loadAvg()); load > float64(runtime.NumCPU()) {
+		fmt.Printf("\nNOISY: the 1-minute load average was %.1f on %d cores during the run; other work shared the CPUs, so the numbers above are not this machine's.\n",
+			load, runtime.NumCPU())
+	}
 	fmt.Printf("\nThe full benchstat matrix (every unit, confidence intervals, p-values) is in bench/%s;\nthe raw output in bench/%s.\n",
 		filepath.Clean(statPath), filepath.Clean(rawPath))
+}
+
+// loadAvg returns the 1-minute load average, or 0 where /proc/loadavg is
+// not there (outside Linux).
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	fmt.Sscanf(string(b), "%f", &l)
+	return l
 }
 
 // header writes the run's provenance; see package provenance.

@@ -83,7 +83,7 @@ func summarise(w io.Writer, rawPath string) error {
 		labelW = max(labelW, len(r.label()))
 	}
 	colW := min(10, (summaryWidth-labelW)/max(1, len(impls)))
-	cell := func(s string) string { return fmt.Sprintf("%*s", colW, s) }
+	cell := func(s string) string { return " " + fmt.Sprintf("%*s", colW-1, s) } // a space always separates cells
 	head := func(title string) {
 		fmt.Fprintf(w, "%s\n%-*s", title, labelW, "")
 		for _, im := range impls {
@@ -95,17 +95,27 @@ func summarise(w io.Writer, rawPath string) error {
 		}
 		fmt.Fprintln(w)
 	}
-	head("median ns/op (lower is better)")
+	head("median ns/op ± spread, in % of the median (half the range of the samples; lower is better)")
+	noisy, cells := 0, 0
 	for _, r := range rows {
 		fmt.Fprintf(w, "%-*s", labelW, r.label())
 		for _, im := range impls {
 			if v := samples[r][im]; len(v) > 0 {
-				fmt.Fprint(w, cell(fmt.Sprintf("%.1f", median(v))))
+				m, sp := median(v), spread(v)
+				cells++
+				if sp > noisySpread {
+					noisy++
+				}
+				fmt.Fprint(w, cell(fmt.Sprintf("%.1f±%.0f", m, sp*100)))
 			} else {
 				fmt.Fprint(w, cell("-"))
 			}
 		}
 		fmt.Fprintln(w)
+	}
+	if noisy > 0 {
+		fmt.Fprintf(w, "\nNOISY: %d of %d cells spread more than ±%.0f%%; do not trust ratios built on them (rerun on a quiet machine, or use make bench-full's -count 10).\n",
+			noisy, cells, noisySpread*100)
 	}
 	if !slices.Contains(impls, baseline) {
 		return nil
@@ -155,6 +165,20 @@ func procs(full string) int {
 		return 1
 	}
 	return n
+}
+
+// noisySpread is the spread above which the summary flags a cell: a run
+// whose samples of one benchmark differ by more than ±10% of their median
+// cannot support the ratios it prints.
+const noisySpread = 0.10
+
+// spread returns half of v's range relative to its median; it sorts v.
+func spread(v []float64) float64 {
+	m := median(v)
+	if m == 0 {
+		return 0
+	}
+	return (v[len(v)-1] - v[0]) / 2 / m
 }
 
 // median returns the median of v; it sorts v.

@@ -11,7 +11,7 @@
 // over any span; elapsed is measured from before the limiter is built to
 // after the last goroutine has stopped, so the bound is generous to the
 // limiter. excess = admitted − ⌊bound⌋: positive means it admitted more than
-// any correct bucket could (DESIGN.md allows +1 for rounding). Each
+// any correct bucket could (docs/design.md allows +1 for rounding). Each
 // configuration runs -trials times; the row shows the trial with the largest
 // excess, and over counts the trials with excess above 1.
 //
