@@ -5,8 +5,8 @@ go 1.26.0
 replace github.com/admit-go/admit => ../
 
 require (
-	github.com/admit-go/admit v0.0.0
-	github.com/admit-go/admit/redisbucket v0.0.0
+	github.com/admit-go/admit v0.1.0
+	github.com/admit-go/admit/redisbucket v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.74.0
 	github.com/redis/go-redis/v9 v9.23.0
