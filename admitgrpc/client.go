@@ -31,7 +31,7 @@ func UnaryClientInterceptor(l admit.Limiter) grpc.UnaryClientInterceptor {
 	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if err := l.AcquireN(ctx, 1); err != nil {
-			return waitStatus(err)
+			return waitStatus(ctx, err)
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
@@ -46,7 +46,7 @@ func StreamClientInterceptor(l admit.Limiter) grpc.StreamClientInterceptor {
 	}
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		if err := l.AcquireN(ctx, 1); err != nil {
-			return nil, waitStatus(err)
+			return nil, waitStatus(ctx, err)
 		}
 		return streamer(ctx, desc, cc, method, opts...)
 	}
@@ -54,13 +54,15 @@ func StreamClientInterceptor(l admit.Limiter) grpc.StreamClientInterceptor {
 
 // waitStatus maps a failed wait to the status the client interceptors
 // return. admit.ErrDeadline also matches context.DeadlineExceeded, so it is
-// tested first: the deadline has not passed, it only comes too soon.
-func waitStatus(err error) error {
+// tested first: the deadline has not passed, it only comes too soon. A
+// context error counts as the call's only if the call's context ended: a
+// backend's own timeout (redisbucket's WithTimeout) is an outage.
+func waitStatus(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, admit.ErrUnsatisfiable), errors.Is(err, admit.ErrDeadline), errors.Is(err, admit.ErrQueueFull):
 		return status.Errorf(codes.ResourceExhausted, "admitgrpc: the client's rate limit cannot admit the call: %v", err)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return status.FromContextError(ctx.Err()).Err()
 	default:
 		return status.Errorf(codes.Unavailable, "admitgrpc: the client's rate limiter failed: %v", err)
 	}

@@ -69,7 +69,7 @@ func BenchmarkOverhead(b *testing.B) {
 			case "control":
 				wl = l
 			case "forward":
-				wl = forward{l}
+				wl = &forward{l}
 			}
 			key := "client-" + strconv.Itoa(id)
 			bl.AllowN(ctx, key, 1) // insert (and for the deny case drain) the key
@@ -172,6 +172,6 @@ func median(v []int64) float64 {
 // forward is the least a wrapper can do: pass the call on.
 type forward struct{ l admit.KeyedLimiter }
 
-func (f forward) AllowN(ctx context.Context, key string, n int64) (admit.Decision, error) {
+func (f *forward) AllowN(ctx context.Context, key string, n int64) (admit.Decision, error) {
 	return f.l.AllowN(ctx, key, n)
 }

@@ -150,7 +150,7 @@ func TestWrapNotPolicyLimiter(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	// forward (overhead_bench_test.go) passes AllowN on and has no
 	// AllowLimits, whatever keyed offers.
-	w, err := admitotel.Wrap(forward{l}, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	w, err := admitotel.Wrap(&forward{l}, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 	if err != nil {
 		t.Fatal(err)
 	}
