@@ -58,7 +58,7 @@ func collect(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
 			for _, p := range pts {
 				var kv []string
 				for _, a := range p.Attributes.ToSlice() {
-					kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+					kv = append(kv, string(a.Key)+"="+a.Value.String())
 				}
 				sort.Strings(kv)
 				out[m.Name+"{"+strings.Join(kv, ",")+"}"] = p.Value
