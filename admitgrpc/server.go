@@ -54,7 +54,8 @@ import (
 //
 // It panics if l is nil, an option is invalid (a nil function, a policy name
 // that is not printable ASCII), or WithLimits is given and l is not an
-// admit.PolicyLimiter: those are programming errors found at start-up, not
+// admit.PolicyLimiter (nor is what it wraps, if it has an Unwrap method
+// returning an admit.KeyedLimiter, as admitotel.Limiter does): those are programming errors found at start-up, not
 // call data. The interceptor is safe for concurrent use.
 func UnaryServerInterceptor(l admit.KeyedLimiter, opts ...Option) grpc.UnaryServerInterceptor {
 	in := newInterceptor(l, opts)
@@ -124,7 +125,7 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 	in := &interceptor{l: l, config: c, quoted: quote(c.name)}
 	if c.limits != nil {
 		pl, ok := l.(admit.PolicyLimiter)
-		if !ok {
+		if !ok || !policyAllTheWay(l) {
 			panic(fmt.Sprintf("admitgrpc: WithLimits needs an admit.PolicyLimiter; %T is not one", l))
 		}
 		in.pl = pl
@@ -133,6 +134,22 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 		in.w = ceilSeconds(f.FillTime())
 	}
 	return in
+}
+
+// policyAllTheWay reports whether l and every limiter it wraps, as far as
+// Unwrap methods tell (admitotel.Limiter has one), are PolicyLimiters: a
+// wrapper has AllowLimits whatever it wraps, and would fail every call.
+func policyAllTheWay(l admit.KeyedLimiter) bool {
+	for {
+		if _, ok := l.(admit.PolicyLimiter); !ok {
+			return false
+		}
+		u, ok := l.(interface{ Unwrap() admit.KeyedLimiter })
+		if !ok {
+			return true
+		}
+		l = u.Unwrap()
+	}
 }
 
 // decide admits or refuses one call. It returns the header metadata to

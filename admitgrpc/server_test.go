@@ -320,6 +320,9 @@ func TestInterceptorPanics(t *testing.T) {
 		"limits without a PolicyLimiter": func() {
 			admitgrpc.UnaryServerInterceptor(onlyAllowN{l}, admitgrpc.WithLimits(func(context.Context, string) ([]admit.Limit, error) { return nil, nil }))
 		},
+		"a wrapper of a limiter that is not a PolicyLimiter": func() {
+			admitgrpc.UnaryServerInterceptor(policyWrapper{onlyAllowN{l}}, admitgrpc.WithLimits(func(context.Context, string) ([]admit.Limit, error) { return nil, nil }))
+		},
 		"nil client limiter": func() { admitgrpc.UnaryClientInterceptor(nil) },
 		"nil stream client":  func() { admitgrpc.StreamClientInterceptor(nil) },
 	} {
@@ -340,4 +343,32 @@ type onlyAllowN struct{ l admit.KeyedLimiter }
 
 func (o onlyAllowN) AllowN(ctx context.Context, key string, n int64) (admit.Decision, error) {
 	return o.l.AllowN(ctx, key, n)
+}
+
+// policyWrapper has AllowLimits whatever it wraps, and says what it wraps,
+// as admitotel.Limiter does.
+type policyWrapper struct{ l admit.KeyedLimiter }
+
+func (p policyWrapper) AllowN(ctx context.Context, key string, n int64) (admit.Decision, error) {
+	return p.l.AllowN(ctx, key, n)
+}
+
+func (p policyWrapper) AllowLimits(ctx context.Context, key string, n int64, limits ...admit.Limit) (admit.Decision, error) {
+	if pl, ok := p.l.(admit.PolicyLimiter); ok {
+		return pl.AllowLimits(ctx, key, n, limits...)
+	}
+	return admit.Decision{}, admit.ErrInvalidConfig
+}
+
+func (p policyWrapper) Unwrap() admit.KeyedLimiter { return p.l }
+
+// TestWithLimitsThroughWrapper: a wrapper of a PolicyLimiter is accepted.
+func TestWithLimitsThroughWrapper(t *testing.T) {
+	l := policyWrapper{&perLimit{clk: buckettest.NewFakeClock(0)}}
+	s := startServer(t, "tcp", admitgrpc.UnaryServerInterceptor(l, admitgrpc.WithLimits(tiers)), nil)
+	hd, err := check(t, dial(t, s.addr), context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHeader(t, hd, "ratelimit", `"burst";r=1;t=1`)
 }

@@ -20,9 +20,11 @@ type Bucket struct {
 }
 
 // WrapLimiter returns a Bucket that admits with l and counts each call. The
-// instruments are created on the MeterProvider WithMeterProvider names; an
-// error from creating them, or an invalid option, is returned (options'
-// errors wrap admit.ErrInvalidConfig). WrapLimiter panics if l is nil.
+// instruments are created on the MeterProvider WithMeterProvider names, and
+// their callback stays registered for the provider's lifetime: wrap once,
+// at start-up. An error from creating them, or an invalid option, is
+// returned (options' errors wrap admit.ErrInvalidConfig). WrapLimiter panics
+// if l is nil.
 func WrapLimiter(l admit.Limiter, opts ...Option) (*Bucket, error) {
 	if l == nil {
 		panic("admitotel: WrapLimiter(nil)")

@@ -32,8 +32,11 @@
 // two uncontended atomic adds per call. The instruments are asynchronous: at
 // collection time (a Prometheus scrape, a periodic reader's tick) one callback
 // sums the per-processor counters and observes the totals, and reads keyed's
-// Stats. A wrapped decision allocates nothing; BenchmarkOverhead measures
-// what it costs over the bare call.
+// Stats. A wrapped decision allocates nothing. BenchmarkOverhead measures
+// what it costs over the bare call (docs/metrics.md has a run): about 2 ns
+// around a bucket's TryAcquire; about 11 ns around keyed's AllowN, of which
+// about 8 ns is what any wrapper costs there, passing the Decision through
+// one more call.
 //
 // Policy names (Decision.Policy) are labels: the first 64 distinct names a
 // wrapper sees get counters of their own, and later ones are counted without

@@ -9,6 +9,12 @@ import (
 	"github.com/admit-go/admit"
 )
 
+var (
+	_ admit.KeyedLimiter  = (*Limiter)(nil)
+	_ admit.PolicyLimiter = (*Limiter)(nil)
+	_ admit.Limiter       = (*Bucket)(nil)
+)
+
 // Limiter is an admit.KeyedLimiter, and an admit.PolicyLimiter, that counts
 // the decisions of the limiter it wraps (see the package doc for the
 // instruments). It is safe for concurrent use; build one with Wrap.
@@ -25,9 +31,10 @@ type Limiter struct {
 // Wrap returns a Limiter that decides with l and counts each decision. If l
 // reports its key table with a Stats method returning keyed.Stats (as
 // *keyed.Limiter does), the key instruments report it too. The instruments
-// are created on the MeterProvider WithMeterProvider names; an error from
-// creating them, or an invalid option, is returned (options' errors wrap
-// admit.ErrInvalidConfig). Wrap panics if l is nil.
+// are created on the MeterProvider WithMeterProvider names, and their
+// callback stays registered for the provider's lifetime: wrap once, at
+// start-up. An error from creating them, or an invalid option, is returned
+// (options' errors wrap admit.ErrInvalidConfig). Wrap panics if l is nil.
 func Wrap(l admit.KeyedLimiter, opts ...Option) (*Limiter, error) {
 	if l == nil {
 		panic("admitotel: Wrap(nil)")
@@ -76,7 +83,8 @@ func (w *Limiter) FillTime() time.Duration {
 	return 0
 }
 
-// Unwrap returns the wrapped limiter.
+// Unwrap returns the wrapped limiter. admitgrpc reads it to tell whether
+// what the wrapper wraps is an admit.PolicyLimiter.
 func (w *Limiter) Unwrap() admit.KeyedLimiter { return w.l }
 
 // count adds one decision to the counters.
