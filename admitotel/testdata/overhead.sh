@@ -2,7 +2,8 @@
 # Runs BenchmarkOverhead (the wrapper's cost over the bare call, bare and
 # wrapped calls alternating in one run) at -cpu 1,2, -count 10, and writes
 # results/otel-<date>-<host>-<commit>.txt: a header (machine, Go version,
-# commit, command) and the raw output, then prints the benchstat table.
+# commit, command) and the raw output, and the benchstat table beside it
+# (-benchstat.txt), which it also prints.
 # Run from the repository root: bash admitotel/testdata/overhead.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,4 +26,4 @@ cmd='cd admitotel && go test -run ^$ -bench Overhead -cpu 1,2 -count 10 .'
 	(cd admitotel && $GO test -run '^$' -bench Overhead -cpu 1,2 -count 10 .)
 } > "$out"
 echo "wrote $out"
-cd bench && $GO run golang.org/x/perf/cmd/benchstat "../$out"
+cd bench && $GO run golang.org/x/perf/cmd/benchstat "../$out" | tee "../${out%.txt}-benchstat.txt"
