@@ -69,15 +69,15 @@ func WithLimits(f func(ctx context.Context, fullMethod string) ([]admit.Limit, e
 }
 
 // WithPolicyName sets the policy name the ratelimit headers and the
-// QuotaFailure carry for a limiter's own limit; the default is "default". It
-// must be printable ASCII (a Structured Field String).
+// QuotaFailure carry for a limiter's own limit, and for an unnamed limit
+// under WithLimits; the default is "default". It must be a valid
+// admit.Limit Name: printable ASCII (a Structured Field String), at most
+// 128 bytes.
 func WithPolicyName(name string) Option {
 	return func(c *config) {
-		for i := 0; i < len(name); i++ {
-			if name[i] < 0x20 || name[i] > 0x7e {
-				c.fail("WithPolicyName(%q): byte %d is not printable ASCII", name, i)
-				return
-			}
+		if err := (admit.Limit{Name: name, Capacity: 1}).Validate(); err != nil {
+			c.fail("WithPolicyName: %v", err)
+			return
 		}
 		c.name = name
 	}
