@@ -9,7 +9,8 @@
 // Deterministic cases run on a FakeClock with explicit time steps; storm
 // cases run on the real clock under many goroutines and check only the
 // bound that must hold whatever the scheduling: never more than
-// capacity + rate × elapsed admitted.
+// capacity + rate × elapsed admitted. The storms that block run under a
+// Watchdog, so that a deadlock fails with every goroutine's stack.
 //
 // A limiter with a Shards() int method is allowed to trail the exact
 // reference by up to that many tokens where the contract allows it (rule 4
@@ -69,6 +70,7 @@ func Run[L admit.Limiter](t *testing.T, newBucket Factory[L]) {
 	t.Run("CancelGivesAllBack", s.cancelGivesAllBack)
 	t.Run("Storm", s.storm)
 	t.Run("BlockingStorm", s.blockingStorm)
+	t.Run("MixedStorm", s.mixedStorm)
 	t.Run("NoGoroutines", s.noGoroutines)
 }
 
@@ -680,7 +682,7 @@ func (s suite) blockingStorm(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	Watchdog(t, HangAfter, "the blocking storm's goroutines to return", wg.Wait)
 	elapsed := time.Since(begin)
 	assert.LessOrEqual(t, float64(admitted.Load()), capacity+rate*elapsed.Seconds()+1, "admitted over %v", elapsed)
 	// Every waiter has returned, so every reservation has come due (a

@@ -137,14 +137,14 @@ func (l *Limiter) current() int64 {
 }
 
 // reserve is the blocking step; see window.Reserve.
-func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
+func (l *Limiter) reserve(n, limit int64) (int64, refill.Pending) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := l.current()
 	if l.win == k && l.count+n <= l.limit {
 		l.count += n
 		l.resv.Admitted()
-		return 0, nil
+		return 0, refill.Pending{}
 	}
 	// The first window with room at or after the latest one held: win
 	// itself (a future window with room), else the one after it, which is
@@ -155,26 +155,26 @@ func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
 	}
 	wake := j * l.w
 	if wake > refill.Horizon {
-		return windowed.Never, nil
+		return windowed.Never, refill.Pending{}
 	}
 	wait := wake - l.last
 	if wait > limit {
-		return wait, nil
+		return wait, refill.Pending{}
 	}
 	prevWin, prevCount := l.win, l.count
 	l.win, l.count = j, c
 	id, below := l.resv.Push()
-	return wait, func() bool {
+	return wait, refill.Pending{At: wake, Undo: func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if windowed.Now(&l.clk, &l.last) >= wake {
-			return true // due: the caller is admitted
+			return false // due: the caller is admitted
 		}
 		// Tail rule: undo only the reservation on top. An admission resets
 		// top, and none lands in window j before it opens.
 		if l.resv.Pop(id, below) {
 			l.win, l.count = prevWin, prevCount
 		}
-		return false
-	}
+		return true
+	}}
 }

@@ -22,7 +22,8 @@ var alg = windowtest.Algorithm{
 	New: func(limit int64, window time.Duration, opts ...admit.Option) (admit.Limiter, error) {
 		return fixedwindow.New(limit, window, opts...)
 	},
-	Bound: windowtest.AlignedBound,
+	Bound:   windowtest.AlignedBound,
+	Aligned: true,
 	Invalid: []windowtest.Invalid{
 		{Limit: 1<<40 + 1, Window: time.Second, Mention: "1099511627777"},
 		{Limit: math.MaxInt64, Window: time.Second, Mention: "9223372036854775807"},

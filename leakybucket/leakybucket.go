@@ -18,7 +18,10 @@
 // queued only if at most capacity units of leak lie before its slot (it
 // would wait at most capacity/rate). With single-unit requests that is at
 // most capacity callers waiting; the next is rejected at once with
-// admit.ErrQueueFull, not queued. go.uber.org/ratelimit's Take, the same
+// admit.ErrQueueFull, not queued. A queued caller whose context ends leaves
+// the queue: the callers behind it move up by its size (they wake earlier),
+// so the outlet never idles while a caller waits, and ErrQueueFull counts
+// only the callers really waiting. go.uber.org/ratelimit's Take, the same
 // schedule, has no such bound: every caller waits, however long the queue.
 // A request of n is one admission that occupies the outlet for n/rate; n
 // above the capacity is rejected (TryAcquireN false, AcquireN
@@ -40,18 +43,27 @@
 //
 // # Concurrency
 //
-// One atomic word, one CompareAndSwap per decision, no lock and no
-// allocation: the state is a single stream value, and time lives in V, a
-// pure function of the clock reading. A stale reading computes a smaller v
-// and can only find the outlet busy, never admit early. A cancelled waiter
-// gives its slot back only if it is still the last one queued (free still
-// holds exactly the value its reservation set); otherwise later waiters keep
-// their slots and the cancelled one stays unused.
+// TryAcquire is one atomic word, one CompareAndSwap per decision, no lock
+// and no allocation: the state is a single stream value, and time lives in
+// V, a pure function of the clock reading. A stale reading computes a
+// smaller v and can only find the outlet busy, never admit early.
+//
+// The queue itself, the slots of the callers still waiting, is guarded by a
+// mutex that only the blocking path takes: AcquireN when it must queue, a
+// waiter checking its slot before it sleeps, and a waiter leaving. Under the
+// mutex, the waiting slots are contiguous and end at free; TryAcquire moves
+// free only once free <= V(now), when every waiting slot has come due, and
+// so a leaving waiter's CompareAndSwap of free fails exactly when the whole
+// queue came due behind the mutex's back. A waiter that leaves takes its
+// units out: free moves back by them and every slot behind it moves up, its
+// sleeper woken to sleep until the earlier instant.
 package leakybucket
 
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/admit-go/admit"
@@ -70,8 +82,25 @@ type Bucket struct {
 	_    noCopy
 	free atomic.Int64 // stream value at which the outlet is next free
 
+	// mu guards q; TryAcquire never takes it.
+	mu sync.Mutex
+	// q holds the slots of the callers still waiting, in slot order. The
+	// slots are contiguous, each starting where the one before ends, and
+	// free is the end of the last, unless a TryAcquire found them all due
+	// and moved free past them (settle then drops them). Requires mu.
+	q []*slot
+
 	p   refill.Params // immutable after New; Cap is the queue bound in units
 	clk refill.Clock  // immutable after New
+}
+
+// slot is one waiting caller's place in the queue: the outlet is its from
+// stream value start for need units. The caller is admitted once V reaches
+// start.
+type slot struct {
+	start, need int64  // requires Bucket.mu
+	wake        func() // interrupts the caller's sleep; requires Bucket.mu
+	gone        bool   // out of the queue: admitted, or left; requires Bucket.mu
 }
 
 var _ admit.Limiter = (*Bucket)(nil)
@@ -147,43 +176,122 @@ func (b *Bucket) Tokens() float64 {
 	return b.p.Float(b.p.Cap - backlog)
 }
 
-// reserve is the blocking step; see windowed.Reserve.
-func (b *Bucket) reserve(n, limit int64) (int64, func() bool) {
+// reserve is the blocking step; see windowed.Reserve. It admits at once
+// without the mutex when the outlet is free, as TryAcquireN does.
+func (b *Bucket) reserve(n, limit int64) (int64, refill.Pending) {
 	need := b.p.Units(n)
 	now := b.clk.Now()
 	v := b.p.V(now)
 	for {
 		free := b.free.Load()
+		if free > v {
+			break
+		}
+		if b.free.CompareAndSwap(free, v+need) {
+			return 0, refill.Pending{}
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		free := b.free.Load()
+		b.settle(v, free)
 		if free <= v {
 			if b.free.CompareAndSwap(free, v+need) {
-				return 0, nil
+				return 0, refill.Pending{}
 			}
 			continue
 		}
 		if free-v > b.p.Cap {
-			return windowed.Full, nil
+			return windowed.Full, refill.Pending{}
 		}
-		wake := b.p.When(now, free)
+		wake := b.p.Reach(now, free)
 		if wake > refill.Horizon {
-			return windowed.Never, nil
+			return windowed.Never, refill.Pending{}
 		}
 		if wake-now > limit {
-			return wake - now, nil
+			return wake - now, refill.Pending{}
 		}
-		set := free + need // below V(Horizon) + Cap: no overflow
-		if !b.free.CompareAndSwap(free, set) {
-			continue
+		if !b.free.CompareAndSwap(free, free+need) { // below V(Horizon) + Cap: no overflow
+			continue // a TryAcquire found the queue due and moved free
 		}
-		return wake - now, func() bool {
-			// Tail rule: give the slot back only if free still holds
-			// exactly what this reservation set. free only grows except
-			// through such undos, so equality means every later
-			// reservation was undone and nothing was admitted after it.
-			if b.p.V(b.clk.Now()) >= free {
-				return true // due: the slot is the caller's
-			}
-			b.free.CompareAndSwap(set, free)
-			return false
+		// The allocation of a queued caller: its slot, which moves up
+		// when a caller ahead leaves.
+		s := &slot{start: free, need: need}
+		b.q = append(b.q, s)
+		return wake - now, refill.Pending{
+			Undo:  func() bool { return b.leave(s) },
+			Track: func(wake func()) int64 { return b.track(s, wake) },
 		}
 	}
+}
+
+// settle drops from the queue the slots that have come due at stream value
+// v: a prefix, since slots are in order; all of them if free is no longer
+// the end of the last, which only a TryAcquire that found them all due can
+// have done. Requires mu.
+func (b *Bucket) settle(v, free int64) {
+	k := 0
+	if last := len(b.q) - 1; last >= 0 && free != b.q[last].start+b.q[last].need {
+		k = len(b.q)
+	}
+	for k < len(b.q) && b.q[k].start <= v {
+		k++
+	}
+	for _, s := range b.q[:k] {
+		s.gone, s.wake = true, nil
+	}
+	b.q = slices.Delete(b.q, 0, k)
+}
+
+// track is a waiter's check before each sleep (refill.Pending.Track): it
+// returns the nanoseconds until its slot's instant, 0 once a reading under
+// mu has reached it (the caller is admitted and out of the queue), and
+// keeps wake for leave to call when the slot moves up.
+func (b *Bucket) track(s *slot, wake func()) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !s.gone {
+		b.settle(b.p.V(b.clk.Now()), b.free.Load())
+	}
+	if s.gone {
+		return 0
+	}
+	s.wake = wake
+	return max(1, b.clk.Until(b.p.Reach(0, s.start)))
+}
+
+// leave takes a waiter that gives up out of the queue and reports whether it
+// was still waiting; false means its slot had come due and it is admitted.
+// The slots behind it move up by its size and their sleepers are woken to
+// sleep until their earlier instants.
+func (b *Bucket) leave(s *slot) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !s.gone {
+		b.settle(b.p.V(b.clk.Now()), b.free.Load())
+	}
+	if s.gone {
+		return false
+	}
+	// The queue is non-empty and ends at free, as settle just saw. The
+	// CompareAndSwap fails only if a TryAcquire has since found every slot
+	// due (free <= V) and moved free: then s is admitted.
+	last := b.q[len(b.q)-1]
+	end := last.start + last.need
+	if !b.free.CompareAndSwap(end, end-s.need) {
+		b.settle(end, b.free.Load())
+		return false
+	}
+	i := slices.Index(b.q, s)
+	for _, t := range b.q[i+1:] {
+		t.start -= s.need
+		if t.wake != nil {
+			t.wake()
+			t.wake = nil
+		}
+	}
+	s.gone = true
+	b.q = slices.Delete(b.q, i, i+1)
+	return true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ var alg = windowtest.Algorithm{
 	},
 	Bound:     windowtest.PacedBound,
 	RateBased: true,
+	MovesUp:   true,
 }
 
 func TestConformance(t *testing.T) { windowtest.Run(t, alg) }
@@ -129,4 +131,72 @@ func TestRequestOfN(t *testing.T) {
 	clk.Advance(time.Millisecond)
 	assert.True(t, b.TryAcquire())
 	assert.False(t, b.TryAcquireN(6), "n above the capacity")
+}
+
+// sleepLog is a FakeClock that reports the deadline of every Sleep, in call
+// order, before the sleeper is registered.
+type sleepLog struct {
+	*buckettest.FakeClock
+	deadlines chan int64
+}
+
+func (c sleepLog) Sleep(ctx context.Context, d time.Duration) error {
+	c.deadlines <- c.Now() + int64(d)
+	return c.FakeClock.Sleep(ctx, d)
+}
+
+// next returns the next Sleep's deadline, or the result of done if that
+// comes first (a hang guard, not a timing assertion).
+func (c sleepLog) next(t *testing.T, done chan error) int64 {
+	t.Helper()
+	select {
+	case d := <-c.deadlines:
+		return d
+	case err := <-done:
+		t.Fatalf("returned instead of queueing: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no caller went to sleep")
+	}
+	return 0
+}
+
+// TestLeaveQueue: a waiter that gives up leaves the queue. With capacity 2
+// and the first of two waiters cancelled, one caller is really waiting: a
+// new Acquire queues instead of failing with ErrQueueFull, the waiter behind
+// the cancelled one moves up into its slot and the newcomer takes the next,
+// so the outlet never idles while a caller waits; with two waiting again,
+// the queue is full.
+func TestLeaveQueue(t *testing.T) {
+	const second = int64(time.Second)
+	clk := sleepLog{buckettest.NewFakeClock(0), make(chan int64, 16)}
+	b, err := leakybucket.New(2, 1, admit.WithClock(clk))
+	require.NoError(t, err)
+	require.True(t, b.TryAcquire(), "the outlet is busy until 1 s")
+	bg := context.Background()
+	first, cancelFirst := context.WithCancel(bg)
+	defer cancelFirst()
+	a, c, d := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+	go func() { a <- b.Acquire(first) }()
+	require.Equal(t, 1*second, clk.next(t, a))
+	go func() { c <- b.Acquire(bg) }()
+	require.Equal(t, 2*second, clk.next(t, c))
+	require.ErrorIs(t, b.Acquire(bg), admit.ErrQueueFull, "two waiting: full")
+
+	cancelFirst()
+	require.Equal(t, context.Canceled, <-a)
+	go func() { d <- b.Acquire(bg) }()
+	wakes := []int64{clk.next(t, d), clk.next(t, d)}
+	slices.Sort(wakes)
+	assert.Equal(t, []int64{1 * second, 2 * second}, wakes, "the second waiter moved up to 1 s, the newcomer queued at 2 s")
+	hang, cancel := context.WithTimeout(bg, 30*time.Second)
+	defer cancel()
+	require.NoError(t, clk.WaitForSleepers(hang, 2))
+	require.ErrorIs(t, b.Acquire(bg), admit.ErrQueueFull, "two waiting again: full")
+
+	clk.Set(1 * second)
+	require.NoError(t, <-c, "admitted in the cancelled waiter's slot")
+	assert.False(t, b.TryAcquire(), "the newcomer holds the next slot")
+	clk.Set(2 * second)
+	require.NoError(t, <-d)
+	assert.Equal(t, 0, clk.Sleepers())
 }

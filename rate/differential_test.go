@@ -31,7 +31,9 @@ import (
 // correspond, so the rest of the sequence is checked against exactSound
 // only.
 
-// exactModel is x/time/rate's Limiter in exact arithmetic.
+// exactModel is x/time/rate's Limiter in exact arithmetic. Its times are
+// time.Time, as x/time/rate's are: elapsed times saturate where
+// time.Time.Sub does, and times to act are exact however far.
 type exactModel struct {
 	sound     bool
 	inf       bool     // limit == Inf
@@ -39,22 +41,23 @@ type exactModel struct {
 	rate      *big.Rat // tokens per nanosecond
 	burst     int
 	tokens    *big.Rat
-	last      int64 // never: before every time
-	lastEvent int64
+	fresh     bool // no update yet: last is before every time
+	last      time.Time
+	lastEvent time.Time
+	evented   bool // lastEvent has been set (before, it is unobservable)
 }
 
 type exactReservation struct {
-	ok     bool
-	tokens int
-	at     int64 // when it was made
-	wait   int64 // act = at + wait, unsaturated as time.Time keeps it
-	act    int64
-	rate   *big.Rat
-	inf    bool
+	ok        bool
+	cancelled bool // cancelled once: the sound model gives back nothing more
+	tokens    int
+	act       time.Time
+	rate      *big.Rat
+	inf       bool
 }
 
 func newExact(l Limit, b int, sound bool) *exactModel {
-	m := &exactModel{sound: sound, burst: b, tokens: new(big.Rat).SetInt64(burstCap(b)), last: never}
+	m := &exactModel{sound: sound, burst: b, tokens: new(big.Rat).SetInt64(burstCap(b)), fresh: true}
 	m.setRate(l)
 	return m
 }
@@ -65,14 +68,14 @@ func (m *exactModel) setRate(l Limit) {
 	m.rate = new(big.Rat).SetFrac(new(big.Int).SetUint64(num), new(big.Int).SetUint64(den))
 }
 
-func (m *exactModel) advance(t int64) *big.Rat {
+func (m *exactModel) advance(t time.Time) *big.Rat {
 	tok := new(big.Rat).Set(m.tokens)
 	burst := new(big.Rat).SetInt64(burstCap(m.burst))
-	if t > m.last {
-		if m.last == never || m.fill {
+	if m.fresh || t.After(m.last) {
+		if m.fresh || m.fill {
 			tok.Set(burst)
 		} else {
-			tok.Add(tok, new(big.Rat).Mul(m.rate, new(big.Rat).SetInt64(t-m.last)))
+			tok.Add(tok, new(big.Rat).Mul(m.rate, new(big.Rat).SetInt64(int64(t.Sub(m.last)))))
 		}
 	}
 	if tok.Cmp(burst) > 0 {
@@ -93,9 +96,11 @@ func floorInt(x *big.Rat) int64 {
 	return q.Int64()
 }
 
-func (m *exactModel) reserve(t int64, n int, maxWait time.Duration) exactReservation {
+func (m *exactModel) update(t time.Time) { m.last, m.fresh = t, false }
+
+func (m *exactModel) reserve(t time.Time, n int, maxWait time.Duration) exactReservation {
 	if m.inf {
-		return exactReservation{ok: true, tokens: n, at: t, act: t, inf: true}
+		return exactReservation{ok: true, tokens: n, act: t, inf: true}
 	}
 	tok := m.advance(t)
 	tok.Sub(tok, new(big.Rat).SetInt64(int64(n)))
@@ -110,14 +115,27 @@ func (m *exactModel) reserve(t int64, n int, maxWait time.Duration) exactReserva
 	if n > m.burst || wait > int64(maxWait) {
 		return exactReservation{}
 	}
-	m.tokens, m.last, m.lastEvent = tok, t, addSat(t, wait)
-	return exactReservation{ok: true, tokens: n, at: t, wait: wait, act: m.lastEvent, rate: new(big.Rat).Set(m.rate)}
+	m.tokens, m.lastEvent, m.evented = tok, t.Add(time.Duration(wait)), true
+	m.update(t)
+	return exactReservation{ok: true, tokens: n, act: m.lastEvent, rate: new(big.Rat).Set(m.rate)}
 }
 
 // cancel is CancelAt. It reports whether the sound rules changed the
 // outcome, computed by also running x/time/rate's rule.
-func (m *exactModel) cancel(r exactReservation, t int64) (divergent bool) {
-	if !r.ok || m.inf || r.tokens == 0 || r.act < t {
+func (m *exactModel) cancel(r *exactReservation, t time.Time) (divergent bool) {
+	if !r.ok {
+		return false
+	}
+	if r.cancelled && m.sound {
+		// x/time/rate gives the tokens back again: divergent if that
+		// changes its state.
+		x := *m
+		x.sound = false
+		x.cancel(r, t)
+		return x.tokens.Cmp(m.tokens) != 0 || !x.last.Equal(m.last) || !x.lastEvent.Equal(m.lastEvent)
+	}
+	r.cancelled = true
+	if m.inf || r.tokens == 0 || r.act.Before(t) {
 		return false
 	}
 	rate := r.rate
@@ -127,7 +145,7 @@ func (m *exactModel) cancel(r exactReservation, t int64) (divergent bool) {
 		}
 		rate = new(big.Rat)
 	}
-	gap := new(big.Rat).SetInt64(m.lastEvent - r.act)
+	gap := new(big.Rat).SetInt64(int64(m.lastEvent.Sub(r.act)))
 	restore := new(big.Rat).Sub(new(big.Rat).SetInt64(int64(r.tokens)), new(big.Rat).Mul(rate, gap))
 	if m.sound && gap.Sign() < 0 {
 		divergent = rate.Sign() != 0 // x/time would restore more than r.tokens
@@ -141,26 +159,30 @@ func (m *exactModel) cancel(r exactReservation, t int64) (divergent bool) {
 	if burst := new(big.Rat).SetInt64(burstCap(m.burst)); tok.Cmp(burst) > 0 {
 		tok.Set(burst)
 	}
-	m.tokens, m.last = tok, t
-	if r.act == m.lastEvent {
-		prev := addSat(r.act, int64(InfDuration))
+	m.tokens = tok
+	m.update(t)
+	if r.act.Equal(m.lastEvent) {
+		prev, ok := r.act.Add(InfDuration), true
 		if rate.Sign() != 0 {
-			prev = r.act - floorInt(new(big.Rat).Quo(new(big.Rat).SetInt64(int64(r.tokens)), rate))
+			d := floorInt(new(big.Rat).Quo(new(big.Rat).SetInt64(int64(r.tokens)), rate))
+			prev, ok = r.act.Add(-time.Duration(d)), d < math.MaxInt64
 		}
-		if prev >= t {
+		if ok && !prev.Before(t) {
 			m.lastEvent = prev
 		}
 	}
 	return divergent
 }
 
-func (m *exactModel) setLimit(t int64, l Limit) {
-	m.tokens, m.last = m.advance(t), t
+func (m *exactModel) setLimit(t time.Time, l Limit) {
+	m.tokens = m.advance(t)
+	m.update(t)
 	m.setRate(l)
 }
 
-func (m *exactModel) setBurst(t int64, b int) {
-	m.tokens, m.last = m.advance(t), t
+func (m *exactModel) setBurst(t time.Time, b int) {
+	m.tokens = m.advance(t)
+	m.update(t)
 	m.burst = b
 }
 
@@ -184,7 +206,9 @@ func runDifferential(t *testing.T, data []byte, st *diffStats) {
 	if len(data) < 2 {
 		return
 	}
-	base := time.Now()
+	base := time.Now().Round(0) // wall clock only, as the far eras are
+	eras := diffEras(base)
+	era := 0
 	l0, b0 := diffLimits[int(data[0])%len(diffLimits)], diffBursts[int(data[1])%len(diffBursts)]
 	mine, x := NewLimiter(l0, b0), xrate.NewLimiter(xrate.Limit(l0), b0)
 	es, ex := newExact(l0, b0, true), newExact(l0, b0, false)
@@ -192,25 +216,35 @@ func runDifferential(t *testing.T, data []byte, st *diffStats) {
 		now      int64 = 1e12
 		mineRs   []*Reservation
 		xRs      []*xrate.Reservation
-		esRs     []exactReservation
-		exRs     []exactReservation
+		esRs     []*exactReservation
+		exRs     []*exactReservation
 		diverged bool
 		parted   bool // outputs differed once: compare with the exact model only
 	)
-	tm := func() time.Time { return base.Add(time.Duration(now)) }
-	ts := func() int64 { return at(tm()) }
+	tm := func() time.Time { return eras[era].Add(time.Duration(now)) }
 
 	checkState := func(step int, op string) {
 		t.Helper()
 		got := new(big.Rat).SetFrac(mine.tokens.big(), new(big.Int).SetUint64(max(mine.den, 1)))
-		if got.Cmp(es.tokens) != 0 || mine.last != es.last || (mine.last != never && mine.lastEvent != es.lastEvent) {
-			t.Fatalf("step %d %s: state (tokens %v, last %d, lastEvent %d), exact model (%v, %d, %d)",
-				step, op, got.FloatString(22), mine.last, mine.lastEvent, es.tokens.FloatString(22), es.last, es.lastEvent)
+		fresh := mine.last == never && !mine.lastFar
+		var last, event time.Time
+		if !fresh {
+			last, event = mine.lastTime(), mine.timeOf(mine.eventWide())
 		}
+		if got.Cmp(es.tokens) != 0 || fresh != es.fresh || !fresh && (!last.Equal(es.last) || es.evented && !event.Equal(es.lastEvent)) {
+			t.Fatalf("step %d %s: state (tokens %v, last %v, lastEvent %v), exact model (%v, %v, %v)",
+				step, op, got.FloatString(22), last, event, es.tokens.FloatString(22), es.last, es.lastEvent)
+		}
+		mine.checkAxis(t)
 	}
 	for i := 2; i+1 < len(data); i += 2 {
 		op, arg := data[i], data[i+1]
-		now += int64(diffSteps[int(arg>>4)%len(diffSteps)])
+		switch k := int(arg >> 4); {
+		case k >= len(diffSteps): // a far time: another era
+			era = (era + k - len(diffSteps) + 1) % len(eras)
+		default:
+			now += int64(diffSteps[k])
+		}
 		st.steps++
 		var name string
 		var mineOut, xOut, exOut [2]int64 // decision, delay
@@ -219,8 +253,8 @@ func runDifferential(t *testing.T, data []byte, st *diffStats) {
 			n := diffNs[int(arg)%len(diffNs)]
 			name = "AllowN"
 			mineOut[0], xOut[0] = b2i(mine.AllowN(tm(), n)), b2i(x.AllowN(tm(), n))
-			esOut := es.reserve(ts(), n, 0)
-			exOut[0] = b2i(ex.reserve(ts(), n, 0).ok)
+			esOut := es.reserve(tm(), n, 0)
+			exOut[0] = b2i(ex.reserve(tm(), n, 0).ok)
 			if mineOut[0] != b2i(esOut.ok) {
 				t.Fatalf("step %d: AllowN(t=%d, %d) = %v, exact model %v", i, now, n, mineOut[0], esOut.ok)
 			}
@@ -228,12 +262,12 @@ func runDifferential(t *testing.T, data []byte, st *diffStats) {
 			n := diffNs[int(arg)%len(diffNs)]
 			name = "ReserveN"
 			mr, xr := mine.ReserveN(tm(), n), x.ReserveN(tm(), n)
-			er, exr := es.reserve(ts(), n, InfDuration), ex.reserve(ts(), n, InfDuration)
-			mineRs, xRs, esRs, exRs = append(mineRs, mr), append(xRs, xr), append(esRs, er), append(exRs, exr)
+			er, exr := es.reserve(tm(), n, InfDuration), ex.reserve(tm(), n, InfDuration)
+			mineRs, xRs, esRs, exRs = append(mineRs, mr), append(xRs, xr), append(esRs, &er), append(exRs, &exr)
 			mineOut = [2]int64{b2i(mr.OK()), int64(mr.DelayFrom(tm()))}
 			xOut = [2]int64{b2i(xr.OK()), int64(xr.DelayFrom(tm()))}
-			exOut = [2]int64{b2i(exr.ok), exDelay(exr, ts())}
-			if want := [2]int64{b2i(er.ok), exDelay(er, ts())}; mineOut != want {
+			exOut = [2]int64{b2i(exr.ok), exDelay(exr, tm())}
+			if want := [2]int64{b2i(er.ok), exDelay(er, tm())}; mineOut != want {
 				t.Fatalf("step %d: ReserveN(t=%d, %d) = %v, exact model %v", i, now, n, mineOut, want)
 			}
 		case 5: // CancelAt of an earlier reservation
@@ -244,24 +278,24 @@ func runDifferential(t *testing.T, data []byte, st *diffStats) {
 			name = "CancelAt"
 			mineRs[k].CancelAt(tm())
 			xRs[k].CancelAt(tm())
-			if es.cancel(esRs[k], ts()) {
+			if es.cancel(esRs[k], tm()) {
 				diverged = true
 			}
-			ex.cancel(exRs[k], ts())
+			ex.cancel(exRs[k], tm())
 		case 6: // SetLimitAt
 			l := diffLimits[int(arg)%len(diffLimits)]
 			name = "SetLimitAt"
 			mine.SetLimitAt(tm(), l)
 			x.SetLimitAt(tm(), xrate.Limit(l))
-			es.setLimit(ts(), l)
-			ex.setLimit(ts(), l)
+			es.setLimit(tm(), l)
+			ex.setLimit(tm(), l)
 		case 7: // SetBurstAt
 			b := diffBursts[int(arg)%len(diffBursts)]
 			name = "SetBurstAt"
 			mine.SetBurstAt(tm(), b)
 			x.SetBurstAt(tm(), b)
-			es.setBurst(ts(), b)
-			ex.setBurst(ts(), b)
+			es.setBurst(tm(), b)
+			ex.setBurst(tm(), b)
 		}
 		checkState(i, name)
 		if parted || mineOut == xOut {
@@ -284,20 +318,20 @@ func runDifferential(t *testing.T, data []byte, st *diffStats) {
 	}
 }
 
-func exDelay(r exactReservation, t int64) int64 {
+func exDelay(r exactReservation, t time.Time) int64 {
 	if !r.ok {
 		return int64(InfDuration)
 	}
-	// at + wait − t, as time.Time.Sub computes it: saturated, here at
-	// most InfDuration since t >= at in these sequences' callers.
-	d := new(big.Int).Sub(new(big.Int).Add(big.NewInt(r.at), big.NewInt(r.wait)), big.NewInt(t))
-	switch {
-	case d.Sign() <= 0:
-		return 0
-	case !d.IsInt64():
-		return math.MaxInt64
-	}
-	return d.Int64()
+	return int64(max(r.act.Sub(t), 0))
+}
+
+// diffEras are the origins of the differential test's times: its start,
+// the zero time.Time, and times 150 to 290 years away from either, so that
+// sequences move the limiter's time axis (more than 146 years) and keep
+// times more than 292 years (time.Duration's range) apart.
+func diffEras(base time.Time) []time.Time {
+	const year = 365 * 24 * time.Hour
+	return []time.Time{base, {}, base.Add(150 * year), base.Add(-200 * year), time.Time{}.Add(100 * year), base.Add(290 * year)}
 }
 
 func b2i(b bool) int64 {
@@ -311,6 +345,9 @@ func FuzzDifferential(f *testing.F) {
 	f.Add([]byte{4, 1, 0, 0x50, 0, 0x50, 0, 0x40, 3, 0x11, 5, 0})
 	f.Add([]byte{8, 2, 3, 0x02, 3, 0x02, 6, 0x07, 3, 0x41, 5, 0x00, 0, 0x30})
 	f.Add([]byte{11, 3, 3, 0x01, 6, 0x04, 5, 0x00, 0, 0x00, 0, 0x00})
+	// Far eras (arg >> 4 of 14 or 15) and the same reservation cancelled
+	// again.
+	f.Add([]byte{2, 3, 3, 0x01, 5, 0x00, 5, 0x00, 0, 0xE1, 3, 0xF2, 5, 0x01, 5, 0x01, 6, 0xE3, 0, 0x21, 4, 0xF0, 5, 0x02})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var st diffStats
 		runDifferential(t, data, &st)

@@ -40,8 +40,14 @@ import (
 //   - exactly one token per d nanoseconds, when the Limit equals Every(d) for
 //     a whole number of nanoseconds d (Every(3*time.Second) is exactly 1/3
 //     per second, not 0.3333333333333333);
-//   - otherwise the rate rounded down to a multiple of 2^-63 tokens per
-//     nanosecond (about 1.1e-10 per second), never up.
+//   - otherwise the largest fraction num/den at or below that decimal with
+//     num and den below 2^64 (below), within a factor 1 − 2^-62 of it: so
+//     a delay is the exact one rounded down to a nanosecond, or for an
+//     exact delay that lies within 2^-61 of itself below the next
+//     nanosecond, that next one: never early, and at most 1 ns late for
+//     delays under 2^61 ns (73 years). (Rounding to 2^-63 token/ns instead
+//     made Limit(7.0/86400) 15.5 ms late per token.) Rates below 2^-64
+//     token/ns (5.4e-11 per second) that are not such decimals read as 0.
 //
 // Limits at or below zero, and NaN, refill nothing (num = 0); Inf, +Inf and
 // finite rates of 2^64 tokens per nanosecond or more fill the bucket in any
@@ -50,32 +56,18 @@ import (
 // different den rounds the balance down to the new unit, once: by less than
 // 1/den token.
 
-// Time is kept as int64 nanoseconds since epoch, a reading of the monotonic
-// clock taken when the package initialises. Readings are clamped to
-// ±maxTime (146 years either side), which leaves room to add any
-// time.Duration delay with saturation.
+// epoch is the origin of the time axis that the implicit-time API's clock
+// readings are on: a reading of the monotonic clock taken when the package
+// initialises (axis.go).
 var epoch = time.Now()
 
-const (
-	maxTime = int64(1) << 62
-	// never is the time of a NewLimiter's last update: before any time a
-	// caller can pass, like x/time/rate's zero time.Time.
-	never = math.MinInt64
-	// minTokens bounds how far reservations take a balance below zero, so
-	// that tokens − n and room computations never overflow.
-	minTokens = -(int64(1) << 62)
-)
+// minTokens bounds how far reservations take a balance below zero, so that
+// tokens − n and room computations never overflow.
+const minTokens = -(int64(1) << 62)
 
 // nanotime is the implicit-time API's clock: only the monotonic clock is
 // read (time.Since's fast path).
 func nanotime() int64 { return int64(time.Since(epoch)) }
-
-// at converts an explicit time to the axis. t.Sub uses the monotonic
-// readings when both carry one, as x/time/rate's t.Sub(last) does.
-func at(t time.Time) int64 {
-	d := int64(t.Sub(epoch))
-	return min(max(d, -maxTime), maxTime)
-}
 
 // addSat returns t + d, saturating at math.MaxInt64; d >= 0.
 func addSat(t, d int64) int64 {
@@ -99,9 +91,12 @@ func ratio(l Limit, oldDen uint64) (num, den uint64, fill bool) {
 	case math.IsInf(r, 1) || l == Inf:
 		return 0, max(oldDen, 1), true
 	}
+	// perNs is the rate as read: the shortest decimal, per nanosecond (the
+	// float itself should the decimal not parse, which it always does).
 	perNs := new(big.Rat).Quo(new(big.Rat).SetFloat64(r), big.NewRat(1e9, 1))
 	if q, ok := new(big.Rat).SetString(strconv.FormatFloat(r, 'g', -1, 64)); ok {
 		q.Quo(q, big.NewRat(1e9, 1))
+		perNs = q
 		for m := 19; m >= 0; m-- {
 			d := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(m)), nil)
 			n := new(big.Rat).Mul(q, new(big.Rat).SetInt(d))
@@ -118,14 +113,70 @@ func ratio(l Limit, oldDen uint64) (num, den uint64, fill bool) {
 			}
 		}
 	}
-	for s := 63; s >= 0; s-- {
-		n := new(big.Rat).Mul(perNs, new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), uint(s))))
-		q := new(big.Int).Quo(n.Num(), n.Denom())
-		if q.BitLen() <= 64 {
-			return q.Uint64(), uint64(1) << s, false
+	if perNs.Cmp(new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), 64))) >= 0 {
+		return 0, max(oldDen, 1), true
+	}
+	num, den = below(perNs, new(big.Int).SetUint64(math.MaxUint64))
+	return num, den, false
+}
+
+// below returns the largest fraction num/den <= x with num and den at most
+// bound, a uint64 (den >= 1; num = 0 if every such positive fraction
+// exceeds x), for 0 < x <= bound. ratio passes 2^64 − 1. It descends the Stern–Brocot tree: lo = a/b <= x < hi = c/d
+// are neighbours (bc − ad = 1), so every fraction strictly between them has
+// a numerator of at least a+c and a denominator of at least b+d; each round
+// moves lo, then hi, as many mediant steps towards x as the bound allows.
+// When neither can move, no fraction within the bound lies in (lo, x]: lo
+// is the answer. Then bc − ad = 1 gives x − a/b < 1/(bd), and since the
+// mediant is outside the bound, one of a, b, c, d is at least 2^63, which
+// makes bdx > 2^63 − 1 whenever a > 0: the relative error is below 2^-62
+// (TestRatioBelowIsClose checks it).
+func below(x *big.Rat, bound *big.Int) (num, den uint64) {
+	p, q := x.Num(), x.Denom()
+	a, b, c, d := big.NewInt(0), big.NewInt(1), big.NewInt(1), big.NewInt(0)
+	t, u := new(big.Int), new(big.Int)
+	// over and under: lo = a/b is under x by under/(bq), hi = c/d over it
+	// by over/(dq).
+	under, over, k := new(big.Int), new(big.Int), new(big.Int)
+	gaps := func() bool {
+		under.Sub(t.Mul(p, b), u.Mul(a, q))
+		over.Sub(t.Mul(c, q), u.Mul(p, d))
+		return under.Sign() != 0 // lo == x: done
+	}
+	// step moves e/f by k mediant steps of g/h, k lowered so that e + k·g
+	// and f + k·h stay within the bound, and reports whether it moved.
+	step := func(e, f, g, h *big.Int) bool {
+		for _, lim := range [2][2]*big.Int{{e, g}, {f, h}} {
+			if lim[1].Sign() > 0 {
+				if m := new(big.Int).Quo(t.Sub(bound, lim[0]), lim[1]); m.Cmp(k) < 0 {
+					k.Set(m)
+				}
+			}
+		}
+		if k.Sign() <= 0 {
+			return false
+		}
+		e.Add(e, t.Mul(k, g))
+		f.Add(f, t.Mul(k, h))
+		return true
+	}
+	for gaps() {
+		// lo: the most k with (a + k·c)/(b + k·d) <= x, that is
+		// k·over <= under.
+		k.Quo(under, over)
+		movedLo := step(a, b, c, d)
+		if !gaps() {
+			break
+		}
+		// hi: the most k with (c + k·a)/(d + k·b) > x, that is
+		// k·under < over.
+		k.Sub(over, big.NewInt(1))
+		k.Quo(k, under)
+		if movedHi := step(c, d, a, b); !movedLo && !movedHi {
+			break
 		}
 	}
-	return 0, max(oldDen, 1), true
+	return a.Uint64(), b.Uint64()
 }
 
 // fixed is a balance in units of 1/den token: a signed 128-bit two's

@@ -27,9 +27,13 @@
 // of 1/den tokens in 128 bits, so refill is exact and no rounding error
 // accumulates over any number of calls. Reservation delays are the exact
 // delay rounded down to a nanosecond, as x/time/rate's truncating
-// conversion intends. A SetLimit between rates of different denominators
-// rounds the balance down to the new unit, once (rates with at most 10
-// decimal places below 1.8e9/s share one denominator, 10^19).
+// conversion intends. A rate that no 64-bit fraction holds exactly, such
+// as Limit(7.0/86400), is read as the closest such fraction below it
+// (within a factor 1 − 2^-62), so its delays are never early and at most
+// 1 ns late (for delays under 73 years). A SetLimit between rates of
+// different denominators rounds the balance down to the new unit, once
+// (rates with at most 10 decimal places below 1.8e9/s share one
+// denominator, 10^19).
 //
 // The one remaining difference, kept on purpose. The explicit-time methods
 // (AllowN, ReserveN, SetLimitAt, SetBurstAt, CancelAt, TokensAt) behave as
@@ -42,6 +46,9 @@
 // Where x/time/rate's behaviour is unsound and its tests do not pin it,
 // this package takes the sound choice:
 //
+//   - A Reservation is cancelled at most once: only the first Cancel or
+//     CancelAt has an effect. x/time/rate gives the tokens back on every
+//     call, so cancelling one reservation repeatedly admits without bound.
 //   - CancelAt restores at most the reservation's own tokens. x/time/rate
 //     restores tokens − limit·(lastEvent − timeToAct), which exceeds tokens
 //     when lastEvent lies before the reservation's timeToAct (a later
@@ -55,9 +62,15 @@
 //   - A NaN limit refills nothing; in x/time/rate it makes the balance NaN,
 //     after which every request up to the burst is allowed.
 //
-// Limits of the arithmetic, none reachable in practice: times are kept to
-// ±146 years around the process's start, and a reservation that would take
-// the balance more than 2^62 tokens below zero is not OK.
+// Times work in any era, as time.Time differences, as in x/time/rate: a
+// limiter driven from the zero time.Time, or centuries from now, refills
+// as one driven from time.Now, and a gap longer than time.Duration holds
+// (292 years) refills 2^63−1 ns' worth, as x/time/rate's saturating Sub
+// does. (A limiter keeps its times as int64 offsets from an origin that
+// moves when a time more than 146 years from it arrives; see axis.go.)
+// The one limit of the arithmetic, not reachable in practice: a
+// reservation that would take the balance more than 2^62 tokens below
+// zero is not OK.
 //
 // # When to pick it
 //
@@ -128,9 +141,19 @@ type Limiter struct {
 	num, den   uint64 // the rate: num/den tokens per nanosecond; den > 0 once set
 	fill       bool   // the rate fills the bucket in any positive time (Inf)
 	inf        bool   // limit == Inf: reservations bypass the bucket
+	// odd: axis != 0 || lastFar || eventFar (axis.go); it sends Allow to
+	// the general path.
+	odd, lastFar, eventFar bool
 
 	last      int64 // time of the latest update (never for a new limiter)
 	lastEvent int64 // latest time to act of a reservation, past or future
+
+	// The time axis (axis.go): last and lastEvent are nanoseconds from the
+	// epoch while axis is 0, else from base; lastW and eventW hold them
+	// instead while lastFar and eventFar are set.
+	axis, axes    uint32 // the axis's number; the latest one given out
+	base          time.Time
+	lastW, eventW fixed
 }
 
 // NewLimiter returns a new Limiter that allows events up to rate r and
@@ -168,9 +191,9 @@ func (lim *Limiter) Burst() int {
 // TokensAt returns the number of tokens available at time t. A t before the
 // limiter's latest update sees the balance of that update.
 func (lim *Limiter) TokensAt(t time.Time) float64 {
-	ts := at(t)
+	d := t.Sub(epoch)
 	lim.mu.Lock()
-	b := lim.advance(ts)
+	b := lim.advance(lim.at(t, d))
 	den := lim.den
 	lim.mu.Unlock()
 	return float(b, den)
@@ -180,7 +203,7 @@ func (lim *Limiter) TokensAt(t time.Time) float64 {
 func (lim *Limiter) Tokens() float64 {
 	now := nanotime()
 	lim.mu.Lock()
-	b := lim.advance(max(now, lim.last))
+	b := lim.advance(lim.now(now))
 	den := lim.den
 	lim.mu.Unlock()
 	return float(b, den)
@@ -191,17 +214,18 @@ func (lim *Limiter) Tokens() float64 {
 func (lim *Limiter) Allow() bool {
 	now := nanotime()
 	lim.mu.Lock()
-	ok := lim.allow1(max(now, lim.last))
+	ok := lim.allow1(lim.now(now))
 	lim.mu.Unlock()
 	return ok
 }
 
 // allow1 is reserve(ts, 1, 0) with advance written out for the common
-// case, a finite rate and a balance below the burst, so that Allow makes
+// case, a finite rate, a balance below the burst and times on the epoch's
+// axis within int64 (so ts − last < 2^63, see axis.go), so that Allow makes
 // no call inside the lock. Every other case goes through reserve. It
 // requires lim.mu.
 func (lim *Limiter) allow1(ts int64) bool {
-	if lim.fill || lim.num == 0 || lim.den == 0 || lim.burst < 1 || !lim.tokens.less(lim.capB) {
+	if lim.odd || lim.fill || lim.num == 0 || lim.den == 0 || lim.burst < 1 || !lim.tokens.less(lim.capB) {
 		ok, _ := lim.reserve(ts, 1, 0)
 		return ok
 	}
@@ -229,9 +253,9 @@ func (lim *Limiter) allow1(ts int64) bool {
 // tokens if so. Use it to drop or skip events that exceed the rate limit;
 // otherwise use Reserve or Wait.
 func (lim *Limiter) AllowN(t time.Time, n int) bool {
-	ts := at(t)
+	d := t.Sub(epoch)
 	lim.mu.Lock()
-	ok, _ := lim.reserve(ts, n, 0)
+	ok, _ := lim.reserve(lim.at(t, d), n, 0)
 	lim.mu.Unlock()
 	return ok
 }
@@ -241,11 +265,16 @@ func (lim *Limiter) AllowN(t time.Time, n int) bool {
 func (lim *Limiter) Reserve() *Reservation {
 	now := nanotime()
 	lim.mu.Lock()
-	ts := max(now, lim.last)
-	r, _ := lim.reservation(ts, 1, InfDuration)
+	ts := lim.now(now)
+	r, wait := lim.reservation(ts, 1, InfDuration)
+	origin := lim.origin()
 	lim.mu.Unlock()
 	if r.ok {
-		r.timeToAct = epoch.Add(time.Duration(r.act))
+		if r.act != math.MaxInt64 {
+			r.timeToAct = origin.Add(time.Duration(r.act))
+		} else { // ts + wait saturated
+			r.timeToAct = origin.Add(time.Duration(ts)).Add(time.Duration(wait))
+		}
 	}
 	return &r
 }
@@ -273,9 +302,9 @@ func (lim *Limiter) ReserveN(t time.Time, n int) *Reservation {
 // It returns a Reservation, not a pointer, so that callers that do not keep
 // it do not allocate.
 func (lim *Limiter) reserveN(t time.Time, n int, maxFutureReserve time.Duration) Reservation {
-	ts := at(t)
+	d := t.Sub(epoch)
 	lim.mu.Lock()
-	r, wait := lim.reservation(ts, n, maxFutureReserve)
+	r, wait := lim.reservation(lim.at(t, d), n, maxFutureReserve)
 	lim.mu.Unlock()
 	if r.ok {
 		r.timeToAct = t.Add(time.Duration(wait))
@@ -288,7 +317,7 @@ func (lim *Limiter) reserveN(t time.Time, n int, maxFutureReserve time.Duration)
 func (lim *Limiter) reservation(ts int64, n int, maxWait time.Duration) (Reservation, int64) {
 	inf := lim.inf
 	ok, wait := lim.reserve(ts, n, maxWait)
-	r := Reservation{ok: ok, lim: lim, limit: lim.limit}
+	r := Reservation{ok: ok, lim: lim, limit: lim.limit, axis: lim.axis}
 	if ok {
 		r.tokens = n
 		r.act = addSat(ts, wait)
@@ -304,11 +333,13 @@ func (lim *Limiter) Wait(ctx context.Context) error {
 
 // WaitN blocks until lim permits n events to happen. It returns an error if
 // n exceeds the burst (unless the limit is Inf), if ctx is done, or if the
-// wait would run past ctx's deadline; in the last case it returns at once.
-// If ctx ends while waiting, the reservation is cancelled (see
-// Reservation.Cancel) and ctx.Err() is returned.
+// wait would run past ctx's deadline; in the last case it returns at once,
+// with an error that matches both admit.ErrDeadline and
+// context.DeadlineExceeded (errors.Is), as the module's buckets do. If ctx
+// ends while waiting, the reservation is cancelled (see Reservation.Cancel)
+// and ctx.Err() is returned.
 func (lim *Limiter) WaitN(ctx context.Context, n int) error {
-	return lim.waitAt(ctx, n, nanotime(), true, realTimer)
+	return lim.waitAt(ctx, n, time.Time{}, nanotime(), true, realTimer)
 }
 
 // wait is WaitN at the explicit time t, with timers from newTimer; the
@@ -316,7 +347,7 @@ func (lim *Limiter) WaitN(ctx context.Context, n int) error {
 //
 //lint:ignore U1000 called by x/time/rate's rate_test.go, which make test adds to the package
 func (lim *Limiter) wait(ctx context.Context, n int, t time.Time, newTimer func(d time.Duration) (<-chan time.Time, func() bool, func())) error {
-	return lim.waitAt(ctx, n, at(t), false, newTimer)
+	return lim.waitAt(ctx, n, t, 0, false, newTimer)
 }
 
 func realTimer(d time.Duration) (<-chan time.Time, func() bool, func()) {
@@ -324,25 +355,33 @@ func realTimer(d time.Duration) (<-chan time.Time, func() bool, func()) {
 	return timer.C, timer.Stop, func() {}
 }
 
-// waitError is a Wait error: x/time/rate's text, and the admit sentinel it
-// corresponds to for errors.Is.
+// waitError is a Wait error: x/time/rate's text, and the errors it matches
+// with errors.Is: the admit sentinel it corresponds to and, for a deadline,
+// context.DeadlineExceeded, as the module's buckets' AcquireN errors do.
 type waitError struct {
 	msg  string
-	kind error
+	kind []error
 }
 
-func (e *waitError) Error() string { return e.msg }
-func (e *waitError) Unwrap() error { return e.kind }
+// The kinds, shared by every waitError (errors.Is only reads them).
+var (
+	unsatisfiable = []error{admit.ErrUnsatisfiable}
+	pastDeadline  = []error{admit.ErrDeadline, context.DeadlineExceeded}
+)
 
-func (lim *Limiter) waitAt(ctx context.Context, n int, ts int64, implicit bool, newTimer func(d time.Duration) (<-chan time.Time, func() bool, func())) error {
+func (e *waitError) Error() string   { return e.msg }
+func (e *waitError) Unwrap() []error { return e.kind }
+
+// waitAt is WaitN at t or, if implicit, at the clock reading now.
+func (lim *Limiter) waitAt(ctx context.Context, n int, t time.Time, now int64, implicit bool, newTimer func(d time.Duration) (<-chan time.Time, func() bool, func())) error {
 	lim.mu.Lock()
 	burst, limit := lim.burst, lim.limit
 	lim.mu.Unlock()
 	if n > burst && limit != Inf {
-		return &waitError{fmt.Sprintf("rate: Wait(n=%d) exceeds limiter's burst %d", n, burst), admit.ErrUnsatisfiable}
+		return &waitError{fmt.Sprintf("rate: Wait(n=%d) exceeds limiter's burst %d", n, burst), unsatisfiable}
 	}
 	if n < 0 && limit != Inf {
-		return &waitError{fmt.Sprintf("rate: Wait(n=%d) is negative", n), admit.ErrUnsatisfiable}
+		return &waitError{fmt.Sprintf("rate: Wait(n=%d) is negative", n), unsatisfiable}
 	}
 	select {
 	case <-ctx.Done():
@@ -350,20 +389,33 @@ func (lim *Limiter) waitAt(ctx context.Context, n int, ts int64, implicit bool, 
 	default:
 	}
 	dl, hasDeadline := ctx.Deadline()
+	var d time.Duration
+	if !implicit {
+		d = t.Sub(epoch)
+	}
 	lim.mu.Lock()
+	var ts int64
 	if implicit {
-		ts = max(ts, lim.last)
+		ts = lim.now(now)
+	} else {
+		ts = lim.at(t, d)
 	}
 	maxWait := InfDuration
 	if hasDeadline {
-		maxWait = time.Duration(at(dl) - ts)
+		maxWait = time.Duration(clampDuration(offset(dl, lim.origin()).sub(wide(ts))))
 	}
 	inf := lim.inf
 	ok, wait := lim.reserve(ts, n, maxWait)
-	rlimit := lim.limit
+	var r Reservation
+	if ok && wait > 0 {
+		// For the cancel below: it finds the time to act on whatever axis
+		// the limiter is on by then.
+		r = Reservation{ok: true, lim: lim, tokens: n, act: addSat(ts, wait), limit: lim.limit, inf: inf, axis: lim.axis,
+			timeToAct: lim.real(ts).Add(time.Duration(wait))}
+	}
 	lim.mu.Unlock()
 	if !ok {
-		return &waitError{fmt.Sprintf("rate: Wait(n=%d) would exceed context deadline", n), admit.ErrDeadline}
+		return &waitError{fmt.Sprintf("rate: Wait(n=%d) would exceed context deadline", n), pastDeadline}
 	}
 	if wait == 0 {
 		return nil
@@ -376,7 +428,6 @@ func (lim *Limiter) waitAt(ctx context.Context, n int, ts int64, implicit bool, 
 		return nil
 	case <-ctx.Done():
 		// Give the tokens back, as far as later reservations allow.
-		r := Reservation{ok: true, lim: lim, tokens: n, act: addSat(ts, wait), limit: rlimit, inf: inf}
 		r.Cancel()
 		return ctx.Err()
 	}
@@ -387,7 +438,7 @@ func (lim *Limiter) waitAt(ctx context.Context, n int, ts int64, implicit bool, 
 func (lim *Limiter) SetLimit(newLimit Limit) {
 	now := nanotime()
 	lim.mu.Lock()
-	lim.setLimit(max(now, lim.last), newLimit)
+	lim.setLimit(lim.now(now), newLimit)
 	lim.mu.Unlock()
 }
 
@@ -395,16 +446,17 @@ func (lim *Limiter) SetLimit(newLimit Limit) {
 // Burst, may be violated or underutilized by those which reserved (using
 // Reserve or Wait) but did not yet act before SetLimitAt was called.
 func (lim *Limiter) SetLimitAt(t time.Time, newLimit Limit) {
-	ts := at(t)
+	d := t.Sub(epoch)
 	lim.mu.Lock()
-	lim.setLimit(ts, newLimit)
+	lim.setLimit(lim.at(t, d), newLimit)
 	lim.mu.Unlock()
 }
 
 func (lim *Limiter) setLimit(ts int64, newLimit Limit) {
 	b := lim.advance(ts)
 	num, den, fill := ratio(newLimit, lim.den)
-	lim.tokens, lim.last = rescale(b, lim.den, den), ts
+	lim.tokens = rescale(b, lim.den, den)
+	lim.setLast(ts)
 	lim.limit, lim.num, lim.den, lim.fill, lim.inf = newLimit, num, den, fill, newLimit == Inf
 	lim.bounds()
 }
@@ -414,21 +466,22 @@ func (lim *Limiter) setLimit(ts int64, newLimit Limit) {
 func (lim *Limiter) SetBurst(newBurst int) {
 	now := nanotime()
 	lim.mu.Lock()
-	lim.setBurst(max(now, lim.last), newBurst)
+	lim.setBurst(lim.now(now), newBurst)
 	lim.mu.Unlock()
 }
 
 // SetBurstAt sets a new burst size for the limiter as of t. A balance above
 // the new burst is cut to it at the next update.
 func (lim *Limiter) SetBurstAt(t time.Time, newBurst int) {
-	ts := at(t)
+	d := t.Sub(epoch)
 	lim.mu.Lock()
-	lim.setBurst(ts, newBurst)
+	lim.setBurst(lim.at(t, d), newBurst)
 	lim.mu.Unlock()
 }
 
 func (lim *Limiter) setBurst(ts int64, newBurst int) {
-	lim.tokens, lim.last = lim.advance(ts), ts
+	lim.tokens = lim.advance(ts)
+	lim.setLast(ts)
 	lim.burst = newBurst
 	lim.bounds()
 }
@@ -455,8 +508,9 @@ func (lim *Limiter) reserve(ts int64, n int, maxWait time.Duration) (bool, int64
 	if n > lim.burst || wait > int64(maxWait) {
 		return false, 0
 	}
-	lim.tokens, lim.last = after, ts
-	lim.lastEvent = addSat(ts, wait)
+	lim.tokens = after
+	lim.setLast(ts)
+	lim.setEvent(ts, wait)
 	return true, wait
 }
 
@@ -473,14 +527,14 @@ func (lim *Limiter) advance(ts int64) fixed {
 	if !b.less(lim.capB) {
 		return lim.capB
 	}
-	if ts > lim.last {
+	if dt := lim.since(ts); dt > 0 {
 		if lim.fill {
 			return lim.capB
 		}
 		if lim.num != 0 {
 			// room < 2^128 and the refill is compared before it is added,
 			// so nothing overflows however long the span.
-			add := mul(uint64(ts)-uint64(lim.last), lim.num)
+			add := mul(dt, lim.num)
 			if lim.capB.sub(b).ule(add) {
 				return lim.capB
 			}

@@ -2,11 +2,14 @@ package redisbucket_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/redisbucket"
 	"github.com/admit-go/admit/redisbucket/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -89,5 +92,76 @@ func TestCluster(t *testing.T) {
 	})
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+// A frozen Cluster master does not hold decisions past the timeout on
+// fresh clients (whose routing tables are cold): each decision returns
+// within the timeout, plus slack for a loaded machine, decided by a live
+// master or by the policy. go-redis looks a command up in COMMAND's table
+// on a context of its own with a 5 s timeout unless the command carries its
+// step count; a client that asked the frozen node first stalled 5 s.
+func TestClusterFrozenMaster(t *testing.T) {
+	cl, err := redistest.StartCluster(tmpDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Stop()
+	ctx := context.Background()
+	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+	defer admin.Close()
+	frozen := cl.Nodes[0]
+	// Keys owned by live masters.
+	var live []string
+	for i := 0; len(live) < 8; i++ {
+		key := fmt.Sprintf("frozen:k%d", i)
+		m, err := admin.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Options().Addr != frozen.Addr {
+			live = append(live, key)
+		}
+	}
+	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Signal(syscall.SIGCONT)
+	const timeout = 200 * time.Millisecond
+	const clients = 12
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var slowest time.Duration
+	decided := 0
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+			defer c.Close()
+			l, err := redisbucket.New(c, 10, 1, redisbucket.WithPrefix("frozen:"), redisbucket.WithTimeout(timeout))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for j := range 3 {
+				start := time.Now()
+				d, err := l.AllowN(ctx, live[(i+j)%len(live)], 1)
+				took := time.Since(start)
+				mu.Lock()
+				slowest = max(slowest, took)
+				if err == nil {
+					decided++
+				} else if !errors.Is(err, admit.ErrUnavailable) || d.Allowed {
+					t.Errorf("client %d: %+v, %v", i, d, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d of %d decisions made by live masters; slowest %v with a %v timeout", decided, 3*clients, slowest, timeout)
+	if slowest > timeout+time.Second {
+		t.Errorf("a decision took %v with a %v timeout", slowest, timeout)
 	}
 }

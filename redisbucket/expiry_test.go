@@ -20,22 +20,22 @@ import (
 // never writes) sees a full bucket.
 func TestKeysDisappearOnceFull(t *testing.T) {
 	ctx := context.Background()
-	l, c, prefix := newLimiter(t, 10, 1000) // 1 token per ms
+	l, c, _ := newLimiter(t, 10, 1000) // 1 token per ms
 	if d, err := l.AllowN(ctx, "k", 3); err != nil || !d.Allowed {
 		t.Fatalf("AllowN(3) = %+v, %v", d, err)
 	}
-	if pttl := c.PTTL(ctx, prefix+"k").Val(); pttl <= 0 || pttl > 3*time.Millisecond {
+	if pttl := c.PTTL(ctx, redisbucket.RedisKey(l, "k")).Val(); pttl <= 0 || pttl > 3*time.Millisecond {
 		t.Errorf("PTTL after taking 3 at 1/ms = %v, want in (0, 3ms]", pttl)
 	}
 	if d, err := l.AllowN(ctx, "k", 7); err != nil || !d.Allowed {
 		t.Fatalf("AllowN(7) = %+v, %v", d, err)
 	}
-	if pttl := c.PTTL(ctx, prefix+"k").Val(); pttl <= 0 || pttl > 10*time.Millisecond {
+	if pttl := c.PTTL(ctx, redisbucket.RedisKey(l, "k")).Val(); pttl <= 0 || pttl > 10*time.Millisecond {
 		t.Errorf("PTTL after draining 10 at 1/ms = %v, want in (0, 10ms]", pttl)
 	}
 	gone := false
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		if c.Exists(ctx, prefix+"k").Val() == 0 {
+		if c.Exists(ctx, redisbucket.RedisKey(l, "k")).Val() == 0 {
 			gone = true
 			break
 		}
@@ -55,7 +55,7 @@ func TestKeysDisappearOnceFull(t *testing.T) {
 	}
 	left := int64(-1)
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		keys, err := c.Keys(ctx, prefix+"many-*").Result()
+		keys, err := c.Keys(ctx, redisbucket.RedisKey(l, "many-*")).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,16 +52,45 @@ func TestOutage(t *testing.T) {
 	}
 }
 
-func testOutage(t *testing.T, outage, policy string, useRueidis bool) {
+// outageServer starts a redis-server of the test's own, killed when t ends.
+func outageServer(t *testing.T) *server {
+	t.Helper()
 	s, err := startServer(tmpDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Kill()
-	const poolSize = 8
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// outageClient is a go-redis client for s whose own timeouts (30 s) are far
+// beyond the limiter's, so that only the limiter bounds a decision.
+func outageClient(t *testing.T, s *server, poolSize int) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, PoolSize: poolSize,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, DialTimeout: 30 * time.Second})
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// beginOutage kills s, or freezes it with SIGSTOP (continued when t ends,
+// so that Kill can reap it).
+func beginOutage(t *testing.T, s *server, outage string) {
+	t.Helper()
+	switch outage {
+	case "kill":
+		s.Kill()
+	case "freeze":
+		if err := s.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Signal(syscall.SIGCONT) })
+	}
+}
+
+func testOutage(t *testing.T, outage, policy string, useRueidis bool) {
+	s := outageServer(t)
+	const poolSize = 8
+	c := outageClient(t, s, poolSize)
 	const timeout = 100 * time.Millisecond
 	const fallbackCap = 5
 	fb := &localKeyed{m: map[string]*mutexbucket.Bucket{}, c: fallbackCap}
@@ -75,6 +104,7 @@ func testOutage(t *testing.T, outage, policy string, useRueidis bool) {
 	conns := func() int64 { return int64(c.PoolStats().TotalConns) }
 	extraG := 0 // more goroutines the transport may hold
 	var l *redisbucket.Limiter
+	var err error
 	if useRueidis {
 		// ConnWriteTimeout near the limiter's timeout: rueidis leaves one
 		// goroutine per abandoned command until it closes the connection
@@ -103,14 +133,7 @@ func testOutage(t *testing.T, outage, policy string, useRueidis bool) {
 	}
 	base := countGoroutines()
 
-	switch outage {
-	case "kill":
-		s.Kill()
-	case "freeze":
-		if err := s.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-	}
+	beginOutage(t, s, outage)
 
 	const workers = 32
 	var (

@@ -11,8 +11,14 @@ import (
 // DefaultTimeout bounds each decision when WithTimeout is not given.
 const DefaultTimeout = 100 * time.Millisecond
 
-// DefaultPrefix is prepended to every key when WithPrefix is not given.
-const DefaultPrefix = "admit:"
+// DefaultPrefix names the keys when WithPrefix is not given: key k is
+// stored as "admit|k".
+const DefaultPrefix = "admit"
+
+// Separator joins the prefix and the key in a Redis key's name. A prefix
+// may not contain it, so the name splits one way only: "rl" and "api:x" is
+// "rl|api:x", which no other prefix and key give.
+const Separator = "|"
 
 // Option configures a Limiter in New.
 type Option func(*config)
@@ -33,14 +39,22 @@ func (c *config) fail(err error) {
 	}
 }
 
-// WithPrefix sets the string prepended to every key in Redis (default
-// "admit:"). Limiters with different capacities or rates must not share a
-// prefix. A prefix containing '{' or '}' is rejected: it would be read as a
-// Cluster hash tag and put every key in one slot.
+// WithPrefix sets the name that the Limiter's keys are stored under
+// (default DefaultPrefix): key k is the Redis key prefix + Separator + k.
+// Limiters that share a prefix share their buckets and must agree on
+// capacity and rate; a decision on a key stored by a limiter with other
+// parameters is denied with an error wrapping admit.ErrInvalidConfig, and
+// writes nothing. A prefix containing Separator is rejected, and so is one
+// containing '{' or '}': it would be read as a Cluster hash tag and put
+// every key in one slot.
 func WithPrefix(p string) Option {
 	return func(c *config) {
 		if strings.ContainsAny(p, "{}") {
 			c.fail(fmt.Errorf("%w: prefix %q contains a hash-tag brace", admit.ErrInvalidConfig, p))
+			return
+		}
+		if strings.Contains(p, Separator) {
+			c.fail(fmt.Errorf("%w: prefix %q contains the separator %q", admit.ErrInvalidConfig, p, Separator))
 			return
 		}
 		c.prefix = p
@@ -48,9 +62,12 @@ func WithPrefix(p string) Option {
 }
 
 // WithTimeout bounds each decision, the round trip and any wait for a pooled
-// connection included (default DefaultTimeout). It must be positive. While
-// Redis fails, at most one decision per timeout probes it; the rest are
-// decided by the failure policy at once.
+// connection included (default DefaultTimeout). It must be positive. Each
+// request to Redis is bounded by it alone: a caller whose context ends
+// sooner gets ctx.Err() at its deadline while its request runs on, on a
+// goroutine of its own, to the timeout, so that its outcome still tells
+// whether Redis answers. While Redis fails, at most one decision per timeout
+// probes it; the rest are decided by the failure policy at once.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
@@ -85,8 +102,11 @@ func WithFallback(k admit.KeyedLimiter) Option {
 // spends the surplus locally for at most maxAge after sending the request,
 // when the rest is dropped. A denial is remembered the same way, for
 // requests at least as large, until its RetryAfter (at most maxAge): that is
-// exact, since no client can make tokens appear sooner. Remaining and
-// ResetAfter are then as of the latest round trip. The bound per key then becomes
+// exact, since no client can make tokens appear sooner; its RetryAfter is
+// the server's, counted down. Remaining and
+// ResetAfter are then as of the latest round trip. A caller waits for at
+// most one round trip in flight on its key, and all it does stays within
+// WithTimeout. The bound per key then becomes
 // capacity + rate·(T + maxAge) over any span T, since tokens taken from the
 // server up to maxAge before the span may be spent inside it; surplus that
 // ages out is lost (under-admission, never over). n must be at least 2 and

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+	"strings"
 
 	"github.com/admit-go/admit"
 )
@@ -97,6 +98,30 @@ func newParams(capacity int64, rate float64) (params, error) {
 		}
 	}
 	return params{}, fmt.Errorf("%w: rate %v per second cannot be represented within 1 part in 2^20 with capacity %d (capacity × units per token must stay below 2^52)", admit.ErrInvalidConfig, rate, capacity)
+}
+
+// args are the script's fixed arguments: cap, per, m, q, and the head of
+// the stored record, its name ("", length-prefixed) and these parameters.
+func (p params) args() [5]string {
+	c, per, m, q := strconv.FormatInt(p.capUnits, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10), strconv.FormatInt(p.q, 10)
+	return [5]string{c, per, m, q, "0: " + c + " " + per + " " + m + " " + q + " "}
+}
+
+// describe reads the parameters of a stored record's head ("0: cap per m q
+// ..."), for the error that reports a mismatch: capacity and rate as a
+// user wrote them, or the raw text if it does not parse.
+func describe(stored string) string {
+	f := strings.Fields(stored)
+	if len(f) >= 5 {
+		c, err1 := strconv.ParseInt(f[1], 10, 64)
+		per, err2 := strconv.ParseInt(f[2], 10, 64)
+		m, err3 := strconv.ParseInt(f[3], 10, 64)
+		q, err4 := strconv.ParseInt(f[4], 10, 64)
+		if err1 == nil && err2 == nil && err3 == nil && err4 == nil && per > 0 && q > 0 {
+			return fmt.Sprintf("capacity %d, rate %g/s", c/per, float64(m)*1e6/(float64(per)*float64(q)))
+		}
+	}
+	return fmt.Sprintf("%q", stored)
 }
 
 func errorf(format string, args ...any) error {

@@ -10,6 +10,10 @@
 // and sets PEXPIRE to the moment the bucket would be full again, so Redis
 // holds only keys that are not full; an absent key is a full bucket, which is
 // what makes the expiry exact. Client clocks never enter the arithmetic.
+// Key k is stored as prefix|k (the prefix may not hold '|'), and the stored
+// record carries the limiter's parameters: a limiter with another capacity
+// or rate that meets the key is denied with an error wrapping
+// admit.ErrInvalidConfig, and writes nothing, rather than misreading it.
 // Each decision touches one key, so a Redis Cluster serves it without
 // CROSSSLOT errors and keys spread over all slots (the prefix may not hold a
 // hash tag). The script needs Redis 5 or later (effects replication, so a
@@ -40,10 +44,19 @@
 // network failure the Limiter stops sending: one decision per timeout probes
 // Redis and the rest are decided by the policy at once, so nothing piles up
 // while Redis is down, and the first probe that succeeds resumes normal
-// operation. The client must honour context deadlines
+// operation. A caller whose context ends sooner than the timeout gets
+// ctx.Err() at its deadline, never the policy's decision; its request runs
+// on to the timeout on a goroutine of its own, so that the breaker still
+// learns whether Redis answers. An outage's error names Redis's cause and
+// never matches the caller's context errors. A Redis restart or failover
+// that loses data refills every bucket: an absent key is a full one.
+// The client must honour context deadlines
 // (ContextTimeoutEnabled: true in go-redis's options); New rejects a
-// *redis.Client, *redis.ClusterClient or *redis.Ring that does not, and
-// go-redis's AutoPipeliner, which does not even with that option.
+// *redis.Client or *redis.ClusterClient that does not, and go-redis's
+// AutoPipeliner, which does not even with that option. New rejects a
+// *redis.Ring: when one of its shards dies the Ring moves that shard's keys
+// to the others, where a drained bucket reads as a full one with no error,
+// which no failure policy could see.
 //
 // # Pipelining
 //
@@ -68,7 +81,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync/atomic"
+	"strings"
 	"time"
 
 	"github.com/admit-go/admit"
@@ -96,8 +109,9 @@ var _ admit.KeyedLimiter = (*Limiter)(nil)
 
 // New returns a Limiter whose keys each hold capacity tokens and refill at
 // refillPerSecond tokens per second, stored through client (a *redis.Client,
-// *redis.ClusterClient, a failover client or a Ring). See the package doc
-// for the supported ranges; errors wrap admit.ErrInvalidConfig.
+// a *redis.ClusterClient or a failover client; a *redis.Ring is rejected, see
+// the package doc). See the package doc for the supported ranges; errors wrap
+// admit.ErrInvalidConfig.
 func New(client redis.UniversalClient, capacity int64, refillPerSecond float64, opts ...Option) (*Limiter, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil client", admit.ErrInvalidConfig)
@@ -147,7 +161,10 @@ func checkClient(c redis.UniversalClient) error {
 	case *redis.ClusterClient:
 		ok = c.Options().ContextTimeoutEnabled
 	case *redis.Ring:
-		ok = c.Options().ContextTimeoutEnabled
+		// A Ring rehashes a dead shard's keys onto the live shards, where
+		// each reads as an absent key, a full bucket: every drained bucket
+		// on that shard refills at once, silently, whatever the policy.
+		return fmt.Errorf("%w: a *redis.Ring moves a failed shard's keys to the other shards, where every bucket reads as full, so a shard failure would admit without any error; use a *redis.ClusterClient (or one *redis.Client per limiter)", admit.ErrInvalidConfig)
 	case *redis.AutoPipeliner:
 		// Measured (TestOutage): with ContextTimeoutEnabled set, a frozen
 		// server still held a decision for minutes.
@@ -182,37 +199,121 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (admit.Decisi
 	if l.batch != nil && n > 0 {
 		return l.batch.allow(ctx, l, key, n)
 	}
-	d, _, err := l.remote(ctx, key, n, n)
+	d, _, err := l.remote(ctx, key, n, n, time.Time{})
 	return d, err
 }
 
+// mismatch begins the script's error reply for a key stored with other
+// parameters.
+const mismatch = "ADMITPARAMS "
+
+// rkey is key's name in Redis: the prefix, which cannot hold the separator,
+// then the separator, then the key, so that no two (prefix, key) pairs
+// share a name.
+func (l *Limiter) rkey(key string) string { return l.prefix + Separator + key }
+
 // remote runs the script, taking want tokens when at least n are there, and
-// returns the decision and the tokens taken.
-func (l *Limiter) remote(ctx context.Context, key string, n, want int64) (admit.Decision, int64, error) {
+// returns the decision and the tokens taken. The caller waits until ctx ends
+// or until by, the decision's own deadline (its start plus the timeout, for a
+// decision that already waited; zero for one that starts now), whichever is
+// first.
+//
+// Every request to Redis is bounded by the full timeout and nothing else, so
+// that its outcome tells the breaker whether Redis is failing: a request
+// bounded by a caller's shorter deadline would end in a timeout whatever
+// Redis's health. When the caller waits less than a request's timeout (its
+// ctx deadline, or by, is earlier), the request runs on its own goroutine
+// and the caller stops waiting at its deadline: ctx.Err() if ctx ended (a
+// caller's own deadline never triggers the failure policy), the policy's
+// decision if by passed. Otherwise it runs on the caller's goroutine, the
+// healthy path's cost: no goroutine, one timer.
+func (l *Limiter) remote(ctx context.Context, key string, n, want int64, by time.Time) (admit.Decision, int64, error) {
 	if cause := l.brk.allow(); cause != nil {
 		return l.unavailable(ctx, key, n, cause)
 	}
+	own := time.Now().Add(l.timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(own) || !by.IsZero() && by.Before(own) {
+		return l.detached(ctx, key, n, want, by)
+	}
+	sent := int64(time.Since(mono))
 	cctx, cancel := context.WithTimeout(ctx, l.timeout)
-	res, err := l.tr.run(cctx, l.prefix+key, n, want)
+	res, err := l.tr.run(cctx, l.rkey(key), n, want)
 	cancel()
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		// The caller gave up; Redis may be fine. (A caller's deadline
+		// cannot end the request first: it is not before the timeout.)
+		l.brk.release()
+		return admit.Decision{}, 0, ctx.Err()
+	}
+	return l.result(ctx, key, n, res, l.settle(res, err, sent))
+}
+
+// detached is remote for a caller that waits less than the timeout.
+func (l *Limiter) detached(ctx context.Context, key string, n, want int64, by time.Time) (admit.Decision, int64, error) {
+	f := &flight{done: make(chan struct{})}
+	go func() {
+		// Without the caller's cancellation, with its values (tracing).
+		sent := int64(time.Since(mono))
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+		res, err := l.tr.run(cctx, l.rkey(key), n, want)
+		cancel()
+		f.res, f.err = res, l.settle(res, err, sent)
+		close(f.done) // publishes res and err
+	}()
+	var byC <-chan time.Time
+	if !by.IsZero() {
+		stop := time.NewTimer(time.Until(by))
+		defer stop.Stop()
+		byC = stop.C
+	}
+	select {
+	case <-f.done:
+		return l.result(ctx, key, n, f.res, f.err)
+	case <-ctx.Done():
+		return admit.Decision{}, 0, ctx.Err()
+	case <-byC:
+		return l.unavailable(ctx, key, n, &timeoutError{after: l.timeout, what: "no decision (waiting behind another on the key)"})
+	}
+}
+
+// flight is one request's outcome, written before done is closed.
+type flight struct {
+	done chan struct{}
+	res  []int64
+	err  error
+}
+
+// settle checks the script's reply and tells the breaker what it shows:
+// Redis answered (a decision or an error reply such as WRONGTYPE), or it
+// failed (a network error, or no reply within the timeout). It returns the
+// error to report: a failure's cause never matches context.DeadlineExceeded
+// or context.Canceled, which would read as the caller's context ending. sent
+// is when the request started (monotonic ns).
+func (l *Limiter) settle(res []int64, err error, sent int64) error {
 	if err == nil && len(res) != 6 {
 		err = fmt.Errorf("redisbucket: script returned %d values, want 6", len(res))
+		l.brk.succeed()
+		return err
 	}
+	if err == nil || l.tr.isReply(err) {
+		l.brk.succeed()
+		return err
+	}
+	return l.brk.fail(err, l.timeout, l.tr.dialFailure(sent))
+}
+
+// result turns a settled reply into AllowN's answer.
+func (l *Limiter) result(ctx context.Context, key string, n int64, res []int64, err error) (admit.Decision, int64, error) {
 	if err != nil {
-		if cerr := ctx.Err(); cerr != nil {
-			// The caller gave up; Redis may be fine.
-			l.brk.release()
-			return admit.Decision{}, 0, cerr
-		}
-		if l.tr.isReply(err) {
-			// The server answered (WRONGTYPE, say): it is up.
-			l.brk.succeed()
-		} else {
-			l.brk.fail(err, l.timeout)
+		if msg := err.Error(); l.tr.isReply(err) && strings.HasPrefix(msg, mismatch) {
+			// Not Redis failing: a limiter with other parameters wrote the
+			// key. Denied, nothing written, whatever the policy.
+			stored := strings.TrimPrefix(msg, mismatch)
+			return admit.Decision{Limit: l.p.capacity}, 0, fmt.Errorf("%w: key %q holds a bucket of %s, this limiter's is %s: limiters sharing a prefix must agree on capacity and rate",
+				admit.ErrInvalidConfig, key, describe(stored), describe(l.p.args()[4]))
 		}
 		return l.unavailable(ctx, key, n, err)
 	}
-	l.brk.succeed()
 	return admit.Decision{
 		Allowed:    res[0] == 1,
 		Limit:      l.p.capacity,
@@ -250,50 +351,4 @@ func (l *Limiter) unavailable(ctx context.Context, key string, n int64, cause er
 	default:
 		return admit.Decision{Limit: l.p.capacity}, 0, err
 	}
-}
-
-// breaker stops a Limiter from sending while Redis is failing: after a
-// network error, calls are refused until the retry time, then exactly one
-// probes. The fields are read on every call, written only on a state change,
-// so the healthy path adds one atomic load.
-type breaker struct {
-	until   atomic.Int64          // monotonic ns after which to probe; 0 when healthy
-	probing atomic.Bool           // a probe is in flight
-	cause   atomic.Pointer[error] // the latest failure
-}
-
-var mono = time.Now()
-
-// allow returns nil if the call may go to Redis, else the latest failure.
-func (b *breaker) allow() error {
-	u := b.until.Load()
-	if u == 0 {
-		return nil
-	}
-	if int64(time.Since(mono)) >= u && b.probing.CompareAndSwap(false, true) {
-		return nil
-	}
-	if c := b.cause.Load(); c != nil {
-		return fmt.Errorf("not sending while Redis is failing: %w", *c)
-	}
-	return errors.New("not sending while Redis is failing")
-}
-
-func (b *breaker) succeed() {
-	if b.until.Load() != 0 {
-		b.until.Store(0)
-		b.probing.Store(false)
-	}
-}
-
-func (b *breaker) release() {
-	if b.until.Load() != 0 {
-		b.probing.Store(false)
-	}
-}
-
-func (b *breaker) fail(err error, retry time.Duration) {
-	b.cause.Store(&err)
-	b.until.Store(int64(time.Since(mono)) + int64(retry))
-	b.probing.Store(false)
 }

@@ -73,6 +73,10 @@ func TestNewRejects(t *testing.T) {
 	good := client(t, srv)
 	lax := redis.NewClient(&redis.Options{Addr: srv.Addr}) // ignores ctx deadlines
 	defer lax.Close()
+	// A Ring that honours deadlines: still refused (its rehash on a shard's
+	// failure reads drained buckets as full).
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr}, ContextTimeoutEnabled: true})
+	defer ring.Close()
 	ap, err := good.AutoPipeline() // ignores them too, options notwithstanding
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +92,7 @@ func TestNewRejects(t *testing.T) {
 		{"nil client", nil, 1, 1, nil},
 		{"client ignores deadlines", lax, 1, 1, nil},
 		{"go-redis AutoPipeliner", ap, 1, 1, nil},
+		{"go-redis Ring", ring, 1, 1, nil},
 		{"capacity 0", good, 0, 1, nil},
 		{"rate NaN", good, 1, math.NaN(), nil},
 		{"rate negative", good, 1, -1, nil},
@@ -114,12 +119,12 @@ func TestNewRejects(t *testing.T) {
 // below one unit of what is checked.
 func TestDecisions(t *testing.T) {
 	ctx := context.Background()
-	l, c, prefix := newLimiter(t, 5, 0.001) // one token per 1000 s
+	l, c, _ := newLimiter(t, 5, 0.001) // one token per 1000 s
 	d, err := l.AllowN(ctx, "k", 0)
 	if err != nil || d != (admit.Decision{Allowed: true, Limit: 5, Remaining: 5}) {
 		t.Fatalf("peek of a new key = %+v, %v", d, err)
 	}
-	if n := c.Exists(ctx, prefix+"k").Val(); n != 0 {
+	if n := c.Exists(ctx, redisbucket.RedisKey(l, "k")).Val(); n != 0 {
 		t.Fatalf("a peek created the key")
 	}
 	d, err = l.AllowN(ctx, "k", 3)
@@ -147,7 +152,7 @@ func TestDecisions(t *testing.T) {
 		t.Fatalf("AllowN(2) = %+v, %v", d, err)
 	}
 	// The stored state is exactly 5 tokens of debt.
-	pttl := c.PTTL(ctx, prefix+"k").Val()
+	pttl := c.PTTL(ctx, redisbucket.RedisKey(l, "k")).Val()
 	if pttl <= 4999*time.Second || pttl > 5000*time.Second {
 		t.Errorf("PTTL = %v, want just under 5000s", pttl)
 	}
@@ -160,7 +165,7 @@ func TestDecisions(t *testing.T) {
 
 func TestRateZero(t *testing.T) {
 	ctx := context.Background()
-	l, c, prefix := newLimiter(t, 2, 0)
+	l, c, _ := newLimiter(t, 2, 0)
 	for i := 0; i < 2; i++ {
 		if d, err := l.AllowN(ctx, "k", 1); err != nil || !d.Allowed || d.ResetAfter != redisbucket.Never {
 			t.Fatalf("take %d = %+v, %v", i, d, err)
@@ -170,7 +175,7 @@ func TestRateZero(t *testing.T) {
 	if err != nil || d.Allowed || d.RetryAfter != redisbucket.Never || d.ResetAfter != redisbucket.Never {
 		t.Fatalf("empty rate-0 bucket = %+v, %v", d, err)
 	}
-	if ttl := c.PTTL(ctx, prefix+"k").Val(); ttl != -1 {
+	if ttl := c.PTTL(ctx, redisbucket.RedisKey(l, "k")).Val(); ttl != -1 {
 		t.Errorf("rate-0 key has TTL %v, want none", ttl)
 	}
 }
@@ -200,7 +205,7 @@ func TestArithmeticExact(t *testing.T) {
 					continue
 				}
 				key := fmt.Sprintf("k%d-%d", debtTokens, extra)
-				c.Set(ctx, fmt.Sprintf("arith:%d:%s", i, key), fmt.Sprintf("%d %d", d, future), 0)
+				c.Set(ctx, redisbucket.RedisKey(l, key), redisbucket.Stored(l, d, future), 0)
 				got, err := l.AllowN(ctx, key, 0)
 				if err != nil {
 					t.Fatal(err)
@@ -255,3 +260,43 @@ func TestRefillOnServerTime(t *testing.T) {
 type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...interface{}) {}
+
+// On a tick coarser than 1 µs an admission inside a tick counts from the
+// tick's end: the next boundary, less than a tick later, credits nothing.
+// Capacity 2^50 at 3/s runs on 1 s ticks; the bucket is drained mid-tick,
+// then tokens are taken as they come, and at every step the admitted count
+// stays within rate × the server time since before the drain.
+func TestCoarseTickCountsFromTickEnd(t *testing.T) {
+	ctx := context.Background()
+	const capacity, rate = 1 << 50, 3
+	l, c, _ := newLimiter(t, capacity, rate)
+	if q := redisbucket.Tick(l); q != 1e6 {
+		t.Fatalf("tick %dµs, want 1s for this configuration", q)
+	}
+	// Drain about 0.4 s into a second, so that the next boundary comes
+	// well inside a tick's length (margins of hundreds of ms either way).
+	sub := serverTime(t, c) % 1e6
+	time.Sleep(time.Duration((400_000-sub+1e6)%1e6) * time.Microsecond)
+	t0 := serverTime(t, c)
+	if d, err := l.AllowN(ctx, "k", capacity); err != nil || !d.Allowed {
+		t.Fatalf("drain = %+v, %v", d, err)
+	}
+	admitted := int64(0)
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		d, err := l.AllowN(ctx, "k", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t1 := serverTime(t, c)
+		if d.Allowed {
+			admitted++
+		}
+		if bound := rate * (t1 - t0) / 1e6; admitted > bound {
+			t.Fatalf("%d admitted %dµs of server time after the drain (drained %dµs into its tick): bound %d",
+				admitted, t1-t0, t0%1e6, bound)
+		}
+	}
+	if admitted < rate {
+		t.Errorf("%d admitted in 2.5 s after the drain at %v/s: refill lost", admitted, rate)
+	}
+}

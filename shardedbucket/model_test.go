@@ -19,12 +19,14 @@ import (
 // model checks the window bound on every window, that no TryAcquire or
 // immediate reservation succeeds while an uncancelled reservation is still
 // waiting, and that the bucket is full again after idling (no debt leaks).
-// It catches a reservation undo that ignores the tail rule at once.
+// It catches a reservation undo that ignores the tail rule at once. A
+// concurrent caller is staged inside gathers (see runModel), so that they
+// lose races and put back, inside reserve too.
+// A deadlock, such as a put-back waiting for the resvMu its own goroutine
+// holds, fails the seed with every goroutine's stack instead of hanging.
 func TestModel(t *testing.T) {
 	for seed := range uint64(2000) {
-		if err := modelSeed(seed); err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
-		}
+		checkModel(t, seed)
 	}
 }
 
@@ -32,11 +34,15 @@ func FuzzModel(f *testing.F) {
 	for seed := range uint64(8) {
 		f.Add(seed)
 	}
-	f.Fuzz(func(t *testing.T, seed uint64) {
-		if err := modelSeed(seed); err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
-		}
-	})
+	f.Fuzz(checkModel)
+}
+
+func checkModel(t *testing.T, seed uint64) {
+	var err error
+	buckettest.Watchdog(t, buckettest.HangAfter, fmt.Sprintf("model seed %d", seed), func() { err = modelSeed(seed) })
+	if err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
 }
 
 // modelRates include blocks smaller than a token (1e9/s: one unit a token)
@@ -79,7 +85,29 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) error {
 	var ps []*pend
 	var log []string
 	made := 0
+	// A concurrent caller, staged in gathers: now and then it takes a
+	// whole token, first, from the shard the gather planned to take the
+	// most from (a TryAcquire that won the race), so that gathers lose
+	// races and put back, from TryAcquireN and from inside reserve alike.
+	var stolen error
+	testHookGather = func(b *Bucket, v int64, start uint, take []int64) {
+		if r.IntN(3) != 0 || !stealOne(b, v, start, take) {
+			return
+		}
+		now := clk.Now()
+		log = append(log, fmt.Sprintf("t=%d stole(1) in a gather of %v", now, take))
+		adm = append(adm, buckettest.Admission{At: now, N: 1})
+		for _, p := range ps {
+			if !p.done && p.wake > now && stolen == nil {
+				stolen = fmt.Errorf("a concurrent take at %d overtook a waiter due at %d", now, p.wake)
+			}
+		}
+	}
+	defer func() { testHookGather = nil }()
 	for range 60 + r.IntN(200) {
+		if stolen != nil {
+			return fmt.Errorf("%w\n%v", stolen, log)
+		}
 		now := clk.Now()
 		switch op := r.IntN(10); op {
 		case 0, 1: // TryAcquireN at a random start shard
@@ -169,6 +197,9 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) error {
 				adm = append(adm, buckettest.Admission{At: p.wake, N: p.n})
 			}
 		}
+	}
+	if stolen != nil {
+		return fmt.Errorf("%w\n%v", stolen, log)
 	}
 	for _, p := range ps {
 		if !p.done {

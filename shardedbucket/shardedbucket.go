@@ -46,6 +46,18 @@
 // another take could resurrect refill the cap had discarded, so it is
 // dropped instead), unless a reservation was made meanwhile.
 //
+// Lock order. An admission takes no lock unless a gather loses its race.
+// One mutex, resvMu, serialises the steps that must not interleave with a
+// reservation's plan: planning and committing a reservation (AcquireN when
+// it must wait), undoing one, and a lost gather's put-back. It is a leaf.
+// While it is held the bucket only loads and swaps shard and counter
+// words, computes, allocates the reservation and reads the Clock's Now (a
+// Clock must not call back into the bucket); it never sleeps, never takes
+// another lock of its own, and never runs the take path (takeAt, gather),
+// since a gather that loses its race locks resvMu to put back. So AcquireN
+// tries to take before it locks, and if the plan then finds the tokens
+// there after all, it unlocks and takes them as TryAcquire does.
+//
 // The bound: never more than capacity + rate × elapsed (+1 unit for
 // rounding), under any concurrency. A shard that is full while its siblings
 // are not discards its share of the refill, which one bucket would have
@@ -75,62 +87,14 @@ import (
 	"fmt"
 	"math/bits"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sys/cpu"
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/internal/refill"
 )
-
-// shard is one cache line: z is written by admissions, cap and off are
-// read-only and ride along on the same line for free.
-type shard struct {
-	z   atomic.Int64 // empty point on this shard's stream: balance = min(cap, V_i(now) - z)
-	cap int64        // this shard's capacity in units; immutable
-	off int64        // (shards-1-i) << blockShift: see geometry.vi; immutable
-	_   [unsafe.Sizeof(cpu.CacheLinePad{}) - 24]byte
-}
-
-// geometry is how the refill stream is dealt to the shards: in blocks of one
-// token, shard i receiving block β when β mod shards == i. Where a shard
-// holds less than four tokens the blocks are smaller, at most a quarter of a
-// shard's capacity: a reservation takes from each shard at most its
-// capacity, and with blocks that large a shard's share of a long
-// reservation could exceed it by a block (see Bucket's Fairness). Immutable.
-type geometry struct {
-	block      int64 // units in a block: one token
-	blockShift uint  // log2(block)
-	roundShift uint  // log2(block * shards)
-	roundMask  int64 // block*shards - 1
-	last       int64 // (shards-1) * block: where a round's last block starts
-}
-
-// vi is shard s's stream at bucket-wide stream value v: the units u < v
-// whose block is s's. It is monotone in v and the shards' sum to v exactly.
-// Shifted by s.off, shard i's blocks are the last of each round, so it
-// counts the whole rounds below x = v + s.off and the part of x's round
-// past its last block's start (the shift adds none: s.off is below it).
-func (g *geometry) vi(s *shard, v int64) int64 {
-	if g.roundShift == 0 {
-		return v // one shard, dealt single units: its stream is the bucket's
-	}
-	x := v + s.off
-	return (x>>g.roundShift)<<g.blockShift + max((x&g.roundMask)-g.last, 0)
-}
-
-// state returns the shard's balance for the bucket-wide stream value v
-// (below zero while reservations wait), the z to swap out, and the clamped z
-// to build on: units beyond cap are discarded by moving z up to vi - cap.
-func (s *shard) state(v int64, g *geometry) (bal, z, base int64) {
-	vi := g.vi(s, v)
-	z = s.z.Load()
-	base = max(z, vi-s.cap)
-	return vi - base, z, base
-}
 
 // Bucket is a sharded token bucket. It is safe for concurrent use. The zero
 // value is not usable; create one with New. A Bucket must not be copied after
@@ -179,9 +143,11 @@ type Bucket struct {
 	resvGen   atomic.Int64 // counts committed reservations; written under resvMu (see putBack)
 
 	// resvMu serialises reservations, their undos and a lost gather's
-	// put-back (the blocking path, and TryAcquire only after a lost race). resvSeq numbers the reservations;
-	// an undo gives units back only while its reservation is the newest in
-	// the whole bucket (see reservation.undo). Requires resvMu.
+	// put-back (the blocking path, and TryAcquire only after a lost race).
+	// It is a leaf, and the take path never runs with it held: see the
+	// package doc's lock order. resvSeq numbers the reservations; an undo
+	// gives units back only while its reservation is the newest in the
+	// whole bucket (see reservation.undo). Requires resvMu.
 	resvMu  sync.Mutex
 	resvSeq int64
 	_       cpu.CacheLinePad
@@ -194,10 +160,6 @@ type noCopy struct{}
 
 func (*noCopy) Lock()   {}
 func (*noCopy) Unlock() {}
-
-// dryWorth is the shortest dry spell, in nanoseconds, worth publishing a dry
-// bound for (see Bucket.dry and gather).
-const dryWorth = 1000
 
 // maxShards bounds WithShards; the default is at most the next power of two
 // at or above GOMAXPROCS.
@@ -316,424 +278,4 @@ func (b *Bucket) Tokens() float64 {
 		sum += bal
 	}
 	return b.p.Float(sum)
-}
-
-// take consumes need units if they are there and reports whether it did.
-func (b *Bucket) take(need int64) bool { return b.takeAt(need, b.p.V(b.clk.Now()), home()) }
-
-// takeAt is take at stream value v, starting from shard start.
-func (b *Bucket) takeAt(need, v int64, start uint) bool {
-	h := &b.shards[start&b.mask]
-	for {
-		bal, z, base := h.state(v, &b.g)
-		if bal < need {
-			break
-		}
-		if h.z.CompareAndSwap(z, base+need) {
-			return true
-		}
-	}
-	if v < b.dry.Load() {
-		return false // less than a token in all the shards: see Bucket.dry
-	}
-	return b.gather(need, v, start)
-}
-
-// survey reads every shard at stream value v, loads only: what they hold
-// above zero in all, and the largest balance and its shard (-1 if none is
-// above zero).
-func (b *Bucket) survey(v int64) (sum, most int64, fullest int) {
-	fullest = -1
-	for i := range b.shards {
-		bal, _, _ := b.shards[i].state(v, &b.g)
-		sum += max(bal, 0)
-		if bal > most {
-			most, fullest = bal, i
-		}
-	}
-	return sum, most, fullest
-}
-
-// putBack undoes a lost gather's takes: take[j] units from shard start+j,
-// whose z it moved from olds[j] to news[j]. It puts units back only into a
-// shard nobody has touched since (a put-back after someone else's take
-// could resurrect refill that their take's clamp discarded), and only if no
-// reservation was committed since the gather read g0, before its first
-// take: a reservation planned while these units were out did not count
-// them, so putting them back would let a later TryAcquire take them while
-// that waiter sleeps. Then they are forfeited. It takes resvMu, so that no
-// reservation is planned while it decides; TryAcquire takes it only here,
-// after a lost race.
-func (b *Bucket) putBack(start uint, take, olds, news []int64, g0 int64) {
-	b.resvMu.Lock()
-	defer b.resvMu.Unlock()
-	if b.resvGen.Load() != g0 {
-		return
-	}
-	for j, t := range take {
-		if t > 0 {
-			b.shards[(start+uint(j))&b.mask].z.CompareAndSwap(news[j], olds[j])
-		}
-	}
-	b.gaveBack()
-}
-
-// publishDry publishes the dry bound at stream value v: gather found less
-// than one token (one units) in all the shards, with room for a bound worth
-// publishing. It sums again after reading the bound and gen, so that a
-// give-back after these reads either fails the CAS (it stored -gen) or
-// shows in gen after it.
-func (b *Bucket) publishDry(v, one int64) {
-	dry, gen := b.dry.Load(), b.gen.Load()
-	if sum, _, _ := b.survey(v); sum < one && v+one-sum > dry && b.dry.CompareAndSwap(dry, v+one-sum) && b.gen.Load() != gen {
-		// A give-back landed after the sum, and another gather had
-		// published the very value read above: withdraw (the CAS compares
-		// values, so it cannot see that).
-		b.gaveBack()
-	}
-}
-
-// gaveBack invalidates the dry bound after units went back into a shard.
-func (b *Bucket) gaveBack() { b.dry.Store(-b.gen.Add(1)) }
-
-// gather is the slow path: the home shard is short. It sums what every
-// shard holds with loads only, so a rejection writes nothing.
-func (b *Bucket) gather(need, v int64, start uint) bool {
-	sum, most, fullest := b.survey(v)
-	// One shard holds enough: take from it alone, one line written instead
-	// of several. In a dry bucket that is the shard the last whole token
-	// was dealt to; in a fuller one the fullest is the one most likely to
-	// discard refill at its cap, so this levels too.
-	if most >= need {
-		s := &b.shards[fullest]
-		for {
-			bal, z, base := s.state(v, &b.g)
-			if bal < need {
-				break
-			}
-			if s.z.CompareAndSwap(z, base+need) {
-				return true
-			}
-		}
-	}
-	if sum < need {
-		// Less than a token: no whole token before the stream has produced
-		// the rest. (Between one token and need, the bound would only help
-		// requests as large, so none is kept.) A bound that would lift
-		// within dryMin is not worth its shared write: at a high rate
-		// (case=mixed in bench/, a token every 170 ns) it was rewritten so
-		// often that the line bounced between cores and contended calls
-		// got 40% slower.
-		if one := b.p.Units(1); one-sum >= b.dryMin {
-			b.publishDry(v, one)
-		}
-		return false
-	}
-	// Near the caps, levelling the takes keeps any shard from sitting full
-	// and discarding refill. Below half of them it matters not, and taking
-	// from as few shards as possible writes fewer lines and gathers up the
-	// fractions a drained bucket leaves behind: levelling them instead left
-	// every shard of a nearly dry bucket holding a fraction, so that every
-	// later admission wrote all of them (2.7x slower with 8 shards).
-	spread := 2*most >= b.shards[fullest].cap
-	// Balances, planned takes, and each taken shard's z before and after.
-	// They live on the stack for up to 64 shards; more shards cost an
-	// allocation on this path.
-	var balBuf, takeBuf, oldBuf, newBuf [64]int64
-	bal, take := b.scratch(balBuf[:]), b.scratch(takeBuf[:])
-	olds, news := b.scratch(oldBuf[:]), b.scratch(newBuf[:])
-	sum = b.balances(v, start, bal, false)
-	if sum < need {
-		return false
-	}
-	if spread {
-		level(bal, take, sum-need, b.soonest(v, start))
-	} else {
-		fewest(bal, take, need)
-	}
-	g0 := b.resvGen.Load() // before the first take; see putBack
-	for i, t := range take {
-		if t == 0 {
-			continue
-		}
-		s := &b.shards[(start+uint(i))&b.mask]
-		for {
-			have, z, base := s.state(v, &b.g)
-			if have < t {
-				// A concurrent caller took these units first.
-				b.putBack(start, take[:i], olds, news, g0)
-				return false
-			}
-			if s.z.CompareAndSwap(z, base+t) {
-				olds[i], news[i] = z, base+t
-				break
-			}
-		}
-	}
-	return true
-}
-
-// reserve is the blocking step; see refill.Reserve. When the shards hold too
-// little, it schedules the request onto the refill stream itself: it finds
-// the least stream value w by which the shards, each drained to zero and
-// refilled from there, could have produced need units in all (see
-// schedule), and moves every shard that contributes to exactly its own
-// stream's value at w. The reservation is then an admission at w on every
-// shard it touches, like a single bucket's (see internal/refill's
-// reservation notes): its units on shard i are the last ones before V_i(w),
-// never more than cap_i of them, so each shard's bound holds on its own. A
-// shard that would contribute more than its capacity gives only cap_i and
-// discards the rest, as a full shard discards its refill.
-//
-// The plan is committed only as a whole: it swaps each shard's z from the
-// value it planned on, and if a concurrent TryAcquire moved one first, the
-// shards already swapped are put back and it plans again.
-func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
-	now := b.clk.Now()
-	v := b.p.V(now)
-	start := home()
-	if b.takeAt(need, v, start) {
-		return 0, nil
-	}
-	b.resvMu.Lock()
-	defer b.resvMu.Unlock()
-	var balBuf, zBuf, toBuf [64]int64
-	bal, zs, to := b.scratch(balBuf[:]), b.scratch(zBuf[:]), b.scratch(toBuf[:])
-	vmax := b.p.V(refill.Horizon)
-	for ; ; now = b.clk.Now() {
-		v = b.p.V(now)
-		for i := range b.shards {
-			bal[i], zs[i], _ = b.shards[i].state(v, &b.g)
-		}
-		w, ok := b.schedule(v, vmax, bal, need)
-		if !ok {
-			return refill.Never, nil
-		}
-		if w == v {
-			// Enough whole units now (a gather lost a race, or units came
-			// back): take them like TryAcquire, or look again.
-			if b.takeAt(need, v, start) {
-				return 0, nil
-			}
-			continue
-		}
-		wake := b.p.When(now, w)
-		if wake > refill.Horizon {
-			return refill.Never, nil
-		}
-		if wake-now > limit {
-			return wake - now, nil
-		}
-		r := &reservation{b: b, wake: wake, old: slices.Clone(zs), z: slices.Clone(zs)}
-		for i := range b.shards {
-			s := &b.shards[i]
-			if wi := b.g.vi(s, w); bal[i]+wi-b.g.vi(s, v) > 0 {
-				to[i] = wi
-			} else {
-				to[i] = zs[i] // deeper in debt than w covers: untouched
-			}
-		}
-		if !r.commit(to) {
-			continue
-		}
-		b.resvGen.Add(1)
-		r.prev = b.resvSeq
-		b.resvSeq++
-		r.seq = b.resvSeq
-		for until := b.debtUntil.Load(); until < r.wake && !b.debtUntil.CompareAndSwap(until, r.wake); {
-			until = b.debtUntil.Load()
-		}
-		return r.wake - now, r.undo
-	}
-}
-
-// schedule returns the least stream value w >= v at which the shards, with
-// balances bal at v, could have supplied need units, each shard i at most
-// min(cap_i, bal[i] + V_i(w) − V_i(v)) of them; false if not even at vmax.
-// The supply grows by at most one unit per unit of w (each unit of the
-// stream goes to one shard), so at w it is exactly need, unless w == v: then
-// the shards already hold need units or more.
-func (b *Bucket) schedule(v, vmax int64, bal []int64, need int64) (int64, bool) {
-	supply := func(w int64) (sum int64) {
-		for i := range b.shards {
-			s := &b.shards[i]
-			sum += min(s.cap, max(0, bal[i]+b.g.vi(s, w)-b.g.vi(s, v)))
-		}
-		return sum
-	}
-	if supply(v) >= need {
-		return v, true
-	}
-	if supply(vmax) < need {
-		return 0, false
-	}
-	lo, hi := v, vmax // supply(lo) < need <= supply(hi)
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if supply(mid) >= need {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, true
-}
-
-// reservation is what a blocked AcquireN took, for its undo.
-type reservation struct {
-	b         *Bucket
-	old, z    []int64 // each shard's z before and after; equal where untouched
-	wake      int64   // elapsed time at which the reservation is admitted
-	seq, prev int64   // its number in Bucket.resvSeq, and the one before it
-}
-
-// commit swaps every shard from r.old[i] to to[i], all or nothing: if a
-// concurrent caller moved a shard first, it swaps back the ones already
-// swapped and reports false. It requires b.resvMu held.
-func (r *reservation) commit(to []int64) bool {
-	b := r.b
-	for i := range b.shards {
-		if to[i] == r.old[i] {
-			continue
-		}
-		if !b.shards[i].z.CompareAndSwap(r.old[i], to[i]) {
-			r.giveBack()
-			return false
-		}
-		r.z[i] = to[i]
-	}
-	return true
-}
-
-// undo gives up the reservation if its wake time has not come, and reports
-// whether it did (see refill.Reserve).
-//
-// The tail rule, bucket-wide. The units go back only if no reservation has
-// been made anywhere in the bucket since this one: a later reservation was
-// scheduled on the stream after this one's, and giving this one's units
-// back would let callers take them again while the later one still wakes
-// at its fixed time. Then, per shard, a shard whose z is still the one this
-// reservation left behind has had nothing taken since, and swapping z back
-// hands the units on exactly; a shard whose z has moved keeps its units
-// forfeited. The swap compares against the z it decided on, so a stale
-// clock reading, or a pause between the reading and the swap, cannot
-// resurrect units a later take consumed. Once every shard is restored, the
-// bucket is as it was before this reservation, so the one before it is the
-// newest again and may give its units back in turn.
-func (r *reservation) undo() bool {
-	b := r.b
-	b.resvMu.Lock()
-	defer b.resvMu.Unlock()
-	if b.clk.Now() >= r.wake {
-		return false
-	}
-	if b.resvSeq == r.seq {
-		if r.giveBack() {
-			b.resvSeq = r.prev
-		}
-	}
-	return true // forfeited if a later reservation stands on it
-}
-
-// giveBack swaps each shard's z back where nothing was taken since, and
-// reports whether every shard was restored. It requires b.resvMu held.
-func (r *reservation) giveBack() bool {
-	b := r.b
-	all := true
-	for i := range r.z {
-		if r.z[i] != r.old[i] && !b.shards[i].z.CompareAndSwap(r.z[i], r.old[i]) {
-			all = false
-		}
-	}
-	b.gaveBack()
-	return all
-}
-
-// scratch returns buf cut to the shard count, or a new slice if there are
-// more than 64 shards.
-func (b *Bucket) scratch(buf []int64) []int64 {
-	if n := len(b.shards); n <= len(buf) {
-		return buf[:n]
-	}
-	return make([]int64, len(b.shards))
-}
-
-// balances fills bal with every shard's balance, indexed from start, and
-// returns their sum. Without debt, balances below zero count as zero.
-func (b *Bucket) balances(v int64, start uint, bal []int64, debt bool) int64 {
-	var sum int64
-	for i := range bal {
-		bal[i], _, _ = b.shards[(start+uint(i))&b.mask].state(v, &b.g)
-		if !debt {
-			bal[i] = max(bal[i], 0)
-		}
-		sum += bal[i]
-	}
-	return sum
-}
-
-// soonest returns a function from rank to position (index from start): the
-// rank-th position is the shard that receives the rank-th next unit of the
-// refill stream after v: the shard of v's block first, then the shards of
-// the blocks after it, in turn, so each rank names exactly one shard.
-func (b *Bucket) soonest(v int64, start uint) func(rank int) int {
-	return func(rank int) int {
-		return int((uint(v>>b.g.blockShift) + uint(rank) - start) & b.mask)
-	}
-}
-
-// fewest fills take so that taking take[i] from bal[i] takes need units in
-// total from as few shards as possible: everything from the fullest, then
-// from the next fullest, until the last one chosen gives the rest. It
-// requires need <= the sum of the positive balances.
-func fewest(bal, take []int64, need int64) {
-	for need > 0 {
-		j := -1
-		for i, b := range bal {
-			if take[i] == 0 && b > 0 && (j < 0 || b > bal[j]) {
-				j = i
-			}
-		}
-		take[j] = min(bal[j], need)
-		need -= take[j]
-	}
-}
-
-// level fills take so that taking take[i] from bal[i] leaves keep units in
-// total, as evenly as possible: every shard keeps min(bal[i], L) or one unit
-// less, for the lowest water level L that keeps enough. The shards that keep
-// one less are the first in the order at gives, the ones refilled soonest.
-// gather uses it with balances and keep at or above zero; it is correct for
-// negative ones too. It requires keep <= sum(bal).
-func level(bal, take []int64, keep int64, at func(rank int) int) {
-	kept := func(l int64) (sum int64) {
-		for _, b := range bal {
-			sum += min(b, l)
-		}
-		return sum
-	}
-	n := int64(len(bal))
-	// kept(lo) < keep <= kept(hi): below every balance, kept is n·lo.
-	lo := min(slices.Min(bal), keep/n-1) - 1
-	hi := slices.Max(bal)
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if kept(mid) >= keep {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	for i, b := range bal {
-		take[i] = b - min(b, hi)
-	}
-	// kept(hi) - kept(hi-1) counts the shards at or above hi, so fewer
-	// than that many keep one unit less.
-	over := kept(hi) - keep
-	for rank := 0; over > 0; rank++ {
-		if i := at(rank); bal[i] >= hi {
-			take[i]++
-			over--
-		}
-	}
 }

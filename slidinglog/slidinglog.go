@@ -184,7 +184,7 @@ func (l *Limiter) push(t, n int64) {
 }
 
 // reserve is the blocking step; see windowed.Reserve.
-func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
+func (l *Limiter) reserve(n, limit int64) (int64, refill.Pending) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.expire()
@@ -200,28 +200,28 @@ func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
 	if t == now {
 		l.push(now, n)
 		l.resv.Admitted()
-		return 0, nil
+		return 0, refill.Pending{}
 	}
 	if t > refill.Horizon {
-		return windowed.Never, nil
+		return windowed.Never, refill.Pending{}
 	}
 	wait := t - now
 	if wait > limit {
-		return wait, nil
+		return wait, refill.Pending{}
 	}
 	l.push(t, n)
 	id, below := l.resv.Push()
-	return wait, func() bool {
+	return wait, refill.Pending{At: t, Undo: func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.expire() >= t {
-			return true // due: the caller is admitted
+			return false // due: the caller is admitted
 		}
 		// Tail rule: undo only the reservation whose entries end the log.
 		// They lie after now, so expiry has not touched them.
 		if l.resv.Pop(id, below) {
 			l.size -= int(n)
 		}
-		return false
-	}
+		return true
+	}}
 }

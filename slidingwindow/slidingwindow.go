@@ -183,7 +183,7 @@ func (l *Limiter) earliest(prev, cur, n int64) int64 {
 }
 
 // reserve is the blocking step; see windowed.Reserve.
-func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
+func (l *Limiter) reserve(n, limit int64) (int64, refill.Pending) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.advance()
@@ -192,7 +192,7 @@ func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
 		l.cur += n
 		l.tail = now
 		l.resv.Admitted()
-		return 0, nil
+		return 0, refill.Pending{}
 	}
 	// The earliest time at or after t0 at which n fits: in window win, in
 	// the next one (whose previous count is cur), or at the start of the
@@ -208,26 +208,26 @@ func (l *Limiter) reserve(n, limit int64) (int64, func() bool) {
 		}
 	}
 	if t > refill.Horizon {
-		return windowed.Never, nil
+		return windowed.Never, refill.Pending{}
 	}
 	wait := t - now
 	if wait > limit {
-		return wait, nil
+		return wait, refill.Pending{}
 	}
 	pw, pp, pc, pt := l.win, l.prev, l.cur, l.tail
 	l.win, l.prev, l.cur, l.tail = j, prev, cur+n, t
 	id, below := l.resv.Push()
-	return wait, func() bool {
+	return wait, refill.Pending{At: t, Undo: func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.advance() >= t {
-			return true // due: the caller is admitted
+			return false // due: the caller is admitted
 		}
 		// Tail rule: undo only the reservation on top. Before t, advance
 		// cannot have moved past window j, so the saved state is exact.
 		if l.resv.Pop(id, below) {
 			l.win, l.prev, l.cur, l.tail = pw, pp, pc, pt
 		}
-		return false
-	}
+		return true
+	}}
 }

@@ -15,22 +15,32 @@ import (
 const fuzzWindow = time.Second
 
 // Fuzz is the model-based fuzz target: ops is a program over one limiter
-// on a fake clock. Its first byte picks the limit (1 to 8); each further
-// byte is one step:
+// on a fake clock. Its first byte picks the limit (1 to 8) and, with bit 3
+// set, enables stale readings; each further byte is one step:
 //
 //	0-2  TryAcquireN(n)              n = 1 + (b>>3) % limit
 //	3    AcquireN(ctx, n) in a goroutine, admitted at once or left waiting
 //	4    cancel one waiting AcquireN (the (b>>3)-th oldest)
 //	5    move the clock to the next waiter's wake
 //	6    advance by (b>>3) × window/16 (0 to about 2 windows)
-//	7    advance by 1 ns, or to one ns before the next aligned window
+//	7    advance by 1 ns, or to one ns before the next aligned window;
+//	     with stale readings and bit 4 of b set instead: a stale AcquireN
 //
-// Every admission is recorded at the fake time it happened: a TryAcquireN
-// at the current reading, a waiter when it returns nil, which it does only
-// once the clock has reached its wake (a step that passes wakes stops at
-// each of them on the way). At the end every waiter is
-// cancelled, and the bound is checked on every span starting at an
-// admission, for spans of window/2, window, 3·window/2 and 2·window.
+// A stale AcquireN(n), n = 1 + (b>>5) % limit, is what a goroutine that
+// read the clock and then lost the race does: if TryAcquireN(n) refuses at
+// the latest reading, the clock is set back by (1 + b>>5) × window/4 (before
+// the limiter's creation, early on), AcquireN(n) starts there and must wait
+// or find the queue full, and the clock is set forward to the latest reading
+// again.
+//
+// Every admission is recorded at the time it happened on the limiter's
+// clock, the latest reading so far: a TryAcquireN at the current reading, a
+// waiter when it returns nil, which it may do only once the clock has
+// reached its reservation's instant (a step that passes wakes stops at each
+// of them on the way). At the end every waiter is cancelled, and the bound
+// is checked on every span starting at an admission, for spans of
+// window/(2·limit), window/2, window, 3·window/2 and 2·window, and, for an
+// algorithm with Aligned set, on every aligned window.
 func Fuzz(f *testing.F, a Algorithm) {
 	for _, seed := range [][]byte{
 		{3, 0, 0, 0, 0, 5, 0, 6 << 3, 0, 0, 0},
@@ -40,6 +50,10 @@ func Fuzz(f *testing.F, a Algorithm) {
 		{8, 0 | 7<<3, 6 | 15<<3, 0 | 7<<3, 7 | 1<<3, 0 | 7<<3, 7, 0 | 7<<3},
 		{5, 2 | 4<<3, 3 | 4<<3, 3, 3 | 2<<3, 4, 5, 6 | 3<<3, 3 | 4<<3, 4 | 2<<3, 5, 5, 5},
 		{6, 0 | 5<<3, 6 | 16<<3, 0 | 5<<3, 3 | 5<<3, 3, 4 | 1<<3, 5, 6 | 1<<3, 0, 0, 0, 3, 5},
+		// Stale readings: behind the latest, then before creation.
+		{1 | 8, 0, 0, 6 | 14<<3, 7 | 2<<3, 5, 0, 3, 5},
+		{1 | 8, 0, 0, 6 | 4<<3, 7 | 18<<3, 5, 5, 0},
+		{3 | 8, 0, 3, 3, 7 | 6<<3, 4 | 1<<3, 6 | 9<<3, 7 | 2<<3, 5, 5, 5},
 	} {
 		f.Add(seed)
 	}
@@ -66,7 +80,7 @@ type admission struct{ at, n int64 }
 
 func run(t *testing.T, a Algorithm, ops []byte) {
 	limit := 1 + int64(ops[0])%8
-	clk := buckettest.NewFakeClock(start)
+	clk := newRecordingClock()
 	l, err := a.New(limit, fuzzWindow, admit.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +92,8 @@ func run(t *testing.T, a Algorithm, ops []byte) {
 		nextID   int
 		maxN     int64 = 1
 		hang, ok       = context.WithTimeout(context.Background(), 30*time.Second)
+		hi             = clk.Now() // the latest reading: the limiter's clock
+		stale          = ops[0]&8 != 0
 	)
 	defer ok()
 	// collect receives k results of woken or cancelled waiters.
@@ -103,9 +119,43 @@ func run(t *testing.T, a Algorithm, ops []byte) {
 			case r.err != nil:
 				t.Fatalf("woken waiter returned %v", r.err)
 			default:
-				log = append(log, admission{clk.Now(), w.n})
+				log = append(log, admission{max(clk.Now(), hi), w.n})
 			}
 		}
+	}
+	// acquire starts AcquireN(n) in a goroutine and reports whether it was
+	// admitted at once; otherwise the caller is waiting, or the queue was
+	// full.
+	acquire := func(n int64) bool {
+		ctx, cancel := context.WithCancel(context.Background())
+		id := nextID
+		nextID++
+		done := make(chan error, 1)
+		go func() { done <- l.AcquireN(ctx, n) }()
+		slept := make(chan error, 1)
+		wctx, wcancel := context.WithCancel(hang)
+		go func() { slept <- clk.WaitForSleepers(wctx, len(waiting)+1) }()
+		select {
+		case err := <-done:
+			wcancel()
+			<-slept
+			cancel()
+			switch {
+			case err == nil:
+				return true
+			case errors.Is(err, admit.ErrQueueFull):
+			default:
+				t.Fatalf("AcquireN(%d) returned at once: %v", n, err)
+			}
+		case err := <-slept:
+			wcancel()
+			if err != nil {
+				t.Fatal("AcquireN neither returned nor slept")
+			}
+			waiting = append(waiting, waiter{id, n, cancel})
+			go func() { results <- result{id, <-done} }()
+		}
+		return false
 	}
 	for _, b := range ops[1:] {
 		arg := int64(b >> 3)
@@ -122,57 +172,63 @@ func run(t *testing.T, a Algorithm, ops []byte) {
 			}
 			n := 1 + arg%limit
 			maxN = max(maxN, n)
-			ctx, cancel := context.WithCancel(context.Background())
-			id := nextID
-			nextID++
-			done := make(chan error, 1)
-			go func() { done <- l.AcquireN(ctx, n) }()
-			slept := make(chan error, 1)
-			wctx, wcancel := context.WithCancel(hang)
-			go func() { slept <- clk.WaitForSleepers(wctx, len(waiting)+1) }()
-			select {
-			case err := <-done:
-				wcancel()
-				<-slept
-				cancel()
-				switch {
-				case err == nil:
-					log = append(log, admission{clk.Now(), n})
-				case errors.Is(err, admit.ErrQueueFull):
-				default:
-					t.Fatalf("AcquireN(%d) returned at once: %v", n, err)
-				}
-			case err := <-slept:
-				wcancel()
-				if err != nil {
-					t.Fatal("AcquireN neither returned nor slept")
-				}
-				waiting = append(waiting, waiter{id, n, cancel})
-				go func() { results <- result{id, <-done} }()
+			if acquire(n) {
+				log = append(log, admission{clk.Now(), n})
 			}
 		case 4:
 			if len(waiting) == 0 {
 				continue
 			}
-			w := waiting[int(arg)%len(waiting)]
+			i := int(arg) % len(waiting)
+			w := waiting[i]
+			clk.mu.Lock()
+			sleeps := len(clk.wakes)
+			clk.mu.Unlock()
 			w.cancel()
 			collect(1, w.id)
+			if a.MovesUp {
+				// The waiters behind it moved up: each sleeps once more,
+				// until its earlier wake.
+				clk.waitSleeps(t, sleeps+len(waiting)-i)
+				waitFor(t, clk.FakeClock, len(waiting))
+			}
 		case 5:
 			wake, ok := clk.NextWake()
 			if !ok {
 				continue
 			}
-			advance(t, clk, wake, len(waiting), collect)
+			advance(t, clk.FakeClock, wake, len(waiting), collect)
 		case 6:
-			advance(t, clk, clk.Now()+arg*int64(fuzzWindow)/16, len(waiting), collect)
+			advance(t, clk.FakeClock, clk.Now()+arg*int64(fuzzWindow)/16, len(waiting), collect)
 		case 7:
+			if stale && arg&2 != 0 {
+				if len(waiting) >= 8 {
+					continue
+				}
+				n := 1 + (arg>>2)%limit
+				maxN = max(maxN, n)
+				if l.TryAcquireN(n) {
+					log = append(log, admission{clk.Now(), n})
+					continue
+				}
+				clk.Set(hi - (1+(arg>>2))*int64(fuzzWindow)/4)
+				if acquire(n) {
+					t.Fatalf("AcquireN(%d) at a stale reading admitted at once, where TryAcquireN(%d) at the latest refused", n, n)
+				}
+				// Back to the latest reading: a waiter whose sleep ends on
+				// the way returned before its instant, and is recorded at
+				// the limiter's time, the latest reading.
+				advance(t, clk.FakeClock, hi, len(waiting), collect)
+				continue
+			}
 			to := clk.Now() + 1
 			if arg%2 == 1 {
 				w := int64(fuzzWindow)
 				to = start + ((clk.Now()-start)/w+1)*w - 1
 			}
-			advance(t, clk, to, len(waiting), collect)
+			advance(t, clk.FakeClock, to, len(waiting), collect)
 		}
+		hi = max(hi, clk.Now())
 	}
 	for len(waiting) > 0 {
 		w := waiting[0]
@@ -207,7 +263,16 @@ func check(t *testing.T, a Algorithm, limit, maxN int64, log []admission) {
 	if !slices.IsSortedFunc(log, func(x, y admission) int { return int(x.at - y.at) }) {
 		t.Fatalf("admissions out of time order: %v", log)
 	}
-	for _, span := range []time.Duration{fuzzWindow / 2, fuzzWindow, 3 * fuzzWindow / 2, 2 * fuzzWindow} {
+	if a.Aligned {
+		counts := map[int64]int64{}
+		for _, x := range log {
+			k := (x.at - start) / int64(fuzzWindow)
+			if counts[k] += x.n; counts[k] > limit {
+				t.Fatalf("limit %d: %d admitted in aligned window %d; admissions %v", limit, counts[k], k, log)
+			}
+		}
+	}
+	for _, span := range []time.Duration{fuzzWindow / time.Duration(2*limit), fuzzWindow / 2, fuzzWindow, 3 * fuzzWindow / 2, 2 * fuzzWindow} {
 		bound := a.Bound(limit, fuzzWindow, span, maxN)
 		var sum int64
 		j := 0

@@ -56,6 +56,14 @@ type Algorithm struct {
 	// (the adapter turns them into rates), and the package tests its own
 	// rate validation.
 	RateBased bool
+	// MovesUp is set for a limiter with a queue (leakybucket): a waiter that
+	// is cancelled leaves it and the waiters behind it move up, where the
+	// others forfeit a cancelled reservation below the tail.
+	MovesUp bool
+	// Aligned is set for a limiter that admits at most limit in each
+	// aligned window [k·window, (k+1)·window) of elapsed time since New
+	// (fixedwindow, slidingwindow): the fuzz target checks that too.
+	Aligned bool
 }
 
 // Invalid is one configuration New must reject with admit.ErrInvalidConfig.
@@ -81,6 +89,7 @@ func Run(t *testing.T, a Algorithm) {
 	t.Run("CancelBelowTail", s.cancelBelowTail)
 	t.Run("Waiters", s.waiters)
 	t.Run("BackwardClock", s.backwardClock)
+	t.Run("WakeNotEarly", s.wakeNotEarly)
 	t.Run("Allocs", s.allocs)
 	t.Run("Storm", s.storm)
 	t.Run("BlockingStorm", s.blockingStorm)
@@ -286,10 +295,12 @@ func (s suite) cancel(t *testing.T) {
 // cancelBelowTail: a cancelled waiter with a later waiter queued behind it
 // is forfeited, not given back (the tail rule): the later waiter keeps its
 // wake and is admitted at it, and from then on the limiter decides exactly
-// like a twin whose two waiters were both admitted.
+// like a twin whose two waiters were both admitted. With MovesUp, the later
+// waiter moves up to the cancelled one's wake instead, and the limiter
+// decides like a twin that only ever admitted one of them.
 func (s suite) cancelBelowTail(t *testing.T) {
 	mk := func() (admit.Limiter, *recordingClock) {
-		clk := &recordingClock{FakeClock: buckettest.NewFakeClock(start)}
+		clk := newRecordingClock()
 		l, err := s.a.New(2, time.Second, admit.WithClock(clk))
 		require.NoError(t, err)
 		return l, clk
@@ -314,8 +325,28 @@ func (s suite) cancelBelowTail(t *testing.T) {
 	require.Equal(t, ct.wakes, clk.wakes, "twins queue alike")
 	first.cancel()
 	assert.Equal(t, context.Canceled, <-first.done)
+	if s.a.MovesUp {
+		clk.waitSleeps(t, 3) // the later waiter's sleep, interrupted and taken again
+	}
 	waitFor(t, clk.FakeClock, 1)
 	w, _ := clk.NextWake()
+	if s.a.MovesUp {
+		// The queue: the later waiter takes the cancelled one's place, and
+		// the limiter then decides like a twin whose later waiter left.
+		assert.Equal(t, clk.wakes[0], w, "the later waiter moves up into the cancelled one's place")
+		tsecond.cancel()
+		assert.Equal(t, context.Canceled, <-tsecond.done)
+		ct.Set(ct.wakes[0])
+		require.NoError(t, <-tfirst.done)
+		clk.Set(w)
+		require.NoError(t, <-second.done, "admitted at its new wake")
+		for _, d := range []time.Duration{0, time.Second / 3, time.Second, 2 * time.Second} {
+			clk.Advance(d)
+			ct.Advance(d)
+			assert.Equal(t, drain(twin), drain(l), "as if only one waiter had queued")
+		}
+		return
+	}
 	assert.Equal(t, clk.wakes[1], w, "the later waiter keeps its wake")
 	for i, d := range []chan error{tfirst.done, tsecond.done} {
 		ct.Set(ct.wakes[i])
@@ -334,14 +365,36 @@ func (s suite) cancelBelowTail(t *testing.T) {
 type recordingClock struct {
 	*buckettest.FakeClock
 	mu    sync.Mutex
-	wakes []int64
+	wakes []int64       // requires mu
+	slept chan struct{} // one send per Sleep, before the sleeper is registered
+	seen  int           // sends received by waitSleeps; the test's goroutine only
+}
+
+func newRecordingClock() *recordingClock {
+	// The buffer outlasts any test's Sleeps: none makes a thousand.
+	return &recordingClock{FakeClock: buckettest.NewFakeClock(start), slept: make(chan struct{}, 1<<12)}
 }
 
 func (c *recordingClock) Sleep(ctx context.Context, d time.Duration) error {
 	c.mu.Lock()
 	c.wakes = append(c.wakes, c.Now()+int64(d))
 	c.mu.Unlock()
+	c.slept <- struct{}{}
 	return c.FakeClock.Sleep(ctx, d)
+}
+
+// waitSleeps blocks until n Sleeps have begun (a hang guard, not a timing
+// assertion).
+func (c *recordingClock) waitSleeps(t testing.TB, n int) {
+	t.Helper()
+	hang := time.After(30 * time.Second)
+	for ; c.seen < n; c.seen++ {
+		select {
+		case <-c.slept:
+		case <-hang:
+			t.Fatalf("waiting for %d sleeps", n)
+		}
+	}
 }
 
 // waiters queues 12 blocked Acquires one after another and moves the clock
@@ -349,7 +402,7 @@ func (c *recordingClock) Sleep(ctx context.Context, d time.Duration) error {
 // admitted in arrival order, and TryAcquire never overtakes a sleeper.
 func (s suite) waiters(t *testing.T) {
 	const n = 12
-	clk := &recordingClock{FakeClock: buckettest.NewFakeClock(start)}
+	clk := newRecordingClock()
 	l, err := s.a.New(3, time.Second, admit.WithClock(clk))
 	require.NoError(t, err)
 	drain(l)
@@ -447,6 +500,63 @@ func (s suite) backwardClock(t *testing.T) {
 	assert.True(t, l2.TryAcquire(), "a far-future reading is much later")
 	clk2.Set(start)
 	assert.False(t, l2.TryAcquire())
+}
+
+// wakeNotEarly: a waiter never returns before its reservation's instant on
+// the limiter's clock, whatever reading its wait was measured from: one
+// behind the limiter's latest (what a goroutine that read the clock and then
+// lost the race applies) or one before the limiter's creation. The instant
+// is where a twin that saw the same readings, less the stale one, first
+// admits; the limiter's clock at the return is the latest of its readings.
+// The clock is stepped to each sleeper's deadline in turn, so an early
+// return is seen at the reading it happened.
+func (s suite) wakeNotEarly(t *testing.T) {
+	const w = int64(time.Second)
+	for _, tc := range []struct {
+		name          string
+		latest, stale int64 // readings after the drain, from the start
+	}{
+		{"before creation", 0, -w / 4},
+		{"behind the latest", 4 * w / 10, 2 * w / 10},
+		{"latest, then before creation", 4 * w / 10, -3 * w},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, clk := s.fake(t, 2, time.Duration(w))
+			twin, ct := s.fake(t, 2, time.Duration(w))
+			require.Equal(t, drain(twin), drain(l))
+			clk.Set(start + tc.latest)
+			ct.Set(start + tc.latest)
+			l.Tokens()
+			twin.Tokens()
+			instant := ct.Now()
+			tdone := make(chan error, 1)
+			go func() { tdone <- twin.Acquire(context.Background()) }()
+			if err, returned := sleepOrReturn(t, ct, 1, tdone); returned {
+				require.NoError(t, err)
+			} else {
+				instant, _ = ct.NextWake()
+				ct.Set(instant)
+				require.NoError(t, <-tdone)
+			}
+			clk.Set(start + tc.stale)
+			done := make(chan error, 1)
+			go func() { done <- l.Acquire(context.Background()) }()
+			_, returned := sleepOrReturn(t, clk, 1, done)
+			require.False(t, returned, "a reading older than the latest admits nothing at once")
+			for {
+				wake, ok := clk.NextWake()
+				require.True(t, ok)
+				clk.Set(wake)
+				if err, returned := sleepOrReturn(t, clk, 1, done); returned {
+					require.NoError(t, err)
+					at := max(wake, start+tc.latest)
+					require.GreaterOrEqual(t, at-start, instant-start, "returned at %v, before its reservation's instant", time.Duration(at-start))
+					assert.Equal(t, instant-start, at-start, "and not later either")
+					break
+				}
+			}
+		})
+	}
 }
 
 func (s suite) allocs(t *testing.T) {

@@ -52,6 +52,22 @@ func (c *Clock) Now() int64 {
 	return Horizon
 }
 
+// Until returns the nanoseconds from the clock's reading to the elapsed
+// instant at (0 <= at <= Horizon), without Now's clamp: a reading before
+// creation is that much further from at. It is zero or negative once the
+// reading has reached at, and saturates at math.MaxInt64.
+func (c *Clock) Until(at int64) int64 {
+	now := c.raw()
+	if now > c.origin {
+		return at - int64(min(uint64(now)-uint64(c.origin), uint64(Horizon)))
+	}
+	gap := uint64(c.origin) - uint64(now) // how far before creation, exact
+	if gap > uint64(math.MaxInt64-at) {
+		return math.MaxInt64
+	}
+	return at + int64(gap)
+}
+
 // Sleep sleeps on the underlying clock.
 func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 	if c.c == nil {
@@ -78,7 +94,8 @@ func Deficit(bal, need int64) (int64, bool) {
 
 // Reserve is a bucket's blocking step. It consumes need units now if they
 // are there and returns wait 0. Otherwise it returns the nanoseconds until
-// they will have been produced; if that is at most limit it also consumes
+// they will have been produced, counted from the reading of clk.Now() it
+// took (Block relies on that); if that is at most limit it also consumes
 // them now, taking the balance below zero (a reservation), and returns an
 // undo. Over limit, or Never, it consumes nothing and returns a nil undo.
 //
@@ -107,21 +124,65 @@ func never(n, _ int64) error {
 	return fmt.Errorf("%w: n=%d: too few tokens and no refill in time (rate 0, or past the clock's horizon)", admit.ErrUnsatisfiable, n)
 }
 
-// Block is the blocking loop every limiter of the module shares: the buckets
-// through Acquire, the windowed limiters and the leaky bucket through
-// windowed.Acquire. It checks n against max (noun names max in errors: "the
-// capacity", "the limit"), then calls reserve with n<<shift units and the
-// nanoseconds left before ctx's deadline. A negative wait is a special
-// outcome (Never, a full queue), which special turns into the error to
-// return; it is called on that path only, so the common ones pay nothing for
-// it. Wait 0 means admitted at once; a wait with a nil undo exceeds the
-// deadline (ErrDeadline); otherwise Block sleeps on clk until the
-// reservation comes due. If ctx ends first, or the deadline no longer allows
-// the wait (reserve may have waited for a lock), it calls undo, which reports
-// whether the caller was still waiting (see Reserve): if so Block returns the
-// error; if the reservation had come due meanwhile, the caller has its
-// tokens and Block returns nil.
+// Block is the blocking loop of the buckets, BlockAt over a Reserve whose
+// wait counts from the reading of clk.Now() it took. That reading is not
+// returned, so the reservation's instant is bounded from above by a reading
+// taken after reserve returned: clamped to 0 like Now, plus the wait. For a
+// clock that does not run backwards while reserve runs, that is at or after
+// the instant, and the caller sleeps until the clock reaches it, so a reading
+// before creation (which Now clamps to 0) no longer wakes it early.
 func Block(ctx context.Context, clk *Clock, n, max int64, noun string, shift uint, reserve Reserve, special func(n, wait int64) error) error {
+	at := func(need, limit int64) (int64, Pending) {
+		wait, undo := reserve(need, limit)
+		if wait <= 0 || undo == nil {
+			return wait, Pending{}
+		}
+		// A wait reaches at most Horizon past a reading in [0, Horizon]:
+		// the sum fits. The instant itself is at most Horizon, since both
+		// the reading it counted from and the reservation are.
+		return wait, Pending{At: min(clk.Now()+wait, Horizon), Undo: undo}
+	}
+	return BlockAt(ctx, clk, n, max, noun, shift, at, special)
+}
+
+// Pending is a reservation a caller sleeps on in BlockAt.
+type Pending struct {
+	// At is the reservation's instant, in elapsed nanoseconds on the
+	// limiter's clock: the caller returns admitted only once a reading of
+	// the clock has reached it.
+	At int64
+	// Undo is called when the caller gives up; it reports whether the
+	// caller was still waiting (see Reserve).
+	Undo func() bool
+	// Track, if set, makes the instant movable: a reservation whose
+	// instant can move earlier while its caller sleeps (the leaky bucket's
+	// queue moves up when a caller ahead leaves it). Then At is not used:
+	// BlockAt calls Track before each sleep, and Track decides under the
+	// limiter's own synchronisation. It returns the nanoseconds left until
+	// the current instant, from a reading it takes there; zero or less means
+	// the reading has reached the instant and the caller is admitted.
+	// Otherwise it keeps wake and calls it, at most once, if the instant
+	// moves earlier, which interrupts the sleep.
+	Track func(wake func()) (left int64)
+}
+
+// BlockAt is the blocking loop every limiter of the module shares: the
+// buckets through Acquire and Block, the windowed limiters and the leaky
+// bucket through windowed.Acquire. It checks n against max (noun names max in
+// errors: "the capacity", "the limit"), then calls reserve with n<<shift
+// units and the nanoseconds left before ctx's deadline. A negative wait is a
+// special outcome (Never, a full queue), which special turns into the error
+// to return; it is called on that path only, so the common ones pay nothing
+// for it. Wait 0 means admitted at once; a wait with a nil Undo exceeds the
+// deadline (ErrDeadline); otherwise BlockAt sleeps on clk until a reading of
+// clk reaches the reservation's instant, sleeping again if a sleep ends
+// early (a clock read behind the limiter's latest reading, or one before its
+// creation). If ctx ends first, or the deadline no longer allows the wait
+// (reserve may have waited for a lock), it calls Undo, which reports whether
+// the caller was still waiting: if so BlockAt returns the error; if the
+// reservation had come due meanwhile, the caller has its tokens and BlockAt
+// returns nil.
+func BlockAt(ctx context.Context, clk *Clock, n, max int64, noun string, shift uint, reserve func(need, limit int64) (int64, Pending), special func(n, wait int64) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -138,22 +199,56 @@ func Block(ctx context.Context, clk *Clock, n, max int64, noun string, shift uin
 	if hasDeadline {
 		limit = int64(time.Until(dl))
 	}
-	wait, undo := reserve(n<<shift, limit)
+	wait, p := reserve(n<<shift, limit)
 	switch {
 	case wait == 0:
 		return nil
 	case wait < 0:
 		return special(n, wait)
-	case undo == nil:
+	case p.Undo == nil:
 		return fmt.Errorf("%w: n=%d is %v away, the deadline %v: %w", admit.ErrDeadline, n, time.Duration(wait), time.Until(dl), context.DeadlineExceeded)
 	}
-	if left := time.Until(dl); hasDeadline && left < time.Duration(wait) && undo() {
+	if left := time.Until(dl); hasDeadline && left < time.Duration(wait) && p.Undo() {
 		return fmt.Errorf("%w: n=%d is %v away, the deadline %v: %w", admit.ErrDeadline, n, time.Duration(wait), left, context.DeadlineExceeded)
 	}
-	if err := clk.Sleep(ctx, time.Duration(wait)); err != nil && undo() {
-		return err
+	// The instant, not the wait, decides: the wait was measured from the
+	// limiter's reading, which may be later than the reading the sleep
+	// starts from (the limiter keeps its latest, or clamps one before its
+	// creation to 0), so one sleep of wait can end before the instant. A
+	// sleep on the real clock ends at or after it, so the loop costs one more
+	// clock reading.
+	for {
+		sleep, stop := ctx, context.CancelFunc(nil)
+		var d int64
+		if p.Track != nil {
+			// The allocation of a movable reservation: a context per sleep
+			// that its queue can cancel when the instant moves earlier.
+			sleep, stop = context.WithCancel(ctx)
+			d = p.Track(stop)
+		} else {
+			d = clk.Until(p.At)
+		}
+		if d <= 0 {
+			if stop != nil {
+				stop()
+			}
+			return nil
+		}
+		err := clk.Sleep(sleep, time.Duration(d))
+		if stop != nil {
+			stop()
+		}
+		if err == nil {
+			continue
+		}
+		if ctx.Err() == nil && stop != nil {
+			continue // the instant moved: sleep again until the new one
+		}
+		if p.Undo() {
+			return err
+		}
+		return nil
 	}
-	return nil
 }
 
 // ValidN reports whether TryAcquireN(n) can proceed to the bucket: false

@@ -57,41 +57,36 @@ const (
 // computes the earliest elapsed time at which the algorithm would admit n
 // without overtaking anyone already waiting; if that is at most limit
 // nanoseconds away it records the admission at that time (a reservation)
-// and returns the wait and a cancel. Over limit, Never or Full, it changes
-// nothing and returns a nil cancel.
+// and returns the wait and the reservation: its instant (At, on the
+// limiter's clock, so that the caller sleeps until a reading reaches it
+// whatever reading the wait was measured from) and its Undo. Over limit,
+// Never or Full, it changes nothing and returns a zero Pending.
 //
-// cancel reports whether the reservation had already come due, in which
-// case the caller is admitted and nothing changes. Otherwise the caller is
-// not admitted, and the reservation is undone only if no later admission or
-// reservation has been built on it (the tail rule): later waiters were
-// placed behind it and keep their times, so a reservation below the tail
-// stays recorded, unused, rather than letting a new caller in beside them.
-// Either way, the limiter never admits more than its bound allows: an undo
-// restores exactly the state before the reservation, and an abandoned
-// reservation only leaves a slot unused.
-type Reserve func(n, limit int64) (wait int64, cancel func() (due bool))
+// Undo reports false if the reservation had already come due, in which
+// case the caller is admitted and nothing changes. Otherwise it reports true:
+// the caller is not admitted, and the reservation is undone only if no later
+// admission or reservation has been built on it (the tail rule): later
+// waiters were placed behind it and keep their times, so a reservation below
+// the tail stays recorded, unused, rather than letting a new caller in beside
+// them. Either way, the limiter never admits more than its bound allows: an
+// undo restores exactly the state before the reservation, and an abandoned
+// reservation only leaves a slot unused. (The leaky bucket's queue is the
+// exception: a caller that leaves it lets the callers behind move up, which
+// Pending.Track tells their sleeps.)
+type Reserve func(n, limit int64) (wait int64, p refill.Pending)
 
-// Acquire is the blocking path, refill.Block over reserve: validate n
-// against max, reserve, sleep until the reservation comes due, cancel on
+// Acquire is the blocking path, refill.BlockAt over reserve: validate n
+// against max, reserve, sleep until the reservation's instant, undo on
 // cancellation. noun names what max bounds in error messages ("the limit",
 // "the capacity").
 func Acquire(ctx context.Context, clk *refill.Clock, max int64, noun string, n int64, reserve Reserve) error {
-	step := func(n, limit int64) (int64, func() bool) {
-		wait, cancel := reserve(n, limit)
-		if cancel == nil {
-			return wait, nil
-		}
-		// refill's undo reports whether the caller was still waiting; a
-		// cancel reports whether it had come due.
-		return wait, func() bool { return !cancel() }
-	}
 	special := func(n, wait int64) error {
 		if wait == Full {
 			return fmt.Errorf("%w: n=%d: the queue is at %s %d", admit.ErrQueueFull, n, noun, max)
 		}
 		return fmt.Errorf("%w: n=%d: no admission before the clock's horizon", admit.ErrUnsatisfiable, n)
 	}
-	return refill.Block(ctx, clk, n, max, noun, 0, step, special)
+	return refill.BlockAt(ctx, clk, n, max, noun, 0, reserve, special)
 }
 
 // Now returns max(clk.Now(), *last) and stores it in *last: the limiters
