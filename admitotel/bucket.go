@@ -13,7 +13,7 @@ import (
 // as error when they return one (a cancelled or hopeless wait; one wrapping
 // admit.ErrUnavailable counts in admit.backend.errors too). Tokens is
 // passed through uncounted. It is safe for concurrent use; build one with
-// WrapLimiter.
+// WrapLimiter (the zero value is not usable).
 type Bucket struct {
 	l admit.Limiter
 	c *counters

@@ -17,7 +17,8 @@ var (
 
 // Limiter is an admit.KeyedLimiter, and an admit.PolicyLimiter, that counts
 // the decisions of the limiter it wraps (see the package doc for the
-// instruments). It is safe for concurrent use; build one with Wrap.
+// instruments). It is safe for concurrent use; build one with Wrap (the
+// zero value is not usable).
 type Limiter struct {
 	l  admit.KeyedLimiter
 	pl admit.PolicyLimiter // l, if it is one
