@@ -7,7 +7,7 @@ STATICCHECK_VERSION := v0.8.2
 help: ## this list
 	@awk -F':.*## ' '/^[a-z][a-z-]*:.*## / { printf "  make %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-.PHONY: help test xtime lint fuzz bench bench-full bench-keyed bench-redis plots storm algorithms loadrun
+.PHONY: help test xtime lint fuzz bench bench-full bench-keyed bench-redis bench-otel plots storm algorithms loadrun
 
 # go vet and the race-enabled tests, over the core module, bench/ and
 # redisbucket/ (whose tests start their own redis-server: .ci/redis-server
@@ -107,3 +107,9 @@ bench-redis: ## redisbucket vs redis_rate, rueidis and redis-benchmark
 # and without each middleware, under a minute; saves results/loadrun-<date>.txt.
 loadrun: ## the middleware's loopback load run with vegeta
 	cd bench && $(GO) run ./cmd/loadrun -rounds 3 -duration 2s -save ../results
+
+# admitotel's BenchmarkOverhead: bare and wrapped calls alternating in one
+# run, -cpu 1,2, -count 10, a few minutes; saves results/otel-<date>-<host>-<commit>.txt
+# and its benchstat table.
+bench-otel: ## admitotel's cost over the bare call (a few minutes); saves results/otel-*.txt
+	GO=$(GO) bash admitotel/testdata/overhead.sh
