@@ -7,7 +7,7 @@ STATICCHECK_VERSION := v0.8.2
 help: ## this list
 	@awk -F':.*## ' '/^[a-z][a-z-]*:.*## / { printf "  make %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-.PHONY: help test xtime lint fuzz bench bench-full bench-keyed bench-redis bench-otel plots storm algorithms loadrun
+.PHONY: help test xtime lint fuzz bench bench-full bench-keyed bench-redis bench-otel plots storm algorithms loadrun rls
 
 # go vet and the race-enabled tests, over the core module, bench/ and
 # redisbucket/ (whose tests start their own redis-server: .ci/redis-server
@@ -21,6 +21,7 @@ test: ## go vet + race tests over every module (starts redis-server itself)
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	.ci/redis-server
 	cd redisbucket && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd rls && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	cd admitgrpc && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	cd admitotel && $(GO) vet ./... && $(GO) test -race -count=1 ./... && $(GO) test -count=1 ./...
 
@@ -34,11 +35,13 @@ lint: ## gofmt, go vet and staticcheck over every module
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	cd redisbucket && $(GO) vet ./...
+	cd rls && $(GO) vet ./...
 	cd admitgrpc && $(GO) vet ./...
 	cd admitotel && $(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd bench && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd redisbucket && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd rls && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd admitgrpc && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd admitotel && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
@@ -54,6 +57,7 @@ fuzz: ## longer runs of the fuzz tests (their seeds run in make test)
 	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./rate/
 	$(GO) test -run '^$$' -fuzz FuzzKeyByForwardedFor -fuzztime 30s ./admithttp/
 	$(GO) test -run '^$$' -fuzz FuzzKeyByIP -fuzztime 15s ./admithttp/
+	cd rls && $(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 30s ./memstore/
 	cd admitgrpc && $(GO) test -run '^$$' -fuzz FuzzKeyByPeer -fuzztime 15s .
 	cd admitotel && $(GO) test -run '^$$' -fuzz FuzzCounts -fuzztime 30s .
 
@@ -74,10 +78,13 @@ bench-full: ## the committed comparison (~15-20 min): results/<date>-<host>-<com
 
 # The per-key comparison (keyed vs a sync.Map of x/time/rate, httprate,
 # go-limiter, tollbooth) at 1, 10k and 1M keys, -cpu 2, with heap bytes per
-# key at 1M keys; a few minutes. Prints the benchstat table.
-bench-keyed: ## keyed vs its peers at 1, 10k and 1M keys, -cpu 2
-	cd bench && $(GO) test -run '^$$' -bench 'BenchmarkKeyed' -benchtime 300000x -count 6 -cpu 2 . | tee keyed.tmp.txt
+# key at 1M keys; a few minutes. Prints the benchstat table; then keyed's
+# AllowN under one limit against AllowLimits under three, at 10k keys.
+bench-keyed: ## keyed vs its peers at 1, 10k and 1M keys, -cpu 2; then 3 limits against 1
+	cd bench && $(GO) test -run '^$$' -bench '^BenchmarkKeyed$$' -benchtime 300000x -count 6 -cpu 2 . | tee keyed.tmp.txt
 	cd bench && $(GO) run golang.org/x/perf/cmd/benchstat -col /impl keyed.tmp.txt
+	cd bench && $(GO) test -run '^$$' -bench '^BenchmarkKeyedLimits$$' -benchtime 300000x -count 6 -cpu 2 . | tee keyedlimits.tmp.txt
+	cd bench && $(GO) run golang.org/x/perf/cmd/benchstat -col /impl keyedlimits.tmp.txt
 
 # SVG charts of the newest full result, into results/plots/.
 plots: ## SVG charts of the newest full result into results/plots/
@@ -107,6 +114,13 @@ bench-redis: ## redisbucket vs redis_rate, rueidis and redis-benchmark
 # and without each middleware, under a minute; saves results/loadrun-<date>.txt.
 loadrun: ## the middleware's loopback load run with vegeta
 	cd bench && $(GO) run ./cmd/loadrun -rounds 3 -duration 2s -save ../results
+
+# admit-rls, Envoy's rate limit service, with the memory backend and the
+# example configuration in rls/examples/config (edit it while it runs):
+# gRPC on 127.0.0.1:8081, HTTP /healthcheck and POST /json on 127.0.0.1:8080.
+rls: ## admit-rls on the memory backend with rls/examples/config
+	cd rls && HOST=127.0.0.1 GRPC_HOST=127.0.0.1 RUNTIME_ROOT=examples RUNTIME_APPDIRECTORY=config \
+		BACKEND_TYPE=memory LOG_LEVEL=INFO $(GO) run ./cmd/admit-rls
 
 # admitotel's BenchmarkOverhead: bare and wrapped calls alternating in one
 # run, -cpu 1,2, -count 10, a few minutes; saves results/otel-<date>-<host>-<commit>.txt

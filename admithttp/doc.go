@@ -7,7 +7,15 @@
 // proxies, KeyByHeader for API keys), a cost function weighs the request, and
 // every response the limiter decided carries the IETF RateLimit and
 // RateLimit-Policy fields (draft-ietf-httpapi-ratelimit-headers-10); a denial
-// is 429 Too Many Requests with a Retry-After that is never early. Middleware
+// is 429 Too Many Requests with a Retry-After that is never early.
+//
+// A client may be held to several limits at once, a burst and a daily
+// quota say, decided all or nothing: a keyed.Limiter from keyed.NewLimits
+// applies its own, and WithLimits chooses them per request (a tier from an
+// API key, a claim, a header) for any admit.PolicyLimiter. RateLimit-Policy
+// then lists every limit and RateLimit names the one that decided.
+// WithSkip exempts requests (health checks) from any limiter, and a
+// WithLimits function that returns no limits serves its request unlimited. Middleware
 // lists the response to every edge: a key that cannot be found, a negative
 // cost, a cost above the capacity, a limiter whose backend fails. There the
 // limiter's own failure policy is followed when it decides (redisbucket's

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"time"
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/admithttp"
@@ -67,4 +68,126 @@ func ExampleKeyByForwardedFor() {
 	// Output:
 	// 198.51.100.7 <nil>
 	// 203.0.113.9 <nil>
+}
+
+// Tiers: the limits come from a header that the authenticating proxy sets,
+// free by default, and a health check is not limited at all.
+func ExampleWithLimits() {
+	free := []admit.Limit{
+		admit.Per(time.Second, 1).WithBurst(2).Named("burst"),
+		admit.Per(24*time.Hour, 1000).Named("daily"),
+	}
+	paid := []admit.Limit{
+		admit.Per(time.Second, 50).WithBurst(100).Named("burst"),
+		admit.Per(24*time.Hour, 100_000).Named("daily"),
+	}
+	tier := func(r *http.Request) ([]admit.Limit, error) {
+		if r.URL.Path == "/healthz" {
+			return nil, nil // unlimited
+		}
+		switch r.Header.Get("X-Tier") {
+		case "", "free":
+			return free, nil
+		case "paid":
+			return paid, nil
+		}
+		return nil, fmt.Errorf("unknown tier %q", r.Header.Get("X-Tier")) // 400
+	}
+	// Any admit.PolicyLimiter: keyed in one process, redisbucket across
+	// servers. Its own limits apply to its Allow and AllowN callers; the
+	// middleware passes each request's. (A stopped fake clock keeps the
+	// output fixed; drop the option in real code.)
+	l, err := keyed.NewLimits(free, admit.WithClock(buckettest.NewFakeClock(0)))
+	if err != nil {
+		panic(err)
+	}
+	h := admithttp.Middleware(l,
+		admithttp.WithKey(admithttp.KeyByHeader("X-API-Key")),
+		admithttp.WithLimits(tier),
+	)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+
+	send := func(path, apiKey, tier string) {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r.Header.Set("X-API-Key", apiKey)
+		r.Header.Set("X-Tier", tier)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(w.Code, path, tier)
+		for _, f := range []string{"RateLimit-Policy", "RateLimit", "Retry-After"} {
+			if v := w.Header().Get(f); v != "" {
+				fmt.Printf("  %s: %s\n", f, v)
+			}
+		}
+	}
+	for range 3 {
+		send("/", "alice", "free")
+	}
+	send("/", "bob", "paid")
+	send("/", "carol", "gold")
+	send("/healthz", "", "")
+	// Output:
+	// 200 / free
+	//   RateLimit-Policy: "burst";q=2;w=2, "daily";q=1000;w=86400
+	//   RateLimit: "burst";r=1;t=87
+	// 200 / free
+	//   RateLimit-Policy: "burst";q=2;w=2, "daily";q=1000;w=86400
+	//   RateLimit: "burst";r=0;t=173
+	// 429 / free
+	//   RateLimit-Policy: "burst";q=2;w=2, "daily";q=1000;w=86400
+	//   RateLimit: "burst";r=0;t=173
+	//   Retry-After: 1
+	// 200 / paid
+	//   RateLimit-Policy: "burst";q=100;w=2, "daily";q=100000;w=86400
+	//   RateLimit: "burst";r=99;t=1
+	// 400 / gold
+	// 200 /healthz
+}
+
+// Burst + daily: a limiter that lists its limits (LimitLister, as
+// keyed.NewLimits's does) gets them all in RateLimit-Policy without
+// WithLimits, and RateLimit names the one that decided: the burst while
+// it runs out first, the day's quota once that is the scarcer.
+func ExampleLimitLister() {
+	clk := buckettest.NewFakeClock(0) // a fake clock keeps the output fixed
+	// Bursts of up to 10 at 1 a second, and 27 a day (one every 3200 s).
+	l, err := keyed.NewLimits([]admit.Limit{
+		admit.Per(time.Second, 1).WithBurst(10).Named("burst"),
+		admit.Per(24*time.Hour, 27).Named("daily"),
+	}, admit.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	h := admithttp.Middleware(l, admithttp.WithCost(func(r *http.Request) int64 {
+		if r.URL.Path == "/export" {
+			return 10 // an expensive call
+		}
+		return 1
+	}))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+
+	for i, path := range []string{"/export", "/export", "/export", "/"} {
+		if i > 0 {
+			clk.Advance(10 * time.Second) // the burst refills
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		fmt.Println(w.Code, path)
+		if i == 0 {
+			fmt.Println("  RateLimit-Policy:", w.Header().Get("RateLimit-Policy"))
+		}
+		fmt.Println("  RateLimit:", w.Header().Get("RateLimit"))
+		if ra := w.Header().Get("Retry-After"); ra != "" {
+			fmt.Println("  Retry-After:", ra)
+		}
+	}
+	// Output:
+	// 200 /export
+	//   RateLimit-Policy: "burst";q=10;w=10, "daily";q=27;w=86400
+	//   RateLimit: "burst";r=0;t=32000
+	// 200 /export
+	//   RateLimit: "burst";r=0;t=63990
+	// 429 /export
+	//   RateLimit: "daily";r=7;t=63980
+	//   Retry-After: 9580
+	// 200 /
+	//   RateLimit: "daily";r=6;t=67170
 }

@@ -15,8 +15,18 @@ import (
 
 // Middleware returns middleware that admits each request against l, under
 // the key and at the cost the options choose (by default KeyByIP, cost 1),
-// and answers as follows:
+// and under l's own limits, or with WithLimits under the limits chosen for
+// the request (l must then be an admit.PolicyLimiter). It answers as
+// follows, in this order:
 //
+//   - WithSkip's function exempts the request: the next handler runs, with
+//     no other function called, no limiter call, no RateLimit fields;
+//   - WithLimits's function fails: 400 Bad Request (the request does not say
+//     which limits apply), no limiter call, no fields; it returns no limits:
+//     the next handler runs unlimited, no limiter call, no fields; it
+//     returns limits admit.ValidateLimits rejects (or an unnamed limit shown
+//     under another limit's name, below): 500 Internal Server Error, nothing
+//     consumed, no fields;
 //   - admitted: the next handler runs, with the RateLimit and
 //     RateLimit-Policy fields already set;
 //   - denied: 429 Too Many Requests (or the WithDenied handler), with both
@@ -26,10 +36,13 @@ import (
 //     sent it), no limiter call, no RateLimit fields;
 //   - the cost function returns a negative cost: 500 Internal Server Error (a
 //     bug in the server, not the client), no limiter call, no fields;
-//   - the cost is above the key's capacity (the limiter's error wraps
-//     admit.ErrUnsatisfiable, not admit.ErrUnavailable): 413 Content Too
-//     Large, since waiting can never help, with the fields of the key's
-//     current state;
+//   - the cost is above the key's capacity, or some limit's (the limiter's
+//     error wraps admit.ErrUnsatisfiable, not admit.ErrUnavailable): 413
+//     Content Too Large, since waiting can never help, with the fields of
+//     the key's current state;
+//   - the limiter rejects a limit (its error wraps admit.ErrInvalidConfig: a
+//     rate too small to represent at its capacity, say): 500, no fields,
+//     whatever the failure policy;
 //   - the limiter's backend failed (its error wraps admit.ErrUnavailable)
 //     and its failure policy decided from a bucket (a fallback limiter, or
 //     keyed's RefuseNew): that Decision is followed as above, admitted or
@@ -47,10 +60,10 @@ import (
 //
 // So a decision of the limiter's failure policy is obeyed whenever there is
 // one, and the middleware's own policy (WithFailOpen or not) applies only
-// where there is none. Every
-// limiter error is passed to the WithOnError function, if any, whatever
-// the answer. A cost of 0 admits without consuming and reports the key's
-// state.
+// where there is none. Every limiter error, and every error of the
+// WithLimits function or its limits, is passed to the WithOnError
+// function, if any, whatever the answer. A cost of 0 admits without
+// consuming and reports the key's state.
 //
 // The fields follow draft-ietf-httpapi-ratelimit-headers-10 with Structured
 // Field syntax (RFC 9651):
@@ -58,15 +71,37 @@ import (
 //	RateLimit-Policy: "<name>";q=<capacity>;w=<seconds to refill from empty>
 //	RateLimit: "<name>";r=<remaining>;t=<seconds until full>
 //
-// with w and t rounded up. w needs the limiter's refill rate, which
-// admit.KeyedLimiter does not expose: it is taken from WithFillTime if given,
-// else from l's FillTime method if l is a Refiller, and is left out (the
-// draft makes it optional) when neither says or the bucket never refills.
+// with w and t rounded up. Under one limit, w needs the limiter's refill
+// rate, which admit.KeyedLimiter does not expose: it is taken from
+// WithFillTime if given, else from l's FillTime method if l is a Refiller,
+// else from the limit l lists if it is a LimitLister, and is left out (the
+// draft makes it optional) when none says or the bucket never refills.
 // Integers above the Structured Field maximum (999,999,999,999,999) are
 // clamped to it.
 //
+// Under several limits (WithLimits, or a LimitLister listing two or more),
+// RateLimit-Policy lists every limit in order and RateLimit names the one
+// that decided (Decision.Policy, PolicyLimiter's rule 4), with the
+// Decision's Remaining and ResetAfter (until every limit is full):
+//
+//	RateLimit-Policy: "burst";q=20;w=2, "daily";q=1000;w=86400
+//	RateLimit: "burst";r=0;t=1729
+//
+// Each limit's q is its Capacity and its w its Capacity ÷ Rate, taken to
+// the nearest nanosecond and rounded up to whole seconds (a Per(24*time.Hour,
+// n) limit reads 86400 whatever n), left out for a Rate of 0. A limit's
+// Name is its name in both fields; a limit whose Name is "" takes the
+// WithPolicyName name ("default" by default), as a limiter that lists no
+// limits does, so that name must not also be another limit's. A Decision
+// naming a limit outside the list (from a failure policy's fallback
+// limiter) is shown alone: its name and q, no w.
+//
 // Middleware panics if l is nil or an option is invalid (a nil function, a
-// policy name that is not printable ASCII, a negative fill time): those are
+// policy name that is not printable ASCII, a negative fill time), if
+// WithLimits is given and l is not an admit.PolicyLimiter, if WithFillTime
+// is given with WithLimits or with a LimitLister of two or more limits
+// (each limit has its own w), and if a LimitLister's limits fail
+// admit.ValidateLimits or two would be shown under one name: those are
 // programming errors found at start-up, not request data. The returned
 // middleware is safe for concurrent use.
 func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Handler {
@@ -74,7 +109,8 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 		panic("admithttp: Middleware with a nil limiter")
 	}
 	c := config{key: KeyByIP, cost: one, name: "default"}
-	if rf, ok := l.(Refiller); ok {
+	rf, refiller := l.(Refiller)
+	if refiller {
 		c.fill = rf.FillTime()
 	}
 	for i, o := range opts {
@@ -86,7 +122,44 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 			panic(c.err.Error())
 		}
 	}
-	m := &middleware{l: l, config: c, quoted: quote(c.name)}
+	m := &middleware{l: l, config: c}
+	name := c.name
+	if c.limits != nil {
+		pl, ok := l.(admit.PolicyLimiter)
+		if !ok {
+			panic(fmt.Sprintf("admithttp: WithLimits needs a limiter that implements admit.PolicyLimiter (AllowLimits); %T does not", l))
+		}
+		if c.fillSet {
+			panic("admithttp: WithFillTime with WithLimits: each limit's w is its own Capacity ÷ Rate")
+		}
+		m.pl = pl
+	} else if ll, ok := l.(LimitLister); ok {
+		listed := ll.Limits()
+		if len(listed) > 0 {
+			if err := admit.ValidateLimits(listed); err != nil {
+				panic(fmt.Sprintf("admithttp: the limiter's Limits: %v", err))
+			}
+		}
+		switch {
+		case len(listed) >= 2:
+			if c.fillSet {
+				panic(fmt.Sprintf("admithttp: WithFillTime with a limiter of %d limits: each limit's w is its own Capacity ÷ Rate", len(listed)))
+			}
+			p, err := newPolicySet(listed, c.name)
+			if err != nil {
+				panic(fmt.Sprintf("admithttp: the limiter's Limits: %v", err))
+			}
+			m.static = p
+		case len(listed) == 1:
+			if listed[0].Name != "" {
+				name = listed[0].Name
+			}
+			if !c.fillSet && !refiller {
+				m.w = refillSeconds(listed[0])
+			}
+		}
+	}
+	m.quoted = quote(name)
 	if c.fill > 0 {
 		m.w = ceilSeconds(c.fill)
 	}
@@ -112,11 +185,14 @@ type Option func(*config)
 type config struct {
 	key      func(*http.Request) (string, error)
 	cost     func(*http.Request) int64
+	limits   func(*http.Request) ([]admit.Limit, error)
+	skip     func(*http.Request) bool
 	name     string
 	denied   http.Handler
 	failOpen bool
 	onError  func(*http.Request, error)
 	fill     time.Duration
+	fillSet  bool // WithFillTime was given
 	err      error
 }
 
@@ -150,16 +226,16 @@ func WithCost(f func(*http.Request) int64) Option {
 	}
 }
 
-// WithPolicyName sets the policy name both RateLimit fields carry; the
-// default is "default". It must be printable ASCII (a Structured Field
-// String).
+// WithPolicyName sets the policy name both RateLimit fields carry for a
+// limit that has none: the one limit of a limiter that lists no limits or
+// one unnamed limit (keyed.New's), or a limit whose Name is "" among limits
+// listed or chosen by WithLimits. A named limit is shown under its own Name. The default is
+// "default". It must be printable ASCII (a Structured Field String).
 func WithPolicyName(name string) Option {
 	return func(c *config) {
-		for i := 0; i < len(name); i++ {
-			if name[i] < 0x20 || name[i] > 0x7e {
-				c.fail("WithPolicyName(%q): byte %d is not printable ASCII", name, i)
-				return
-			}
+		if !printable(name) {
+			c.fail("WithPolicyName(%q): not printable ASCII", name)
+			return
 		}
 		c.name = name
 	}
@@ -196,10 +272,12 @@ func WithFailOpen() Option {
 // WithOnError sets a function called with the request and each error the
 // limiter returns, before the response is written, whatever the response:
 // a followed failure-policy decision, 503, 413, or a cancelled request's
-// context error. The middleware does not log; this is where an outage that
-// a fallback hides becomes visible (a log line, a counter). f runs on the
-// request's goroutine, concurrently with other requests, and must not write
-// the response.
+// context error; and with each error of the WithLimits function (400) or of
+// the limits it returns (500), wrapped with the prefix "admithttp:
+// WithLimits:" (errors.Is sees through it). The middleware does not log;
+// this is where an outage that a fallback hides becomes visible (a log
+// line, a counter). f runs on the request's goroutine, concurrently with
+// other requests, and must not write the response.
 func WithOnError(f func(r *http.Request, err error)) Option {
 	return func(c *config) {
 		if f == nil {
@@ -211,21 +289,30 @@ func WithOnError(f func(r *http.Request, err error)) Option {
 
 // WithFillTime states how long an empty bucket takes to refill (capacity ÷
 // rate), for the w parameter of RateLimit-Policy, when the limiter is not a
-// Refiller or should be overridden; 0 leaves w out. Negative is invalid.
+// Refiller or should be overridden; 0 leaves w out. Negative is invalid, and
+// so is WithFillTime under several limits (WithLimits, or a LimitLister of
+// two or more): each has its own w.
 func WithFillTime(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {
 			c.fail("WithFillTime(%v) is negative", d)
 		}
-		c.fill = d
+		c.fill, c.fillSet = d, true
 	}
 }
 
 type middleware struct {
-	l admit.KeyedLimiter
+	l  admit.KeyedLimiter
+	pl admit.PolicyLimiter // l, when WithLimits is given; else nil
 	config
-	quoted string // the policy name as an sf-string
-	w      int64  // the policy's w, or 0 to leave it out
+	quoted string // the single limit's name as an sf-string
+	w      int64  // the single limit's w, or 0 to leave it out
+	// static renders the limiter's own limits when it lists two or more
+	// (LimitLister) and WithLimits is not given; nil on the single-limit
+	// path.
+	static *policySet
+	// cache renders the lists WithLimits returns.
+	cache policyCache
 	// policy caches the RateLimit-Policy value for the last capacity seen,
 	// so that the usual case, one capacity for every key, allocates nothing.
 	policy atomic.Pointer[policyValue]
@@ -336,6 +423,32 @@ var tooManyBody = []byte("429 too many requests\n")
 // ServeHTTP implements the responses listed on Middleware.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
+	if m.skip != nil && m.skip(r) {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	// ps renders the fields: nil on the single-limit path.
+	ps := m.static
+	var limits []admit.Limit
+	if m.limits != nil {
+		var err error
+		if limits, err = m.limits(r); err != nil {
+			m.report(r, fmt.Errorf("admithttp: WithLimits: %w", err))
+			http.Error(w, "400 bad request: cannot tell which limits apply", http.StatusBadRequest)
+			return
+		}
+		if len(limits) == 0 {
+			h.next.ServeHTTP(w, r)
+			return
+		}
+		// Rendered before the limiter is called, so that limits the
+		// fields cannot show consume nothing.
+		if ps, err = m.cache.get(limits, m.name); err != nil {
+			m.report(r, fmt.Errorf("admithttp: WithLimits: %w", err))
+			http.Error(w, "500 internal server error", http.StatusInternalServerError)
+			return
+		}
+	}
 	key, err := m.key(r)
 	if err != nil {
 		http.Error(w, "400 bad request: cannot identify the client", http.StatusBadRequest)
@@ -346,23 +459,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "500 internal server error", http.StatusInternalServerError)
 		return
 	}
-	d, err := m.l.AllowN(r.Context(), key, n)
+	d, err := m.decide(r, key, n, limits)
 	if err != nil {
-		if m.onError != nil {
-			m.onError(r, err)
-		}
+		m.report(r, err)
 		if !errors.Is(err, admit.ErrUnavailable) || !fromBucket(d) {
-			h.undecided(w, r, key, d, err)
+			h.undecided(w, r, key, limits, ps, d, err)
 			return
 		}
 		// The backend failed and its failure policy decided from a bucket
 		// (a fallback limiter's): that Decision is the answer.
 	}
 	if d.Allowed {
-		m.fields(w.Header(), d, false)
+		m.setFields(w.Header(), ps, d, false)
 		h.next.ServeHTTP(w, r)
 	} else {
-		m.fields(w.Header(), d, true)
+		m.setFields(w.Header(), ps, d, true)
 		if m.denied != nil {
 			dw := &deniedWriter{ResponseWriter: w}
 			m.denied.ServeHTTP(dw, r)
@@ -386,7 +497,7 @@ func fromBucket(d admit.Decision) bool {
 
 // undecided answers a limiter error that comes without a Decision from a
 // bucket, as Middleware lists.
-func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, d admit.Decision, err error) {
+func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, limits []admit.Limit, ps *policySet, d admit.Decision, err error) {
 	m := h.m
 	unavailable := errors.Is(err, admit.ErrUnavailable)
 	switch {
@@ -396,10 +507,15 @@ func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, 
 	case !unavailable && errors.Is(err, admit.ErrUnsatisfiable):
 		// The Decision that comes with an error need not hold the
 		// key's state (keyed's does not): peek for it.
-		if d, err = m.l.AllowN(r.Context(), key, 0); err == nil && d.Limit >= 1 {
-			m.fields(w.Header(), d, false)
+		if d, err = m.decide(r, key, 0, limits); err == nil && d.Limit >= 1 {
+			m.setFields(w.Header(), ps, d, false)
 		}
 		http.Error(w, "413 request costs more than the whole quota", http.StatusRequestEntityTooLarge)
+	case !unavailable && errors.Is(err, admit.ErrInvalidConfig):
+		// A limit the limiter cannot enforce though ValidateLimits
+		// passed it (a rate too small for its capacity): a server bug,
+		// whatever the failure policy.
+		http.Error(w, "500 internal server error", http.StatusInternalServerError)
 	case m.failOpen:
 		h.next.ServeHTTP(w, r)
 	default:
@@ -408,20 +524,59 @@ func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, 
 	}
 }
 
-// fields sets RateLimit-Policy and RateLimit, and for a denial Retry-After
-// and, unless WithDenied took over the body, the plain-text headers. The
-// header map takes its value slices from one allocation, each capped at
-// length 1 so that a later Add cannot write into its neighbour.
-func (m *middleware) fields(hd http.Header, d admit.Decision, retry bool) {
+// report passes err to the WithOnError function, if any.
+func (m *middleware) report(r *http.Request, err error) {
+	if m.onError != nil {
+		m.onError(r, err)
+	}
+}
+
+// decide asks the limiter: under limits if WithLimits chose them, else
+// under the limiter's own.
+func (m *middleware) decide(r *http.Request, key string, n int64, limits []admit.Limit) (admit.Decision, error) {
+	if limits != nil {
+		return m.pl.AllowLimits(r.Context(), key, n, limits...)
+	}
+	return m.l.AllowN(r.Context(), key, n)
+}
+
+// setFields sets the fields for d: from the single limit's name and d's
+// capacity when ps is nil, else from ps, naming the limit that decided.
+func (m *middleware) setFields(hd http.Header, ps *policySet, d admit.Decision, retry bool) {
+	if ps == nil {
+		m.fields(hd, m.policyFor(d.Limit), m.quoted, d, retry)
+		return
+	}
+	if name, ok := ps.name(d.Policy); ok {
+		m.fields(hd, ps.policy, name, d, retry)
+		return
+	}
+	// A limit outside the set decided: a failure policy's fallback
+	// limiter, say. Its fields describe it alone, as far as the Decision
+	// says (no rate, so no w); this path allocates.
+	name := m.name
+	if d.Policy != "" && printable(d.Policy) {
+		name = d.Policy
+	}
+	q := quote(name)
+	m.fields(hd, q+";q="+strconv.FormatInt(clampSF(d.Limit), 10), q, d, retry)
+}
+
+// fields sets RateLimit-Policy to policy and RateLimit to the sf-string
+// name with d's numbers, and for a denial Retry-After and, unless
+// WithDenied took over the body, the plain-text headers. The header map
+// takes its value slices from one allocation, each capped at length 1 so
+// that a later Add cannot write into its neighbour.
+func (m *middleware) fields(hd http.Header, policy, name string, d admit.Decision, retry bool) {
 	var vals []string
 	if retry {
 		vals = make([]string, 5)
 	} else {
 		vals = make([]string, 2)
 	}
-	vals[0] = m.policyFor(d.Limit)
+	vals[0] = policy
 	var buf [96]byte
-	b := append(buf[:0], m.quoted...)
+	b := append(buf[:0], name...)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, clampSF(d.Remaining), 10)
 	b = append(b, ";t="...)
@@ -470,6 +625,16 @@ func ceilSeconds(d time.Duration) int64 {
 		s++
 	}
 	return s
+}
+
+// printable reports whether s is printable ASCII, as an sf-string needs.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // quote returns name as a Structured Field String: in double quotes, with

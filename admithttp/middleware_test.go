@@ -109,7 +109,14 @@ var ok200 = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.W
 
 func get(t testing.TB, srv *httptest.Server, hdr ...string) fields {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	return parse(t, fetch(t, srv, "/", hdr...))
+}
+
+// fetch sends a GET for path with the header fields hdr (name, value, ...)
+// and returns the response, its body read and closed.
+func fetch(t testing.TB, srv *httptest.Server, path string, hdr ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +129,7 @@ func get(t testing.TB, srv *httptest.Server, hdr ...string) fields {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	return parse(t, resp)
+	return resp
 }
 
 // model is an independent token bucket in exact nanosecond-token units

@@ -1,20 +1,28 @@
 package bench
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/keyed"
 )
 
 // keyedCapacity and keyedRate make every call an admission on a key already
-// held: a key's 1e9 tokens outlast any benchmark, and at 1 token/s its
-// bucket never refills to full between two visits (the slowest full pass,
-// 1M keys, takes well under a second), so keyed never drops it.
+// held: a key's 1e7 tokens outlast any benchmark, and at one token per 100 s
+// its bucket never refills to full between two visits, so keyed never drops
+// it. (At 1 token/s, the rate before, a 1M-key fill pass on a loaded machine
+// took over a second, keyed rightly dropped the refilled buckets, and the
+// timed loop measured insertions.) capacity/rate = 1e9 s is the longest
+// window httprate's and go-limiter's time.Duration arithmetic can hold.
 const (
-	keyedCapacity = 1e9
-	keyedRate     = 1
+	keyedCapacity = 1e7
+	keyedRate     = 0.01
 )
 
 // keyCounts are the keys= values: one hot key, a working set that fits in
@@ -154,4 +162,57 @@ func benchKeyed(b *testing.B, im KeyedImpl, keys []string, parallel, measure boo
 		b.ReportMetric(float64(admitted.Load())/float64(c), "admit/op")
 	}
 	runtime.KeepAlive(l)
+}
+
+// keyedAllowN and keyedLimits3 drive keyed the way BenchmarkKeyedLimits
+// compares it: AllowN on a one-limit limiter, and AllowLimits with three
+// limits per call (each as slow to refill as the one limit), both
+// returning the whole Decision.
+type keyedAllowN struct{ l *keyed.Limiter }
+
+func (k keyedAllowN) Allow(key string) bool {
+	d, _ := k.l.AllowN(context.Background(), key, 1)
+	return d.Allowed
+}
+
+type keyedLimits3 struct {
+	l      *keyed.Limiter
+	limits []admit.Limit
+}
+
+func (k keyedLimits3) Allow(key string) bool {
+	d, _ := k.l.AllowLimits(context.Background(), key, 1, k.limits...)
+	return d.Allowed
+}
+
+var keyedLimitImpls = []KeyedImpl{
+	{Name: "allown", Exact: true, New: func(capacity int64, r float64, maxKeys int) (KeyedLimiter, io.Closer, error) {
+		l, err := keyed.New(capacity, r, keyed.WithMaxKeys(maxKeys))
+		return keyedAllowN{l}, nil, err
+	}},
+	{Name: "allowlimits3", Exact: true, New: func(capacity int64, r float64, maxKeys int) (KeyedLimiter, io.Closer, error) {
+		l, err := keyed.New(capacity, r, keyed.WithMaxKeys(maxKeys))
+		limits := []admit.Limit{
+			{Name: "burst", Capacity: capacity, Rate: r},
+			{Name: "hourly", Capacity: capacity, Rate: r / 2},
+			{Name: "daily", Capacity: capacity, Rate: r / 10},
+		}
+		return keyedLimits3{l, limits}, nil, err
+	}},
+}
+
+// BenchmarkKeyedLimits measures the cost of several limits per call: keyed's
+// AllowN under one limit against AllowLimits under three, on 10k held keys,
+// every call admitted. Names:
+//
+//	BenchmarkKeyedLimits/keys=10k/mode=serial/impl=allowlimits3-2
+func BenchmarkKeyedLimits(b *testing.B) {
+	keys := benchKeys(10_000)
+	for _, mode := range benchModes {
+		for _, im := range keyedLimitImpls {
+			b.Run(fmt.Sprintf("keys=10k/mode=%s/impl=%s", mode, im.Name), func(b *testing.B) {
+				benchKeyed(b, im, keys, mode == "parallel", false)
+			})
+		}
+	}
 }

@@ -1,80 +1,140 @@
 // Package keyed implements per-key token buckets in one process: a separate
 // bucket for every client (API key, user, IP address), with memory bounded
-// under a key-spraying attack and no background goroutine.
+// under a key-spraying attack, no background goroutine, and no lock on the
+// path of a call for a key already held.
 //
 // # Buckets
 //
-// Every key behaves exactly like a mutexbucket.New(capacity, rate) created
-// together with the Limiter and left untouched until the key is first seen:
-// it starts full, refills lazily with the same integer arithmetic (package
+// Every key behaves like a mutexbucket.New(capacity, rate) created together
+// with the Limiter and left untouched until the key is first seen: it starts
+// full, refills lazily with the same integer arithmetic (package
 // internal/refill: units of 2^-k tokens, refill V(b) − V(a) on the
 // limiter's stream, no drift), and never admits more than
 // capacity + rate × T (+1 for rounding) over any span T, under any number of
 // goroutines.
 //
-// A key holds one int64, z: the point on the refill stream at which its
-// bucket would be empty. At elapsed time t its balance is
-// min(capacity, V(t) − z); admitting u units moves z to
-// max(z, V(t) − capacity) + u. A bucket is full exactly when
-// z <= V(t) − capacity, and a full bucket is indistinguishable from one
-// never used, so forgetting a full key is exact: its next request finds a
-// full bucket either way.
+// A key's bucket is one word, z: the point on the refill stream at which it
+// would be empty. At elapsed time t its balance is min(Cap, V(t) − z);
+// admitting u units moves z to max(z, V(t) − Cap) + u by one CAS. A bucket
+// is full exactly when z <= V(t) − Cap, and a full bucket is
+// indistinguishable from one never used, so forgetting a full key is exact.
+// z is also the key's full-at time: the bucket is full from the instant the
+// stream reaches z + Cap, and z only grows.
 //
 // # Time
 //
-// Keys live in power-of-two many shards, picked by a hash of the key, each a
-// mutex around an open-addressing index, the keys' slots, and the latest
-// clock reading the shard has applied. A
-// call uses the later of its own reading and that one, so within a shard,
-// and so for every key, time never moves back: a stale reading is treated as
-// the latest applied, adds nothing, and is stored as nothing new (the rule
-// of mutexbucket, kept per shard rather than per key, so a key costs one
-// word). RetryAfter and ResetAfter are counted from that time, exactly to
-// the nanosecond at which the bucket will hold what is asked.
+// A call is decided at the later of its clock reading and the key's time
+// word: the time of the key's insertion or of its latest peek (n == 0).
+// Only peeks store their time, because every other call leaves
+// z > V(t) − Cap for its t: an admission stores max(z, V(t) − Cap) + u, and
+// a denial found V(t) − max(z, V(t) − Cap) < n <= Cap. A later call with an
+// older reading t' therefore finds V(t') − z < V(t) − z: no more than the
+// key held at t, so a stale reading adds nothing, and z never moves back.
+// A peek at a full bucket changes nothing in z, so it records t instead.
+// Sequentially this is mutexbucket's rule (time is the latest reading
+// applied) wherever it changes a decision, and FuzzModel checks every
+// Decision against a mutexbucket. Under concurrency a call whose reading
+// lost the race to a later one on another core applies the older reading,
+// which sees less of the stream: never more than a lock would have given.
+//
+// A key removed from the table and seen again starts no earlier than the
+// latest time applied to any key removed from its shard (one word per
+// shard, written by removals only), so a stale reading cannot restart a
+// dropped bucket in the past.
+//
+// RetryAfter and ResetAfter are counted from the time the call applied,
+// exactly to the nanosecond at which the bucket will hold what is asked.
+//
+// # The table, without locks for a held key
+//
+// Keys live in power-of-two many shards picked by the high bits of a
+// 64-bit hash of the key. Each shard has a mutex, an open-addressing table
+// of pointers to entries (linear probing from the hash's low bits), and
+// counters. An entry holds the key's bytes (immutable), its state word z
+// and its time word (which also carries a CLOCK reference bit). A call:
+//
+//  1. reads the clock, hashes the key, and probes its shard's table with
+//     atomic loads only;
+//  2. if it finds the entry, decides by a CAS on the state word (a denial
+//     or a peek at a bucket not full writes nothing, bar the reference bit
+//     once per turn of the eviction hand). That CAS is the call's
+//     linearization point. No lock, no shared word written: the one line
+//     written is the entry's.
+//  3. Otherwise (the key is new, or the probe raced a writer) it takes the
+//     shard's lock and looks again; only the lock holder inserts, removes
+//     or grows, and the count of keys and the hand move under it.
+//
+// Why a lock-free probe is safe:
+//
+//   - A miss is never trusted (step 3 looks again under the lock), so a
+//     probe that a concurrent backward-shift deletion or a grow made miss
+//     costs a lock, not a wrong answer. A hit compares the whole key.
+//   - Entries are allocated per insertion and never reused: a pointer names
+//     one insertion of one key (no ABA).
+//   - Removal (a drop or an eviction) first CASes the state word to dead,
+//     under the shard's lock, then unlinks the entry. A call's CAS on a dead
+//     entry fails, and the call retries under the lock, where it no longer
+//     finds the entry and inserts a fresh one. So every admission that
+//     succeeded on an entry happened before its removal, and the removal's
+//     CAS saw it: a drop (which CASes from a state it found full) never
+//     forgets tokens taken after it looked.
+//   - A grow copies the entries into a larger table and publishes it; the
+//     old and new tables share the entries, so a reader on either decides
+//     on the same words.
 //
 // # Memory
 //
 // The limiter holds at most WithMaxKeys keys (default DefaultMaxKeys),
-// split evenly over the shards. Each shard keeps its keys in least recently
-// used order, and every call drops up to two full buckets from the least
-// recently used end (a bucket last touched more than capacity/rate ago is
-// always full), so full keys go without a goroutine or a pass over the map,
-// in amortised O(1): each key is dropped at most once per insertion. A key
-// whose bucket is full after a call (a peek at a full bucket) is dropped at
-// once.
+// counted by one atomic word that insertions reserve and removals release,
+// so eviction or refusal starts exactly at the bound, whatever the shard
+// count. Full buckets go in two ways, without a goroutine:
 //
-// When a new key arrives at a shard whose share of the bound is taken and
-// whose least recently used bucket is live (not full), the limiter answers
-// at once, by the policy chosen with WithPolicy:
+//   - each insertion lets its shard's hand look at two slots and drop the
+//     full buckets there, so a shard that keeps receiving new keys drops its
+//     full ones in amortised O(1) per insertion;
+//   - at the bound, before anything else, room is made from full buckets.
+//     Each shard keeps a floor: a lower bound on the full-at time of every
+//     bucket it holds (an insertion lowers it to the new bucket's; z only
+//     grows, so a floor stays a lower bound as calls go on). A shard whose
+//     floor is after the call's time holds no full bucket; the others are
+//     swept (every full bucket dropped, the floor made exact), own shard
+//     first, until one drop makes room. So a live key is never evicted,
+//     and a new key never refused, while a full bucket is held anywhere.
 //
-//   - EvictLRU (the default) forgets the least recently used key. Its client
-//     then sees a fresh, full bucket: up to one extra burst of capacity for
-//     that client, once per eviction, and nothing more. Stats.Evictions
-//     counts them; with the bound comfortably above the number of clients
-//     active within one refill period (capacity/rate), there are none.
+// Only when no bucket is full does the limiter choose, by WithPolicy:
+//
+//   - EvictLRU (the default) forgets a live key chosen by a CLOCK hand (a
+//     second-chance approximation of least recently used: a key's bit is
+//     set by each call after its first and cleared as the hand passes; the
+//     hand evicts the first key whose bit it finds clear). Its client then
+//     sees a fresh, full bucket: up to one extra burst of capacity for that
+//     client, once per eviction, and nothing more. Stats.Evictions counts
+//     them; with the bound comfortably above the number of clients active
+//     within one refill period (capacity/rate), there are none.
 //   - RefuseNew keeps every live bucket and refuses the new key: Allowed is
 //     false and the error wraps admit.ErrUnavailable, with RetryAfter until
-//     the least recently used bucket of its shard is full and can be
-//     dropped (an upper bound on the wait for room: a bucket used more
-//     recently but drained less may be full sooner). No client ever exceeds
+//     the first held bucket is full (the least floor, exact for every shard
+//     just swept). A refused key that waits exactly that long finds that
+//     bucket full and dropped, so it finds room, unless new keys took the
+//     room first or that bucket's own client spent from it meanwhile (peeks
+//     and denied calls do not move a full-at time). No client ever exceeds
 //     its bound, but under a key-spraying attack new legitimate clients are
 //     refused until the attack's buckets refill. Stats.Refusals counts them.
 //
-// The bound is split over the shards, so a shard can reach its share while
-// the limiter as a whole holds fewer keys: with a uniform hash the shards
-// fill evenly, and eviction or refusal starts when the limiter holds a few
-// per cent fewer keys than the bound. Memory is held at the peak: a shard's
-// index and slot array do not shrink when keys are dropped.
+// A sweep costs O(keys in the shard), and it runs only when its shard's
+// floor has passed; one that finds nothing full (the bucket that set the
+// floor was spent from since) raises the floor to the exact one, so it
+// runs again only once time passes that. Memory is held at the peak: a
+// shard's table does not shrink when keys are dropped.
 //
 // # Cost
 //
-// A held key costs a 32-byte slot, an 8-byte index word at a load factor of
-// at most 3/4, and a copy of its bytes: about 53 heap bytes per key at 1M
-// keys, key bytes excluded, against 202 for a sync.Map of x/time/rate
-// limiters. A call on a held key allocates nothing; it reads the clock once
-// (outside the lock), hashes the key once, and holds its shard's lock for
-// the lookup, the arithmetic and the LRU move. See docs/keyed.md and the
-// README for measured numbers.
+// A held key costs its entry (32 bytes, with a key of up to 48 bytes stored
+// in the same allocation) and an 8-byte table slot at a load factor of at
+// most 3/4: about 48 heap bytes per key at 1M keys, key bytes excluded. A
+// call on a held key allocates nothing; it reads the clock once, hashes the
+// key once, and does one CAS. See docs/keyed.md and the README for measured
+// numbers.
 //
 // Pick keyed for per-client limits in one process; pick the redisbucket
 // module when several processes must share the limits, and mutexbucket or
@@ -87,6 +147,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"sync/atomic"
 	"time"
 
 	"github.com/admit-go/admit"
@@ -94,19 +155,29 @@ import (
 )
 
 // Limiter is a set of token buckets, one per key. It is safe for concurrent
-// use. The zero value is not usable; create one with New. A Limiter must
-// not be copied after first use.
+// use. The zero value is not usable; create one with New or NewLimits. A
+// Limiter must not be copied after first use.
 type Limiter struct {
-	_        noCopy
-	shards   []shard
-	shift    uint // a key's shard is its hash >> shift
-	seed     maphash.Seed
-	p        refill.Params // immutable after New
-	clk      refill.Clock  // immutable after New
-	capacity int64         // in tokens
+	_      noCopy
+	shards []shard
+	shift  uint // a key's shard is its hash >> shift
+	seed   maphash.Seed
+	p      refill.Params // the primary limit's arithmetic; immutable after New
+	clk    refill.Clock  // immutable after New
+	unit   int64         // p.Units(1)
+
+	capacity int64         // the primary limit's capacity, in tokens
+	limits   []admit.Limit // the configured limits (NewLimits); immutable
+	lps      []*limParams  // their arithmetic
+	prim     bool          // one configured limit, the primary: its state is an entry's word
 	maxKeys  int
 	refuse   bool
 	errFull  error // returned on every refusal; built once so that refusals do not allocate
+	pcache   [paramsCache]atomic.Pointer[limParams]
+
+	_    [64]byte     // keys is written by insertions and removals only, away from the fields every call reads
+	keys atomic.Int64 // keys held or reserved by an insertion in progress; at most maxKeys
+	_    [56]byte
 }
 
 var _ admit.KeyedLimiter = (*Limiter)(nil)
@@ -122,11 +193,11 @@ func (*noCopy) Unlock() {}
 const never = time.Duration(math.MaxInt64)
 
 // DefaultMaxKeys is the key bound without WithMaxKeys: 2^20 keys, about
-// 55 MB at the measured 53 bytes per key, plus the keys' own bytes.
+// 50 MB at the measured bytes per key, plus the keys' own bytes.
 const DefaultMaxKeys = 1 << 20
 
-// defaultShards is the shard count without WithShards, lowered so that each
-// shard's share of the bound is at least minPerShard keys.
+// defaultShards is the shard count without WithShards, lowered so that the
+// shards hold at least minPerShard keys each on average at the bound.
 const (
 	defaultShards = 256
 	minPerShard   = 64
@@ -134,20 +205,39 @@ const (
 )
 
 // New returns a limiter whose every key holds a bucket of capacity tokens
-// refilling at refillPerSecond tokens per second. It returns an error
-// wrapping admit.ErrInvalidConfig for a capacity below 1, a rate that is
-// negative, NaN or infinite, one the buckets cannot represent (above 1e9/s,
-// or too small for the capacity), or an invalid option; every capacity in
-// [1, 1e9] and every rate 0 or in [1e-6, 1e9] is accepted. Options:
-// admit.WithClock, WithMaxKeys, WithPolicy, WithShards.
+// refilling at refillPerSecond tokens per second: NewLimits with the one
+// limit {Name: "", Capacity: capacity, Rate: refillPerSecond}. It returns an
+// error wrapping admit.ErrInvalidConfig for a capacity below 1, a rate that
+// is negative, NaN or infinite, one the buckets cannot represent (above
+// 1e9/s, or too small for the capacity), or an invalid option; every
+// capacity in [1, 1e9] and every rate 0 or in [1e-6, 1e9] is accepted.
+// Options: admit.WithClock, WithMaxKeys, WithPolicy, WithShards.
 func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Limiter, error) {
+	return NewLimits([]admit.Limit{{Capacity: capacity, Rate: refillPerSecond}}, opts...)
+}
+
+// NewLimits returns a limiter whose Allow and AllowN apply every one of
+// limits to the key, all or nothing, as AllowLimits(ctx, key, n,
+// limits...) does. The limits must pass admit.ValidateLimits and be
+// representable (see New); the error wraps admit.ErrInvalidConfig and names
+// the bad value. With one limit, a held key's call is one CAS on one word;
+// with several, it takes the key's own lock (see PolicyLimiter's doc on
+// AllowLimits). The options are New's.
+func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 	cfg, err := admit.NewConfig(opts...)
 	if err != nil {
 		return nil, err
 	}
-	p, err := refill.NewParams(capacity, refillPerSecond)
-	if err != nil {
+	if err := admit.ValidateLimits(limits); err != nil {
 		return nil, err
+	}
+	lps := make([]*limParams, len(limits))
+	for i, lim := range limits {
+		p, err := refill.NewParams(lim.Capacity, lim.Rate)
+		if err != nil {
+			return nil, fmt.Errorf("limit %q: %w", lim.Name, err)
+		}
+		lps[i] = &limParams{capacity: lim.Capacity, rate: lim.Rate, p: p}
 	}
 	maxKeys := cfg.MaxKeys
 	if maxKeys == 0 {
@@ -167,69 +257,94 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Limite
 		shards:   make([]shard, n),
 		shift:    uint(64 - bits.TrailingZeros(uint(n))), // 64 for one shard: h >> 64 is 0
 		seed:     maphash.MakeSeed(),
-		p:        p,
+		p:        lps[0].p,
 		clk:      refill.NewClock(cfg.Clock),
-		capacity: capacity,
+		unit:     lps[0].p.Units(1),
+		capacity: limits[0].Capacity,
+		limits:   append([]admit.Limit(nil), limits...),
+		lps:      lps,
+		prim:     len(limits) == 1,
 		maxKeys:  maxKeys,
 		refuse:   Policy(cfg.KeyPolicy) == RefuseNew,
 	}
-	l.errFull = fmt.Errorf("%w: keyed: no room for a new key: its shard holds its share of WithMaxKeys(%d) in live buckets (RefuseNew)", admit.ErrUnavailable, maxKeys)
-	// Split the bound exactly: the first maxKeys%n shards hold one more.
-	each, extra := maxKeys/n, maxKeys%n
+	l.errFull = fmt.Errorf("%w: keyed: no room for a new key: the limiter holds WithMaxKeys(%d) live buckets (RefuseNew)", admit.ErrUnavailable, maxKeys)
 	for i := range l.shards {
-		s := &l.shards[i]
-		s.max = each
-		if i < extra {
-			s.max++
-		}
-		s.head, s.tail, s.free = nilSlot, nilSlot, nilSlot
+		l.shards[i].floor.Store(math.MaxInt64)
+	}
+	for _, lp := range lps {
+		l.pcache[lp.slot()].Store(lp)
 	}
 	return l, nil
 }
 
-// hash is the key's 64-bit hash: its high bits pick the shard, its low 32
-// bits are the tag in the shard's table.
+// Limits returns a copy of the limits Allow and AllowN apply (New's one
+// limit, or NewLimits' limits).
+func (l *Limiter) Limits() []admit.Limit { return append([]admit.Limit(nil), l.limits...) }
+
+// hash is the key's 64-bit hash: its high bits pick the shard, its low
+// bits the key's home in the shard's table.
 func (l *Limiter) hash(key string) uint64 { return maphash.String(l.seed, key) }
 
 // shardOf returns the index of key's shard.
 func (l *Limiter) shardOf(key string) int { return int(l.hash(key) >> l.shift) }
 
-// Allow reports whether one token was taken from key's bucket:
-// AllowN(ctx, key, 1).Allowed, without a context. It never blocks.
+// Allow reports whether one token was taken from key's bucket (from each of
+// its limits): AllowN(ctx, key, 1).Allowed, without a context. It never
+// blocks.
 func (l *Limiter) Allow(key string) bool {
-	return l.take(key, l.p.Units(1)).allowed
+	if l.prim {
+		if o := l.decide(key, l.unit); !o.multi {
+			return o.allowed
+		}
+	}
+	d, _ := l.allowLimits(key, 1, l.limits)
+	return d.Allowed
 }
 
 // AllowN takes n tokens from key's bucket if it holds them, creating the
 // bucket full if key is not held, and returns the decision; it never blocks
 // and does not consult ctx. Every string, the empty one included, is an
-// ordinary key.
+// ordinary key. A limiter from NewLimits takes n from each of its limits,
+// all or nothing, and decides as AllowLimits does.
 //
 // n == 0 is a peek: Allowed is true and nothing is consumed. n < 0 or n
 // above the capacity returns Allowed == false and an error wrapping
 // admit.ErrUnsatisfiable, and touches no bucket. Under RefuseNew, a new key
 // that finds no room returns Allowed == false and an error wrapping
 // admit.ErrUnavailable, with RetryAfter and ResetAfter the time until the
-// least recently used bucket of its shard is full and can be dropped (see
-// the package doc).
+// first held bucket is full and can be dropped (see the package doc).
 //
-// Decision.RetryAfter (denied) and Decision.ResetAfter are exact: the
-// bucket holds n tokens, or is full, after exactly that long and not a
-// nanosecond before, unless other calls take from it meanwhile. A wait that
-// will never end (a zero rate, or past the clock's horizon of about 146
-// years) is reported as the largest time.Duration.
+// Decision.RetryAfter (denied) and Decision.ResetAfter are exact, counted
+// from the time the call applied: the bucket holds n tokens, or is full,
+// after exactly that long and not a nanosecond before, unless other calls
+// take from it meanwhile. A wait that will never end (a zero rate, or past
+// the clock's horizon of about 146 years) is reported as the largest
+// time.Duration. Decision.Policy is the limit's Name.
 func (l *Limiter) AllowN(_ context.Context, key string, n int64) (admit.Decision, error) {
+	if !l.prim {
+		return l.allowLimits(key, n, l.limits)
+	}
+	return l.allowPrimary(key, n)
+}
+
+// allowPrimary is AllowN for a limiter with one limit.
+func (l *Limiter) allowPrimary(key string, n int64) (admit.Decision, error) {
+	name := l.limits[0].Name
 	if n < 0 || n > l.capacity {
-		return admit.Decision{Limit: l.capacity}, fmt.Errorf("%w: n=%d is outside [0, capacity %d]", admit.ErrUnsatisfiable, n, l.capacity)
+		return admit.Decision{Limit: l.capacity, Policy: name}, fmt.Errorf("%w: n=%d is outside [0, capacity %d]", admit.ErrUnsatisfiable, n, l.capacity)
 	}
 	need := l.p.Units(n)
-	o := l.take(key, need)
-	if o.refused {
-		w := l.after(o.t, o.z+l.p.Cap)
-		return admit.Decision{Limit: l.capacity, RetryAfter: w, ResetAfter: w}, l.errFull
+	o := l.decide(key, need)
+	if o.multi {
+		return l.allowLimits(key, n, l.limits)
 	}
-	// Built outside the lock from the outcome alone.
-	d := admit.Decision{Allowed: o.allowed, Limit: l.capacity, Remaining: (o.v - o.z) >> l.p.Shift}
+	if o.refused {
+		w := l.until(o.t, o.z)
+		return admit.Decision{Limit: l.capacity, RetryAfter: w, ResetAfter: w, Policy: name}, l.errFull
+	}
+	// The clamp at 0: a call whose reading raced a later one may see the
+	// stream before z.
+	d := admit.Decision{Allowed: o.allowed, Limit: l.capacity, Remaining: max(o.v-o.z, 0) >> l.p.Shift, Policy: name}
 	if o.z > o.v-l.p.Cap { // not full
 		d.ResetAfter = l.after(o.t, o.z+l.p.Cap)
 	}
@@ -239,38 +354,188 @@ func (l *Limiter) AllowN(_ context.Context, key string, n int64) (admit.Decision
 	return d, nil
 }
 
-// take runs one call on key's shard: need units, 0 <= need <= capacity.
-func (l *Limiter) take(key string, need int64) outcome {
-	// The clock is read outside the lock: the shard applies the later of
-	// this reading and its own, so a reading that lost the race for the
-	// lock to a later one is harmless (see the package doc).
-	now := l.clk.Now()
+// outcome is what one call did, for the Decision built after it.
+type outcome struct {
+	t, v    int64 // the elapsed time of the call's reading and V(t)
+	z       int64 // the key's empty point after the call, clamped to v − Cap; for a refusal, the elapsed time at which room comes
+	allowed bool
+	refused bool // a new key found no room (RefuseNew)
+	multi   bool // the key holds several limits: decide with allowLimits
+}
+
+// decide runs one call: need units, 0 <= need <= Cap, from key's bucket.
+//
+// The hot path, for a held key: read the clock, hash, probe the shard's
+// table without a lock, and decide on the entry's state word with one CAS
+// (take). Anything else (a key not found, an entry removed meanwhile) goes
+// to slow, under the shard's lock.
+func (l *Limiter) decide(key string, need int64) outcome {
+	t := l.clk.Now()
 	h := l.hash(key)
 	s := &l.shards[h>>l.shift]
-	s.mu.Lock()
-	o := s.take(l, key, h, need, now)
-	s.mu.Unlock()
-	return o
+	if e := s.find(h, key); e != nil {
+		// take's admission, written out here so that the common call is
+		// one function: the key's time word is not after t (no peek from
+		// the future), the reference bit is set, and the CAS wins.
+		a := e.at.Load()
+		if st := e.st.Load(); st < multiTag && need > 0 && a&refBit != 0 && int64(a&^refBit) <= t {
+			v := l.p.V(t)
+			z := max(dec(st), v-l.p.Cap)
+			if v-z >= need && e.st.CompareAndSwap(st, enc(z+need)) {
+				return outcome{t: t, v: v, z: z + need, allowed: true}
+			}
+		}
+		if o, live := l.take(e, t, need); live {
+			return o
+		}
+		if e.st.Load() == multiTag {
+			return outcome{multi: true}
+		}
+	}
+	return l.slow(s, key, h, need, t)
+}
+
+// take decides need units on e's bucket and reports false (live) if e is
+// no longer in its table or its state lives elsewhere (dead, moved): the
+// caller must look the key up again under the lock.
+//
+// Linearizable: the decision is the CAS that stores it, or for a denial or
+// a peek the load it read. The call is decided at elapsed time
+// max(t, e's peek time); the new empty point is max(z, V(t) − Cap) + need,
+// so z never decreases. See "Time" in the package doc for why a stale
+// reading adds nothing and why only peeks store their time.
+func (l *Limiter) take(e *entry, t, need int64) (outcome, bool) {
+	a := e.at.Load()
+	t = max(t, int64(a&^refBit))
+	v := l.p.V(t)
+	full := v - l.p.Cap
+	for {
+		s := e.st.Load()
+		if s >= multiTag {
+			return outcome{}, false
+		}
+		z := max(dec(s), full)
+		ok := v-z >= need
+		if ok && need > 0 {
+			if !e.st.CompareAndSwap(s, enc(z+need)) {
+				continue
+			}
+			z += need
+		}
+		if need == 0 {
+			e.touch(a, t)
+		} else if a&refBit == 0 {
+			// The CLOCK bit: one write per turn of the eviction hand, not
+			// per call. Losing the CAS is fine: the winner set it, or
+			// stored a later peek time with it.
+			e.at.CompareAndSwap(a, a|refBit)
+		}
+		return outcome{t: t, v: v, z: z, allowed: ok}, true
+	}
+}
+
+// slow decides for a key the lock-free probe did not find live: under the
+// shard's lock it looks again (the probe may have raced a grow or a
+// shift), decides on the entry if there is one, and otherwise stores a new
+// full bucket, making room first if the limiter holds maxKeys keys.
+func (l *Limiter) slow(s *shard, key string, h uint64, need, t int64) outcome {
+	for {
+		s.mu.Lock()
+		if tb := s.tab.Load(); tb != nil {
+			if e := tb.find(h, key); e != nil {
+				// Not dead nor moved: removals and replacements hold this
+				// lock from their CAS to their unlink.
+				o, live := l.take(e, t, need)
+				s.mu.Unlock()
+				if live {
+					return o
+				}
+				return outcome{multi: true}
+			}
+		}
+		// A new bucket starts no earlier than the latest time applied to a
+		// key removed from this shard, so that a key dropped and seen again
+		// with an older reading finds no more than it left.
+		t := max(t, s.removedAt)
+		v := l.p.V(t)
+		full := v - l.p.Cap
+		if need == 0 { // a peek at a key not held: a full bucket, and nothing to store
+			s.mu.Unlock()
+			return outcome{t: t, v: v, z: full, allowed: true}
+		}
+		if l.reserve() {
+			z := full + need // need <= Cap: a new bucket always has it
+			s.insert(l, newEntry(key, z, t), h, l.p.Reach(t, z+l.p.Cap), t)
+			s.mu.Unlock()
+			return outcome{t: t, v: v, z: z, allowed: true}
+		}
+		s.mu.Unlock()
+		if at, ok := l.makeRoom(int(h>>l.shift), t); !ok {
+			s.mu.Lock()
+			s.refusals++
+			s.mu.Unlock()
+			return outcome{t: t, z: at, refused: true}
+		}
+	}
+}
+
+// drop removes e if its bucket is full at t (exact: a full bucket equals
+// an absent one), and reports whether it did. The CAS fails if a call took
+// from the bucket meanwhile. The caller holds e's shard's lock and unlinks
+// e after.
+func (l *Limiter) drop(e *entry, t int64) bool {
+	full := l.p.V(t) - l.p.Cap
+	for {
+		s := e.st.Load()
+		if s == multiTag {
+			return l.dropMulti(asMulti(e), t)
+		}
+		if s >= multiTag || dec(s) > full {
+			return false
+		}
+		if e.st.CompareAndSwap(s, dead) {
+			return true
+		}
+	}
+}
+
+// kill marks e dead for an eviction if its state is still s, and reports
+// whether it did. The caller holds e's shard's lock and unlinks e after.
+func (l *Limiter) kill(e *entry, s uint64) bool {
+	if s == multiTag {
+		return l.killMulti(asMulti(e))
+	}
+	return e.st.CompareAndSwap(s, dead)
+}
+
+// fullAt returns the elapsed time at which e's bucket is full, as of now
+// (later calls can only move it later).
+func (l *Limiter) fullAt(e *entry) int64 {
+	s := e.st.Load()
+	if s == multiTag {
+		return l.fullAtMulti(asMulti(e))
+	}
+	if s >= multiTag {
+		return 0
+	}
+	return l.p.Reach(0, dec(s)+l.p.Cap)
 }
 
 // after returns how long from elapsed time t until the stream reaches v.
 func (l *Limiter) after(t, v int64) time.Duration {
-	w := l.p.Reach(t, v)
-	if w > refill.Horizon {
+	return l.until(t, l.p.Reach(t, v))
+}
+
+// until returns how long from elapsed time t until elapsed time at, never
+// for a time past the horizon.
+func (l *Limiter) until(t, at int64) time.Duration {
+	if at > refill.Horizon {
 		return never
 	}
-	return time.Duration(w - t)
+	return time.Duration(max(at-t, 0))
 }
 
 // Len returns the number of keys held now. Keys whose buckets are full but
-// not yet dropped are counted.
-func (l *Limiter) Len() int {
-	n := 0
-	for i := range l.shards {
-		s := &l.shards[i]
-		s.mu.Lock()
-		n += s.n
-		s.mu.Unlock()
-	}
-	return n
-}
+// not yet dropped are counted. It is one atomic load: the count the bound
+// is enforced on, never above WithMaxKeys.
+func (l *Limiter) Len() int { return int(l.keys.Load()) }

@@ -1,12 +1,14 @@
 package keyed_test
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
 
+	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/keyed"
 )
 
@@ -29,26 +31,7 @@ func BenchmarkAllow(b *testing.B) {
 					l.Allow(k)
 				}
 				b.ReportAllocs()
-				if mode == "serial" {
-					i := 0
-					for b.Loop() {
-						l.Allow(keys[i])
-						if i++; i == n {
-							i = 0
-						}
-					}
-					return
-				}
-				var seq atomic.Int64
-				b.RunParallel(func(pb *testing.PB) {
-					i := int(seq.Add(7919)) % n
-					for pb.Next() {
-						l.Allow(keys[i])
-						if i++; i == n {
-							i = 0
-						}
-					}
-				})
+				visit(b, mode == "parallel", keys, func(k string) { l.Allow(k) })
 			})
 		}
 	}
@@ -84,4 +67,71 @@ func BenchmarkBytesPerKey(b *testing.B) {
 		runtime.KeepAlive(l)
 	}
 	b.ReportMetric(perKey, "B/key")
+}
+
+// BenchmarkAllowLimits compares one call on a held key under one limit
+// (AllowN on New: the lock-free path) with the same under three limits
+// chosen per call (AllowLimits: the key's lock), at 10k keys, serial and
+// parallel. Names: BenchmarkAllowLimits/keys=10000/mode=serial/limits=3.
+func BenchmarkAllowLimits(b *testing.B) {
+	const n = 10_000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "client-" + strconv.Itoa(i)
+	}
+	// As in BenchmarkAllow, buckets that never refill to full between two
+	// visits, so that every call is on a held key.
+	three := []admit.Limit{
+		{Name: "burst", Capacity: 1e9, Rate: 1},
+		{Name: "hourly", Capacity: 1e9, Rate: 0.5},
+		{Name: "daily", Capacity: 1e9, Rate: 0.1},
+	}
+	for _, mode := range []string{"serial", "parallel"} {
+		for _, k := range []int{1, 3} {
+			b.Run(fmt.Sprintf("keys=%d/mode=%s/limits=%d", n, mode, k), func(b *testing.B) {
+				l, err := keyed.New(1e9, 1, keyed.WithMaxKeys(2*n))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				call := func(key string) {
+					if k == 1 {
+						_, _ = l.AllowN(ctx, key, 1)
+					} else {
+						_, _ = l.AllowLimits(ctx, key, 1, three...)
+					}
+				}
+				for _, key := range keys {
+					call(key)
+				}
+				b.ReportAllocs()
+				visit(b, mode == "parallel", keys, call)
+			})
+		}
+	}
+}
+
+// visit calls call on keys in turn, b.N times in all, from one goroutine or
+// (parallel) from RunParallel's, each from its own offset.
+func visit(b *testing.B, parallel bool, keys []string, call func(key string)) {
+	if !parallel {
+		i := 0
+		for b.Loop() {
+			call(keys[i])
+			if i++; i == len(keys) {
+				i = 0
+			}
+		}
+		return
+	}
+	var seq atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(seq.Add(7919)) % len(keys)
+		for pb.Next() {
+			call(keys[i])
+			if i++; i == len(keys) {
+				i = 0
+			}
+		}
+	})
 }

@@ -29,6 +29,11 @@ func TestConformance(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			keyedtest.Run(t, factory(tc.opts...))
 			keyedtest.RunFakeClock(t, factory(tc.opts...))
+			policy := func(_ *testing.T, opts ...admit.Option) (admit.PolicyLimiter, error) {
+				return keyed.New(1, 1, append(append([]admit.Option(nil), tc.opts...), opts...)...)
+			}
+			keyedtest.RunPolicy(t, policy)
+			keyedtest.RunPolicyFakeClock(t, policy)
 		})
 	}
 }

@@ -6,14 +6,15 @@ import (
 	"github.com/admit-go/admit"
 )
 
-// Policy is what a Limiter does when a new key arrives and its shard's share
-// of the key bound is held by live buckets. See the package doc for what
-// each costs.
+// Policy is what a Limiter does when a new key arrives and the key bound is
+// held by live buckets (full ones are dropped first). See the package doc
+// for what each costs.
 type Policy int
 
 const (
-	// EvictLRU forgets the least recently used live key to make room; its
-	// client then sees a fresh, full bucket. The default.
+	// EvictLRU forgets a live key not used since the CLOCK hand last
+	// passed it (an approximation of the least recently used one) to make
+	// room; its client then sees a fresh, full bucket. The default.
 	EvictLRU Policy = iota
 	// RefuseNew refuses the new key (Allowed false, an error wrapping
 	// admit.ErrUnavailable) and keeps every live bucket.
@@ -32,8 +33,8 @@ func (p Policy) String() string {
 }
 
 // WithMaxKeys bounds the number of keys held at n >= 1 (default
-// DefaultMaxKeys). The bound is split evenly over the shards; see the
-// package doc.
+// DefaultMaxKeys), exactly: eviction or refusal starts when the limiter
+// holds n keys, whatever the shard count. Keys are counted, not limits.
 func WithMaxKeys(n int) admit.Option {
 	return func(c *admit.Config) {
 		if n < 1 {
@@ -56,11 +57,12 @@ func WithPolicy(p Policy) admit.Option {
 	}
 }
 
-// WithShards sets the number of shards, each a mutex over its share of the
-// keys: a power of two, at most 65536 and at most the key bound. Without
-// it, New uses 256, lowered until each shard's share of the bound is at
-// least 64 keys. More shards mean less lock contention between cores and a
-// bound split into smaller shares.
+// WithShards sets the number of shards the keys are spread over, each a
+// table read without a lock and a mutex taken to insert or remove keys: a
+// power of two, at most 65536 and at most the key bound. Without it, New
+// uses 256, lowered until the shards hold at least 64 keys each on average
+// at the bound. More shards mean less contention between insertions on
+// different cores and smaller sweeps.
 func WithShards(n int) admit.Option {
 	return func(c *admit.Config) {
 		if n < 1 || n > maxShards || n&(n-1) != 0 {

@@ -2,175 +2,220 @@ package keyed
 
 import (
 	"math"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
-// nilSlot marks the end of a list of slots, or no slot.
-const nilSlot = -1
-
 // shard is one lock's worth of keys, padded to two cache lines so that
-// shards in use by different cores share no line (the adjacent-line
-// prefetcher pairs lines).
+// shards written by different cores share no line (the adjacent-line
+// prefetcher pairs lines). A held key's call only reads tab.
 type shard struct {
 	shardState
 	_ [128 - unsafe.Sizeof(shardState{})%128]byte
 }
 
-// shardState is a shard's fields; they require mu.
+// shardState is a shard's fields. mu is held to change the table (insert,
+// remove, grow), to move the hand, and to read or write the counters; tab
+// and floor are also read without it.
 type shardState struct {
-	mu    sync.Mutex
-	last  int64   // latest elapsed time applied: time never moves back within a shard
-	index table   // key -> its slot in ents
-	ents  []entry // slots: a key's bucket and its place in the LRU list
-	head  int32   // most recently used slot, or nilSlot
-	tail  int32   // least recently used slot, or nilSlot
-	free  int32   // first free slot, chained through entry.next, or nilSlot
-	n     int     // keys held
-	max   int     // this shard's share of the bound
+	mu  sync.Mutex
+	tab atomic.Pointer[table] // the current table, for the lock holder; nil before the first insertion
+	// base and mask are the current table's slots and size − 1, for
+	// lock-free readers (see view): one line with no pointer to follow
+	// before the slots. base is stored before mask, and tables only grow.
+	base atomic.Pointer[atomic.Pointer[entry]]
+	mask atomic.Uint64
+	// floor is a lower bound on the elapsed time at which each held key's
+	// bucket is full (math.MaxInt64 when the shard holds none): no bucket
+	// here is full before it. Written under mu; read by makeRoom without
+	// it. Each entry's full-at time only moves later (z only grows), so a
+	// bound computed once stays a bound; insert lowers it for the new key,
+	// and sweep makes it exact.
+	floor atomic.Int64
+	// minE is the entry whose full-at time set floor, or nil: floor is
+	// exact while minE's full-at time still equals it (exact), which
+	// makeRoom checks in O(1) before it trusts a floor.
+	minE *entry
+	used int // keys in the table
+	// removedAt is the latest time applied to any key removed from the
+	// shard; a new bucket starts no earlier (see slow).
+	removedAt int64
+	hand      uint64 // the next slot the hand looks at (mod the table's size)
 
 	inserts, drops, evictions, refusals uint64
 }
 
-// entry is one held key: 32 bytes. The key is kept so that a tag match can
-// be confirmed and so that a slot can be unindexed from the LRU end.
-type entry struct {
-	key        string
-	z          int64 // empty point: balance = min(cap, V(t) - z)
-	prev, next int32 // LRU neighbours (prev is more recent), or nilSlot
-}
-
-// outcome is what one call did, for the Decision built outside the lock.
-type outcome struct {
-	t, v    int64 // the elapsed time applied and V(t)
-	z       int64 // the key's empty point after the call, clamped to v - cap
-	allowed bool
-	refused bool // a new key found no room (RefuseNew); z is the LRU key's
-}
-
-// take is the whole decision for one call, under s.mu: key (whose hash is
-// h) asks for need units at clock reading now.
-func (s *shard) take(l *Limiter, key string, h uint64, need, now int64) outcome {
-	t := max(now, s.last)
-	s.last = t
-	v := l.p.V(t)
-	full := v - l.p.Cap // a bucket whose z is at most this is full
-	tag := uint32(h)
-	i := s.index.find(tag, key, s.ents)
-	if i == nilSlot {
-		s.sweep(l, full, 2)
-		if need == 0 { // a peek at a key not held: a full bucket, and nothing to store
-			return outcome{t: t, v: v, z: full, allowed: true}
+// find returns key's entry (hash h) or nil, without the lock: the
+// lock-free probe of the table's doc. mask is loaded before base: a reader
+// that sees a mask sees that table's base or a later, larger one's, so
+// every index it forms is inside the array base points to (a mask from an
+// older, smaller table with a newer base only misplaces the probe, which
+// then misses, and a miss is never trusted).
+func (s *shard) find(h uint64, key string) *entry {
+	mask := s.mask.Load()
+	base := unsafe.Pointer(s.base.Load())
+	for i, n := h&mask, mask; base != nil; i, n = (i+1)&mask, n-1 {
+		e := (*atomic.Pointer[entry])(unsafe.Add(base, i*slotSize)).Load()
+		if e == nil || e.key == key {
+			return e
 		}
-		if s.n >= s.max && !s.makeRoom(l) {
-			return outcome{t: t, v: v, z: s.ents[s.tail].z, refused: true}
+		if n == 0 { // one pass over the array: the probe ends while writers shift entries
+			return nil
 		}
-		z := full + need // need <= capacity: a new bucket always has it
-		s.insert(key, tag, z)
-		return outcome{t: t, v: v, z: z, allowed: true}
 	}
-	e := &s.ents[i]
-	z := max(e.z, full)
-	ok := v-z >= need
-	if ok {
-		z += need
-		e.z = z
-	}
-	if z <= full {
-		// Full after this call (only a peek leaves a bucket full): forget
-		// it now, which is exact.
-		s.remove(l, i)
-		s.drops++
-	} else if s.head != i {
-		s.touch(i)
-	}
-	s.sweep(l, full, 2)
-	return outcome{t: t, v: v, z: z, allowed: ok}
+	return nil
 }
 
-// sweep drops up to k full buckets from the least recently used end.
-// Amortised O(1): each slot is dropped at most once per insertion.
-func (s *shard) sweep(l *Limiter, full int64, k int) {
-	for ; k > 0 && s.tail != nilSlot && s.ents[s.tail].z <= full; k-- {
-		s.remove(l, s.tail)
+// slotSize is the size of a table slot.
+const slotSize = uint64(unsafe.Sizeof(atomic.Pointer[entry]{}))
+
+// hash is e's key's hash.
+func (l *Limiter) entryHash(e *entry) uint64 { return l.hash(e.key) }
+
+// insert stores a new entry for key (hash h) whose bucket is full at
+// elapsed time fullAt, and lets the hand look at two slots, dropping the
+// full buckets it finds there (amortised O(1) cleaning without a
+// goroutine). The caller holds mu and has reserved a key in the bound.
+func (s *shard) insert(l *Limiter, e *entry, h uint64, fullAt, t int64) {
+	// The entry (newEntry) and the table's amortised growth are the
+	// allocations a new key costs.
+	tb := s.tab.Load()
+	if tb == nil || (s.used+1)*4 > len(tb.slots)*3 {
+		tb = s.grow(l, tb)
+	}
+	tb.put(h, e)
+	s.used++
+	s.inserts++
+	if fullAt < s.floor.Load() {
+		s.floor.Store(fullAt)
+		s.minE = e
+	}
+	for range 2 {
+		s.look(l, tb, t)
+	}
+}
+
+// grow publishes a table twice the size (or the first one) holding every
+// entry of old. Readers still probing old find the same entries there.
+func (s *shard) grow(l *Limiter, old *table) *table {
+	n := minSlots
+	if old != nil {
+		n = 2 * len(old.slots)
+	}
+	tb := newTable(n)
+	if old != nil {
+		for i := range old.slots {
+			if e := old.slots[i].Load(); e != nil {
+				tb.put(l.entryHash(e), e)
+			}
+		}
+	}
+	s.tab.Store(tb)
+	s.base.Store(&tb.slots[0])
+	s.mask.Store(tb.mask)
+	return tb
+}
+
+// look moves the hand one slot: the entry there, if its bucket is full at
+// t, is dropped. Requires mu.
+func (s *shard) look(l *Limiter, tb *table, t int64) {
+	i := s.hand & tb.mask
+	s.hand = i + 1
+	if e := tb.slots[i].Load(); e != nil && l.drop(e, t) {
+		s.unlink(l, tb, i, t)
 		s.drops++
 	}
 }
 
-// makeRoom frees a slot in a shard at its share of the bound whose least
-// recently used bucket is live, by the limiter's policy, and reports whether
-// it did. The tail is live here: the sweep before it either dropped two
-// buckets, leaving room, or stopped at a live tail.
-func (s *shard) makeRoom(l *Limiter) bool {
-	if l.refuse || s.tail == nilSlot {
-		s.refusals++
+// unlink removes the (now dead) entry at slot i. Requires mu.
+func (s *shard) unlink(l *Limiter, tb *table, i uint64, t int64) {
+	e := tb.slots[i].Load()
+	s.removedAt = max(s.removedAt, e.last(), t)
+	if e == s.minE {
+		s.minE = nil // floor stays a lower bound
+	}
+	tb.remove(i, l.entryHash)
+	s.used--
+	l.keys.Add(-1)
+}
+
+// sweep drops every bucket of the shard that is full at t and makes floor
+// exact; it returns how many it dropped. O(table size). Requires mu.
+func (s *shard) sweep(l *Limiter, t int64) int {
+	tb := s.tab.Load()
+	if tb == nil {
+		return 0
+	}
+	n := 0
+	floor := int64(math.MaxInt64)
+	var minE *entry
+	for i := uint64(0); i < uint64(len(tb.slots)); i++ {
+		e := tb.slots[i].Load()
+		if e == nil {
+			continue
+		}
+		if l.drop(e, t) {
+			// The shift may move an entry not yet looked at into slot i
+			// (never one from before i to after it), so look at i again.
+			s.unlink(l, tb, i, t)
+			s.drops++
+			n++
+			i--
+			continue
+		}
+		if at := l.fullAt(e); at < floor {
+			floor, minE = at, e
+		}
+	}
+	s.floor.Store(floor)
+	s.minE = minE
+	return n
+}
+
+// exact reports whether floor is the exact full-at time of a held bucket:
+// that of minE, unchanged since it set floor. Requires mu.
+func (s *shard) exact(l *Limiter) bool {
+	return s.minE != nil && l.fullAt(s.minE) == s.floor.Load()
+}
+
+// evict forgets one live key chosen by the CLOCK hand: an entry whose
+// reference bit is set has it cleared and is passed over (its second
+// chance); the first found clear is evicted. It reports whether it removed
+// a key; a bucket found full is dropped instead. Two turns of the hand
+// always find one in a non-empty table. Requires mu.
+func (s *shard) evict(l *Limiter, t int64) bool {
+	tb := s.tab.Load()
+	if tb == nil || s.used == 0 {
 		return false
 	}
-	s.remove(l, s.tail)
-	s.evictions++
-	return true
-}
-
-// insert stores a new key with empty point z at the most recently used end.
-func (s *shard) insert(key string, tag uint32, z int64) {
-	// The key is cloned so that the limiter does not keep alive a larger
-	// buffer the caller's string may point into (a request header, say).
-	// With the slot array's and the table's amortised growth, this is the
-	// only allocation a new key costs.
-	key = strings.Clone(key)
-	i := s.free
-	if i != nilSlot {
-		s.free = s.ents[i].next
-	} else {
-		if len(s.ents) >= math.MaxInt32-1 {
-			panic("keyed: shard slot overflow") // unreachable: a shard's share of the bound is far smaller
+	for range 2*len(tb.slots) + 1 {
+		i := s.hand & tb.mask
+		e := tb.slots[i].Load()
+		if e == nil {
+			s.hand = i + 1
+			continue
 		}
-		i = int32(len(s.ents))
-		s.ents = append(s.ents, entry{})
+		if l.drop(e, t) {
+			s.unlink(l, tb, i, t)
+			s.drops++
+			return true
+		}
+		if a := e.at.Load(); a&refBit != 0 {
+			// Second chance. A call that sets the bit again meanwhile
+			// makes the CAS fail; the next turn looks again.
+			e.at.CompareAndSwap(a, a&^refBit)
+			s.hand = i + 1
+			continue
+		}
+		st := e.st.Load()
+		if l.kill(e, st) {
+			s.unlink(l, tb, i, t)
+			s.evictions++
+			s.hand = i + 1
+			return true
+		}
+		// A call changed the state; look at the same slot again.
 	}
-	s.ents[i] = entry{key: key, z: z, prev: nilSlot, next: s.head}
-	if s.head != nilSlot {
-		s.ents[s.head].prev = i
-	} else {
-		s.tail = i
-	}
-	s.head = i
-	s.index.insert(tag, i)
-	s.n++
-	s.inserts++
-}
-
-// unlink takes slot i out of the LRU list.
-func (s *shard) unlink(i int32) {
-	e := &s.ents[i]
-	if e.prev != nilSlot {
-		s.ents[e.prev].next = e.next
-	} else {
-		s.head = e.next
-	}
-	if e.next != nilSlot {
-		s.ents[e.next].prev = e.prev
-	} else {
-		s.tail = e.prev
-	}
-}
-
-// touch moves slot i, which is not the head, to the most recently used end.
-func (s *shard) touch(i int32) {
-	s.unlink(i)
-	e := &s.ents[i]
-	e.prev, e.next = nilSlot, s.head
-	s.ents[s.head].prev = i // the list held i and another slot, its head
-	s.head = i
-}
-
-// remove forgets slot i's key and frees the slot.
-func (s *shard) remove(l *Limiter, i int32) {
-	s.unlink(i)
-	e := &s.ents[i]
-	s.index.remove(uint32(l.hash(e.key)), i)
-	*e = entry{next: s.free} // let the collector have the key's bytes
-	s.free = i
-	s.n--
+	return false
 }

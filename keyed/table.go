@@ -1,97 +1,86 @@
 package keyed
 
-// table is a shard's index from key to slot: open addressing with linear
-// probing over a power-of-two array of words, each 0 (empty) or
-// tag<<32 | (slot+1), where tag is the low 32 bits of the key's hash. The
-// key's home position is tag & mask, so the table can grow and shift words
-// without the keys; a tag match is confirmed by comparing the slot's key.
-// Deletion shifts later words of the run back (no tombstones), so a lookup
-// stops at the first empty word.
+import "sync/atomic"
+
+// table is a shard's index from key to entry: open addressing with linear
+// probing over a power-of-two array of entry pointers. A key's home is the
+// low bits of its hash (the shard took the high bits). Readers probe it
+// without a lock; only the shard's lock holder writes it, every slot with an
+// atomic store, and replaces a full table by a new one published through
+// shard.tab (grow). Deletion shifts later entries of the run back (no
+// tombstones), so a probe stops at the first nil slot.
 //
-// It replaces a map[string]int32, which would hash each key a second time
-// (the limiter already hashed it to pick the shard) and cost 24 bytes per
-// map slot; this costs 8 bytes per word at a load factor kept in
-// (3/8, 3/4] once it has grown.
+// What a lock-free reader may see: a writer's backward shift can move the
+// entry it looks for behind it, or show it twice; a grow can leave it
+// probing the old array. It then finds the entry (the same object: entries
+// are shared by old and new arrays) or misses it. A miss is never trusted:
+// the caller takes the shard's lock and looks again (Limiter.slow). A hit is
+// never wrong: the key is compared, and an entry removed since is dead.
 type table struct {
-	words []uint64 // len is a power of two, or 0 before the first insert
-	used  int      // words in use
+	slots []atomic.Pointer[entry]
+	mask  uint64
 }
 
-// minWords is the first allocation.
-const minWords = 8
+// minSlots is a shard's first table.
+const minSlots = 8
 
-// home is the position at which a key with this tag starts its probe.
-func (tb *table) home(tag uint32) uint32 { return tag & uint32(len(tb.words)-1) }
+func newTable(n int) *table {
+	return &table{slots: make([]atomic.Pointer[entry], n), mask: uint64(n - 1)}
+}
 
-// find returns the slot of key, whose hash's low 32 bits are tag, or
-// nilSlot; ents holds the slots.
-func (tb *table) find(tag uint32, key string, ents []entry) int32 {
-	if len(tb.words) == 0 {
-		return nilSlot
-	}
-	mask := uint32(len(tb.words) - 1)
-	for i := tag & mask; ; i = (i + 1) & mask {
-		w := tb.words[i]
-		if w == 0 {
-			return nilSlot
+// find returns key's entry, or nil; h is key's hash. It stops after one
+// pass over the array, so that it ends even while writers shift entries.
+func (tb *table) find(h uint64, key string) *entry {
+	i := h & tb.mask
+	for range len(tb.slots) {
+		e := tb.slots[i].Load()
+		if e == nil {
+			return nil
 		}
-		if uint32(w>>32) == tag {
-			if slot := int32(uint32(w)) - 1; ents[slot].key == key {
-				return slot
-			}
+		if e.key == key {
+			return e
 		}
+		i = (i + 1) & tb.mask
 	}
+	return nil
 }
 
-// insert adds slot under tag. The key must not be present.
-func (tb *table) insert(tag uint32, slot int32) {
-	if (tb.used+1)*4 > len(tb.words)*3 {
-		tb.grow()
+// slot returns the index of e in the table; e must be there. Requires the
+// shard's lock.
+func (tb *table) slot(h uint64, e *entry) uint64 {
+	i := h & tb.mask
+	for tb.slots[i].Load() != e {
+		i = (i + 1) & tb.mask
 	}
-	tb.put(uint64(tag)<<32 | uint64(slot+1))
-	tb.used++
+	return i
 }
 
-// put stores w at the first empty word of its probe sequence.
-func (tb *table) put(w uint64) {
-	mask := uint32(len(tb.words) - 1)
-	i := uint32(w>>32) & mask
-	for tb.words[i] != 0 {
-		i = (i + 1) & mask
+// put stores e at the first empty slot of its probe sequence. Requires the
+// shard's lock and a free slot.
+func (tb *table) put(h uint64, e *entry) {
+	i := h & tb.mask
+	for tb.slots[i].Load() != nil {
+		i = (i + 1) & tb.mask
 	}
-	tb.words[i] = w
+	tb.slots[i].Store(e)
 }
 
-// grow doubles the array and re-places every word: O(words), once per
-// doubling, so amortised O(1) per insertion.
-func (tb *table) grow() {
-	old := tb.words
-	tb.words = make([]uint64, max(minWords, 2*len(old)))
-	for _, w := range old {
-		if w != 0 {
-			tb.put(w)
+// remove empties slot i and shifts back the entries after it in its run
+// that a probe from their home would no longer reach; hash gives an entry's
+// hash. Requires the shard's lock.
+func (tb *table) remove(i uint64, hash func(*entry) uint64) {
+	for j := (i + 1) & tb.mask; ; j = (j + 1) & tb.mask {
+		e := tb.slots[j].Load()
+		if e == nil {
+			break
 		}
-	}
-}
-
-// remove deletes the word for slot, whose key's tag is tag, and shifts back
-// the words after it in its run that may no longer be reachable.
-func (tb *table) remove(tag uint32, slot int32) {
-	mask := uint32(len(tb.words) - 1)
-	want := uint64(tag)<<32 | uint64(slot+1)
-	i := tag & mask
-	for tb.words[i] != want {
-		i = (i + 1) & mask
-	}
-	// Backward shift: move j into the hole i when j's home does not lie
-	// cyclically in (i, j], that is when a probe from j's home passes i.
-	for j := (i + 1) & mask; tb.words[j] != 0; j = (j + 1) & mask {
-		h := tb.home(uint32(tb.words[j] >> 32))
-		if (j-h)&mask >= (j-i)&mask {
-			tb.words[i] = tb.words[j]
+		// Move j into the hole i when j's home does not lie cyclically in
+		// (i, j], that is when a probe from j's home passes i.
+		h := hash(e) & tb.mask
+		if (j-h)&tb.mask >= (j-i)&tb.mask {
+			tb.slots[i].Store(e)
 			i = j
 		}
 	}
-	tb.words[i] = 0
-	tb.used--
+	tb.slots[i].Store(nil)
 }

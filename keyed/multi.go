@@ -1,0 +1,435 @@
+package keyed
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/internal/refill"
+)
+
+var _ admit.PolicyLimiter = (*Limiter)(nil)
+
+// limParams is one (Capacity, Rate) pair's arithmetic, shared by every key
+// and call that uses the pair; immutable.
+type limParams struct {
+	capacity int64
+	rate     float64
+	p        refill.Params
+}
+
+// paramsCache is the number of slots of the limiter's cache of limParams:
+// a call's limits are looked up there, without a lock, when a key does not
+// already hold them, so that a steady set of tiers costs no big.Rat
+// arithmetic and no allocation per call.
+const paramsCache = 256
+
+// slot is lp's place in the cache.
+func (lp *limParams) slot() uint64 { return paramsSlot(lp.capacity, lp.rate) }
+
+func paramsSlot(capacity int64, rate float64) uint64 {
+	h := uint64(capacity)*0x9e3779b97f4a7c15 ^ math.Float64bits(rate)
+	return (h * 0xff51afd7ed558ccd) >> 56 // top 8 bits: paramsCache == 256
+}
+
+// params returns the arithmetic of lim (already validated), from the cache
+// or built and cached; an error wraps admit.ErrInvalidConfig (a rate too
+// small to represent next to the capacity).
+func (l *Limiter) params(lim *admit.Limit) (*limParams, error) {
+	slot := &l.pcache[paramsSlot(lim.Capacity, lim.Rate)]
+	if lp := slot.Load(); lp != nil && lp.capacity == lim.Capacity && lp.rate == lim.Rate {
+		return lp, nil
+	}
+	p, err := refill.NewParams(lim.Capacity, lim.Rate)
+	if err != nil {
+		return nil, fmt.Errorf("limit %q: %w", lim.Name, err)
+	}
+	lp := &limParams{capacity: lim.Capacity, rate: lim.Rate, p: p}
+	slot.Store(lp) // a collision replaces the slot's pair: the cache only saves work
+	return lp, nil
+}
+
+// multiEntry is a key that holds limits other than, or besides, the
+// limiter's primary one: its entry (st is multiTag; at is its time word,
+// whose time word carries only the reference bit until the key is removed)
+// and, under mu, the latest time a call applied and one state word per
+// limit Name it holds. A key becomes one when a call
+// first brings such limits (convert), and stays one until it is removed.
+//
+// All or nothing under concurrency is the lock: every call on the key
+// decides and commits all its limits under mu, and a removal (a drop, which
+// must see every limit full, or an eviction) marks st dead under mu too.
+// Lock order: a shard's mu, then a multiEntry's; a call on the key holds
+// only the latter.
+type multiEntry struct {
+	entry // first, so that a *entry whose st is multiTag converts to its multiEntry
+	mu    sync.Mutex
+	last  int64 // the latest elapsed time a call applied; under mu (see sync)
+	lims  []limState
+}
+
+// limState is one (key, Name)'s bucket: z as for a single limit, on the
+// stream of lp.
+type limState struct {
+	name string
+	lp   *limParams
+	z    int64
+}
+
+// newMulti returns a multiEntry for a copy of key (see newEntry).
+func newMulti(key string) *multiEntry {
+	return withKey(key, func(m *multiEntry) *string { return &m.key })
+}
+
+// asMulti returns the multiEntry e is the first field of. It requires that
+// e's state is, or once was, multiTag: such entries are only ever allocated
+// as multiEntries.
+func asMulti(e *entry) *multiEntry { return (*multiEntry)(unsafe.Pointer(e)) }
+
+// full reports whether every limit m holds is full at t. Requires m.mu.
+func (m *multiEntry) full(t int64) bool {
+	for i := range m.lims {
+		if s := &m.lims[i]; s.z > s.lp.p.V(t)-s.lp.p.Cap {
+			return false
+		}
+	}
+	return true
+}
+
+// dropMulti removes m if every limit it holds is full at t. A key whose
+// lock is held is in use and is passed over (TryLock): its own insertion
+// holds it while the hand runs, before its first limit is stored.
+func (l *Limiter) dropMulti(m *multiEntry, t int64) bool {
+	if !m.mu.TryLock() {
+		return false
+	}
+	defer m.mu.Unlock()
+	if m.st.Load() != multiTag || !m.full(t) {
+		return false
+	}
+	m.die()
+	return true
+}
+
+// die marks m dead and leaves its latest time in its time word, where the
+// removal reads it (shard.unlink). Requires m.mu.
+func (m *multiEntry) die() {
+	m.at.Store(uint64(m.last))
+	m.st.Store(dead)
+}
+
+func (l *Limiter) killMulti(m *multiEntry) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.st.Load() != multiTag {
+		return false
+	}
+	m.die()
+	return true
+}
+
+// fullAtMulti is the latest of m's limits' full-at times.
+func (l *Limiter) fullAtMulti(m *multiEntry) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	at := int64(0)
+	for i := range m.lims {
+		s := &m.lims[i]
+		at = max(at, s.lp.p.Reach(0, s.z+s.lp.p.Cap))
+	}
+	return at
+}
+
+// maxStackLimits is how many limits a call decides without allocating.
+const maxStackLimits = 8
+
+// AllowLimits decides key against limits, chosen per call, all or nothing
+// (admit.PolicyLimiter's rules): n is taken from every limit, each limit's
+// state lives per (key, Name), a Name the key does not hold starts full,
+// and a limit whose Capacity or Rate differs from what the key holds under
+// its Name carries the balance over (advanced to now at the old rate, then
+// clamped to the new capacity). The limiter's own limits (New, NewLimits)
+// are not applied; they share state with calls that name them.
+//
+// The Decision: allowed, Policy, Limit and Remaining are the limit's with
+// the fewest whole tokens left (the first such in limits), ResetAfter the
+// longest time until every limit is full. Denied, RetryAfter is the exact
+// time until every limit holds n (the longest of the limits' waits, counted
+// from the time the call applied), Policy and Limit are the limit's that
+// needs the longest, Remaining the fewest whole tokens of any. Under
+// RefuseNew a new key that finds no room is refused as by AllowN.
+//
+// Errors: no limits, two with one Name, or one that fails Validate or
+// cannot be represented wrap admit.ErrInvalidConfig; n < 0 or n above some
+// limit's Capacity wraps admit.ErrUnsatisfiable (Limit and Policy name that
+// limit). Nothing is consumed on an error. Up to 8 limits per call are
+// decided without allocating; more are accepted.
+//
+// One limit equal to a New limiter's (same Name, Capacity and Rate) is
+// decided by the lock-free path of AllowN. Other calls take the key's
+// lock: a key's limits are committed together under it.
+func (l *Limiter) AllowLimits(_ context.Context, key string, n int64, limits ...admit.Limit) (admit.Decision, error) {
+	if err := admit.ValidateLimits(limits); err != nil {
+		return admit.Decision{}, err
+	}
+	if l.prim && len(limits) == 1 && limits[0] == l.limits[0] {
+		return l.allowPrimary(key, n)
+	}
+	return l.allowLimits(key, n, limits)
+}
+
+// callLimit is one limit's part of a call.
+type callLimit struct {
+	lp   *limParams
+	z, v int64 // the limit's empty point after the call, and V(t)
+	j    int32 // index in the key's lims, or −1
+	ok   bool  // holds n
+}
+
+// allowLimits decides key against limits (validated).
+func (l *Limiter) allowLimits(key string, n int64, limits []admit.Limit) (admit.Decision, error) {
+	for i := range limits {
+		if n < 0 || n > limits[i].Capacity {
+			return admit.Decision{Limit: limits[i].Capacity, Policy: limits[i].Name},
+				fmt.Errorf("%w: n=%d is outside [0, capacity %d] of limit %q", admit.ErrUnsatisfiable, n, limits[i].Capacity, limits[i].Name)
+		}
+	}
+	var stack [maxStackLimits]callLimit
+	cl := stack[:0]
+	if len(limits) > maxStackLimits {
+		cl = make([]callLimit, 0, len(limits))
+	}
+	cl = cl[:len(limits)]
+	// Every limit's arithmetic, before anything is locked or stored, so
+	// that an unrepresentable one consumes nothing.
+	for i := range limits {
+		lp, err := l.params(&limits[i])
+		if err != nil {
+			return admit.Decision{}, err
+		}
+		cl[i].lp = lp
+	}
+	t := l.clk.Now()
+	h := l.hash(key)
+	for {
+		m, locked, at, ok := l.multiFor(key, h, n, t)
+		if !ok { // refused
+			w := l.until(t, at)
+			return admit.Decision{Limit: limits[0].Capacity, RetryAfter: w, ResetAfter: w, Policy: limits[0].Name}, l.errFull
+		}
+		if m == nil { // a peek at a key not held: every limit full
+			return l.fullDecision(limits)
+		}
+		if !locked {
+			m.mu.Lock()
+		}
+		if m.st.Load() != multiTag { // removed since it was found
+			m.mu.Unlock()
+			continue
+		}
+		tc := l.decideMulti(m, t, n, limits, cl)
+		m.mu.Unlock()
+		return l.multiDecision(tc, n, limits, cl), nil
+	}
+}
+
+// decideMulti decides n against limits on m at the later of t and m's time,
+// commits all or nothing, and returns the time applied. cl[i].lp holds
+// limits[i]'s arithmetic. Requires m.mu.
+func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, cl []callLimit) int64 {
+	t = max(t, m.last)
+	allowed := true
+	for i := range limits {
+		lim := &limits[i]
+		c := &cl[i]
+		c.j = -1
+		if i < len(m.lims) && m.lims[i].name == lim.Name {
+			c.j = int32(i) // a key called with the same limits holds them in the same order
+		} else {
+			for j := range m.lims {
+				if m.lims[j].name == lim.Name {
+					c.j = int32(j)
+					break
+				}
+			}
+		}
+		if c.j >= 0 && m.lims[c.j].lp.capacity == lim.Capacity && m.lims[c.j].lp.rate == lim.Rate {
+			c.lp = m.lims[c.j].lp // the same pair, perhaps another *limParams from a cache collision
+		}
+		p := &c.lp.p
+		c.v = p.V(t)
+		full := c.v - p.Cap
+		switch {
+		case c.j < 0:
+			c.z = full
+		case m.lims[c.j].lp == c.lp:
+			c.z = max(m.lims[c.j].z, full)
+		default:
+			c.z = c.v - carry(&m.lims[c.j], t, p)
+		}
+		c.ok = c.v-c.z >= p.Units(n)
+		allowed = allowed && c.ok
+	}
+	for i := range cl {
+		c := &cl[i]
+		if allowed && n > 0 {
+			c.z += c.lp.p.Units(n)
+		}
+		switch {
+		case c.j >= 0:
+			m.lims[c.j] = limState{name: m.lims[c.j].name, lp: c.lp, z: c.z}
+		case allowed && n > 0:
+			// A Name new to the key is stored only when taken from: a
+			// full bucket equals an absent one. The append is the one
+			// allocation a new Name costs.
+			m.lims = append(m.lims, limState{name: limits[i].Name, lp: c.lp, z: c.z})
+			c.j = int32(len(m.lims) - 1)
+		}
+	}
+	m.last = t // under mu: the time only moves forward
+	if a := m.at.Load(); a&refBit == 0 {
+		m.at.CompareAndSwap(a, a|refBit) // the CLOCK bit, as take sets it
+	}
+	return t
+}
+
+// carry returns the balance, in p's units, that old's bucket carries into a
+// limit of the same Name with arithmetic p at time t: advanced to t at the
+// old rate, capped at the old capacity, then clamped to the new capacity
+// (rounded down when p's units are coarser).
+func carry(old *limState, t int64, p *refill.Params) int64 {
+	op := &old.lp.p
+	bal := min(max(op.V(t)-old.z, 0), op.Cap)
+	switch {
+	case op.Shift > p.Shift:
+		bal >>= op.Shift - p.Shift
+	case op.Shift < p.Shift:
+		d := p.Shift - op.Shift
+		if bal > p.Cap>>d {
+			return p.Cap
+		}
+		bal <<= d
+	}
+	return min(bal, p.Cap)
+}
+
+// multiDecision builds the Decision of a call decided at t (rule 4 of
+// admit.PolicyLimiter).
+func (l *Limiter) multiDecision(t, n int64, limits []admit.Limit, cl []callLimit) admit.Decision {
+	allowed := true
+	for i := range cl {
+		allowed = allowed && cl[i].ok
+	}
+	d := admit.Decision{Allowed: allowed, Remaining: math.MaxInt64}
+	fewest, longest := -1, -1
+	var wait time.Duration
+	for i := range cl {
+		c := &cl[i]
+		p := &c.lp.p
+		rem := max(c.v-c.z, 0) >> p.Shift
+		if rem < d.Remaining {
+			d.Remaining, fewest = rem, i
+		}
+		if c.z > c.v-p.Cap {
+			d.ResetAfter = max(d.ResetAfter, l.until(t, p.Reach(t, c.z+p.Cap)))
+		}
+		if !c.ok {
+			if w := l.until(t, p.Reach(t, c.z+p.Units(n))); longest < 0 || w > wait {
+				wait, longest = w, i
+			}
+		}
+	}
+	pick := fewest
+	if !allowed {
+		d.RetryAfter, pick = wait, longest
+	}
+	d.Limit, d.Policy = limits[pick].Capacity, limits[pick].Name
+	return d
+}
+
+// fullDecision is the Decision of a peek at a key not held.
+func (l *Limiter) fullDecision(limits []admit.Limit) (admit.Decision, error) {
+	d := admit.Decision{Allowed: true, Remaining: math.MaxInt64}
+	for i := range limits {
+		if limits[i].Capacity < d.Remaining {
+			d.Remaining, d.Limit, d.Policy = limits[i].Capacity, limits[i].Capacity, limits[i].Name
+		}
+	}
+	return d, nil
+}
+
+// multiFor returns key's multiEntry (hash h), converting its single-limit
+// entry or inserting a new one as needed, making room first at the bound.
+// It returns nil for a peek (n == 0) at a key not held, and false with the
+// elapsed time at which room comes when RefuseNew refuses the key. The
+// caller locks the entry, unless locked says it is (a new entry is locked
+// before it is published, so that it is never seen without a limit), and
+// checks that it is still live.
+func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, locked bool, at int64, ok bool) {
+	s := &l.shards[h>>l.shift]
+	if e := s.find(h, key); e != nil && e.st.Load() == multiTag {
+		return asMulti(e), false, 0, true
+	}
+	for {
+		s.mu.Lock()
+		var tb *table
+		if tb = s.tab.Load(); tb != nil {
+			if e := tb.find(h, key); e != nil {
+				m := l.convert(s, tb, h, e)
+				s.mu.Unlock()
+				return m, false, 0, true
+			}
+		}
+		if n == 0 {
+			s.mu.Unlock()
+			return nil, false, 0, true
+		}
+		t := max(t, s.removedAt) // see slow
+		if l.reserve() {
+			m := newMulti(key)
+			m.st.Store(multiTag)
+			m.last = t
+			m.mu.Lock() // lock order: shard, then key
+			// No limit held yet: full-at is now, a lower bound of the floor.
+			s.insert(l, &m.entry, h, t, t)
+			s.mu.Unlock()
+			return m, true, 0, true
+		}
+		s.mu.Unlock()
+		if at, ok := l.makeRoom(int(h>>l.shift), t); !ok {
+			s.mu.Lock()
+			s.refusals++
+			s.mu.Unlock()
+			return nil, false, at, false
+		}
+	}
+}
+
+// convert returns e as a multiEntry: e itself if it is one, or a new one
+// that takes over e's primary-limit state and replaces e in the table.
+// Requires s.mu. The CAS to moved makes every later call on the old entry
+// look again under the lock, where it finds the new one; every call that
+// CASed before is in the state carried over.
+func (l *Limiter) convert(s *shard, tb *table, h uint64, e *entry) *multiEntry {
+	for {
+		st := e.st.Load()
+		if st == multiTag {
+			return asMulti(e)
+		}
+		if !e.st.CompareAndSwap(st, moved) {
+			continue
+		}
+		m := newMulti(e.key)
+		m.lims = []limState{{name: l.limits[0].Name, lp: l.lps[0], z: dec(st)}}
+		m.st.Store(multiTag)
+		a := e.at.Load()
+		m.at.Store(a & refBit)
+		m.last = int64(a &^ refBit)
+		tb.slots[tb.slot(h, e)].Store(&m.entry)
+		return m
+	}
+}

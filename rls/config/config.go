@@ -1,0 +1,36 @@
+// Package config implements the rate limit configuration of admit-rls: the
+// YAML format of envoyproxy/ratelimit (a domain and nested descriptors with
+// key, value, "*" wildcards and rate_limit), loaded from a set of files into
+// an immutable Config that answers which limit a request's descriptor
+// matches.
+//
+// # Format
+//
+// Every field of envoyproxy/ratelimit's format is read: domain, descriptors,
+// key, value, rate_limit (unit, requests_per_unit, unlimited, name, replaces),
+// shadow_mode, detailed_metric, value_to_metric, share_threshold and
+// quota_mode. A file is checked as that service checks it, with the same
+// messages: unknown keys, a key that is not a string, a list of something
+// other than maps, an empty domain or key, a duplicate composite key, a
+// duplicate domain (unless domains are merged), an invalid unit, a unit with
+// unlimited, an empty or self-naming replaces entry, share_threshold on a
+// value that is not a wildcard. The only extension is burst beside
+// requests_per_unit: the bucket's capacity, by default requests_per_unit.
+//
+// What admit-rls does not implement is refused by name: quota_mode: true.
+// share_threshold makes every value matching its wildcard share one bucket
+// (Lookup reports the wildcard to key it by). detailed_metric and
+// value_to_metric are accepted; they name envoyproxy/ratelimit's
+// per-descriptor statistics, which admit-rls does not export (its metrics
+// are per domain), so they change no decision and no metric.
+//
+// # Matching
+//
+// A descriptor's entries are matched level by level: first key_value, then a
+// wildcard value of that level (a value ending in "*", the first one in file
+// order whose prefix matches), then the key alone. The limit found at the
+// level of the last entry applies; a descriptor with more entries than the
+// configuration's depth, or whose path ends early, matches no limit.
+//
+// A Config is immutable once loaded and safe for concurrent use.
+package config

@@ -1,0 +1,121 @@
+package config
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// ReadDir reads every regular file under dir, recursively, in lexical
+// order of path, as envoyproxy/ratelimit's runtime loader takes every file
+// of its directory; with ignoreDotFiles, names starting with "." are
+// skipped (RUNTIME_IGNOREDOTFILES). A File's Name is its path relative to
+// dir. Symbolic links to files are followed (a Kubernetes ConfigMap's
+// files are links); links to directories are not.
+func ReadDir(dir string, ignoreDotFiles bool) ([]File, error) {
+	var files []File
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path != dir && ignoreDotFiles && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		info, err := os.Stat(path)
+		if err != nil || !info.Mode().IsRegular() {
+			return nil // a dangling or non-file link: not a configuration file
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		files = append(files, File{Name: rel, Content: b})
+		return nil
+	})
+	return files, err
+}
+
+// Watcher polls a directory and applies each new valid configuration.
+type Watcher struct {
+	Dir            string
+	IgnoreDotFiles bool
+	Merge          bool
+	// Interval between polls; a change applies within it (plus the read).
+	Interval time.Duration
+	// Check, if not nil, vets a configuration that loads; an error refuses
+	// it like a load error.
+	Check func(*Config) error
+	// Apply receives each configuration that differs from the last one seen
+	// and loads.
+	Apply func(*Config)
+	// Fail receives each changed content that does not load (or a read
+	// error); the configuration in force stays.
+	Fail func(error)
+}
+
+// Run polls until ctx ends. The first poll happens after one Interval; load
+// the initial configuration with ReadDir and Load before calling it. A
+// content that failed is reported once, not at every poll, until it changes.
+func (w *Watcher) Run(ctx context.Context, initial []File) {
+	last := digest(initial)
+	t := time.NewTicker(w.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		files, err := ReadDir(w.Dir, w.IgnoreDotFiles)
+		if err != nil {
+			if last != [32]byte{} {
+				w.Fail(err)
+			}
+			last = [32]byte{}
+			continue
+		}
+		d := digest(files)
+		if d == last {
+			continue
+		}
+		last = d
+		c, err := Load(files, w.Merge)
+		if err == nil && w.Check != nil {
+			err = w.Check(c)
+		}
+		if err != nil {
+			w.Fail(err)
+			continue
+		}
+		w.Apply(c)
+	}
+}
+
+// digest identifies a set of files by names and contents.
+func digest(files []File) [32]byte {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range files {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(f.Name)))
+		h.Write(n[:])
+		h.Write([]byte(f.Name))
+		binary.LittleEndian.PutUint64(n[:], uint64(len(f.Content)))
+		h.Write(n[:])
+		h.Write(f.Content)
+	}
+	var d [32]byte
+	h.Sum(d[:0])
+	return d
+}

@@ -1,0 +1,44 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/admit-go/admit/rls/config"
+	"github.com/stretchr/testify/require"
+)
+
+// TestReadDirConfigMap reads a Kubernetes ConfigMap's layout: the files are
+// links into a "..data" link to a timestamped "..<date>" directory. With
+// dot files ignored (RUNTIME_IGNOREDOTFILES, as envoyproxy/ratelimit's
+// Kubernetes examples set) each file is read once, through its link.
+func TestReadDirConfigMap(t *testing.T) {
+	dir := t.TempDir()
+	stamp := filepath.Join(dir, "..2026_12_01_00_00_00.1")
+	require.NoError(t, os.MkdirAll(filepath.Join(stamp, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(stamp, "a.yaml"), []byte("domain: a\n"), 0o644))
+	require.NoError(t, os.Symlink(filepath.Base(stamp), filepath.Join(dir, "..data")))
+	require.NoError(t, os.Symlink(filepath.Join("..data", "a.yaml"), filepath.Join(dir, "a.yaml")))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "nested"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "nested", "b.yaml"), []byte("domain: b\n"), 0o644))
+
+	files, err := config.ReadDir(dir, true)
+	require.NoError(t, err)
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name)
+	}
+	require.Equal(t, []string{"a.yaml", filepath.Join("nested", "b.yaml")}, names)
+	c, err := config.Load(files, false)
+	require.NoError(t, err)
+	require.True(t, c.HasDomain("a"))
+	require.True(t, c.HasDomain("b"))
+
+	// Without ignoring dot files, the timestamped directory's copy is read
+	// too, and the domain is duplicated.
+	files, err = config.ReadDir(dir, false)
+	require.NoError(t, err)
+	_, err = config.Load(files, false)
+	require.ErrorContains(t, err, "duplicate domain 'a'")
+}

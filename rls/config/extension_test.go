@@ -1,0 +1,88 @@
+package config_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/rls/config"
+	"github.com/stretchr/testify/require"
+)
+
+func loadString(s string) (*config.Config, error) {
+	return config.Load([]config.File{{Name: "f.yaml", Content: []byte(s)}}, false)
+}
+
+// TestBurst reads the burst extension: the capacity, defaulting to
+// requests_per_unit, the rate unchanged.
+func TestBurst(t *testing.T) {
+	c, err := loadString(`
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 60, burst: 5}
+  - key: b
+    rate_limit: {unit: hour, requests_per_unit: 36}
+`)
+	require.NoError(t, err)
+	ra, _ := c.Lookup("d", desc("a", "x"))
+	l, ok := ra.Limit()
+	require.True(t, ok)
+	require.Equal(t, admit.Limit{Capacity: 5, Rate: 1}, l)
+	rb, _ := c.Lookup("d", desc("b", "x"))
+	l, ok = rb.Limit()
+	require.True(t, ok)
+	require.Equal(t, admit.Limit{Capacity: 36, Rate: 0.01}, l)
+	require.Equal(t, 30*24*time.Hour, config.UnitDuration(4+1)) // MONTH
+}
+
+// TestRefused names what admit-rls refuses beyond envoyproxy/ratelimit's own
+// checks.
+func TestRefused(t *testing.T) {
+	for _, tc := range []struct{ yaml, err string }{
+		{`
+domain: d
+descriptors:
+  - key: a
+    quota_mode: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+`, "f.yaml: descriptor 'd.a': quota_mode is not implemented by admit-rls"},
+		{`
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unlimited: true, burst: 3}
+`, "f.yaml: descriptor 'd.a': should not specify burst when unlimited"},
+		{`
+domain: d
+descriptors:
+  - key: a
+    value: b
+    share_threshold: true
+`, "f.yaml: share_threshold can only be used with wildcard values (ending with '*'), but found key 'a_b'"},
+		{`
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 1.5}
+`, "f.yaml: error checking config"},
+	} {
+		_, err := loadString(tc.yaml)
+		require.Error(t, err)
+		require.Equal(t, tc.err, err.Error())
+	}
+	_, err := loadString("domain: d\ndescriptors:\n  - key: a\n    quota_mode: false\n")
+	require.NoError(t, err)
+}
+
+// TestExample loads the example configuration `make rls` serves.
+func TestExample(t *testing.T) {
+	files, err := config.ReadDir("../examples/config", false)
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	c, err := config.Load(files, false)
+	require.NoError(t, err)
+	r, _ := c.Lookup("example", desc("api_key", "k", "path", "/search?q=x"))
+	require.NotNil(t, r)
+	require.Equal(t, uint32(60), r.RequestsPerUnit)
+}

@@ -1,0 +1,263 @@
+package config
+
+import (
+	"strings"
+	"time"
+
+	"github.com/admit-go/admit"
+	common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+)
+
+// File is one configuration file: its name (used in errors) and content.
+type File struct {
+	Name    string
+	Content []byte
+}
+
+// Rule is the rate_limit of one configured descriptor.
+type Rule struct {
+	// Key is the descriptor's path in the configuration,
+	// "domain.key_value.key": the name envoyproxy/ratelimit gives it.
+	Key             string
+	Name            string
+	Unit            pb.RateLimitResponse_RateLimit_Unit
+	RequestsPerUnit uint32
+	// Burst is the bucket's capacity as written; 0 means RequestsPerUnit.
+	Burst          uint32
+	Unlimited      bool
+	ShadowMode     bool
+	Replaces       []string
+	DetailedMetric bool
+}
+
+// UnitDuration returns the length of a unit as envoyproxy/ratelimit counts
+// it (a month is 30 days, a year 365), and 0 for UNKNOWN or an undefined
+// value.
+func UnitDuration(u pb.RateLimitResponse_RateLimit_Unit) time.Duration {
+	switch u {
+	case pb.RateLimitResponse_RateLimit_SECOND:
+		return time.Second
+	case pb.RateLimitResponse_RateLimit_MINUTE:
+		return time.Minute
+	case pb.RateLimitResponse_RateLimit_HOUR:
+		return time.Hour
+	case pb.RateLimitResponse_RateLimit_DAY:
+		return 24 * time.Hour
+	case pb.RateLimitResponse_RateLimit_WEEK:
+		return 7 * 24 * time.Hour
+	case pb.RateLimitResponse_RateLimit_MONTH:
+		return 30 * 24 * time.Hour
+	case pb.RateLimitResponse_RateLimit_YEAR:
+		return 365 * 24 * time.Hour
+	}
+	return 0
+}
+
+// BucketLimit returns the token bucket of requestsPerUnit per unit with the
+// given burst (0 meaning requestsPerUnit). ok is false when no bucket
+// represents it: a zero capacity (every request that costs anything is over
+// the limit) or an unknown unit.
+func BucketLimit(requestsPerUnit, burst uint32, unit pb.RateLimitResponse_RateLimit_Unit) (l admit.Limit, ok bool) {
+	d := UnitDuration(unit)
+	capacity := int64(burst)
+	if capacity == 0 {
+		capacity = int64(requestsPerUnit)
+	}
+	if d == 0 || capacity == 0 {
+		return admit.Limit{}, false
+	}
+	return admit.Limit{Capacity: capacity, Rate: float64(requestsPerUnit) / d.Seconds()}, true
+}
+
+// Limit returns the rule's bucket; see BucketLimit.
+func (r *Rule) Limit() (admit.Limit, bool) {
+	return BucketLimit(r.RequestsPerUnit, r.Burst, r.Unit)
+}
+
+// node is one level of a domain's descriptor tree.
+type node struct {
+	children  map[string]*node // by "key_value", or "key" for a key-only descriptor
+	wildcards []string         // children's map keys that end in "*", in file order
+	rule      *Rule
+	shared    string // with share_threshold: the wildcard value, "files/*", that matched values share
+}
+
+// Config is a loaded configuration: domains and their descriptor trees.
+// It is immutable and safe for concurrent use.
+type Config struct {
+	domains map[string]*node
+}
+
+// Load builds a Config from files, checked in order. With merge, files that
+// name the same domain add to it (MERGE_DOMAIN_CONFIG); without, a second
+// file for a domain is an error. The error is an *Error naming the file.
+func Load(files []File, merge bool) (*Config, error) {
+	c := &Config{domains: map[string]*node{}}
+	for _, f := range files {
+		root, err := parse(f.Name, f.Content)
+		if err != nil {
+			return nil, err
+		}
+		if root.Domain == "" {
+			return nil, errorf(f.Name, "config file cannot have empty domain")
+		}
+		d, ok := c.domains[root.Domain]
+		if ok && !merge {
+			return nil, errorf(f.Name, "duplicate domain '%s' in config file", root.Domain)
+		}
+		if !ok {
+			d = &node{children: map[string]*node{}}
+			c.domains[root.Domain] = d
+		}
+		if err := d.load(f.Name, root.Domain+".", root.Descriptors); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (n *node) load(file, parent string, ds []yamlDescriptor) error {
+	for _, yd := range ds {
+		if yd.Key == "" {
+			return errorf(file, "descriptor has empty key")
+		}
+		k := yd.Key
+		if yd.Value != "" {
+			k += "_" + yd.Value
+		}
+		path := parent + k
+		if _, dup := n.children[k]; dup {
+			return errorf(file, "duplicate descriptor composite key '%s'", path)
+		}
+		if yd.QuotaMode {
+			return errorf(file, "descriptor '%s': quota_mode is not implemented by admit-rls", path)
+		}
+		var rule *Rule
+		if rl := yd.RateLimit; rl != nil {
+			v, known := pb.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(rl.Unit)]
+			unit := pb.RateLimitResponse_RateLimit_Unit(v)
+			valid := known && unit != pb.RateLimitResponse_RateLimit_UNKNOWN
+			switch {
+			case rl.Unlimited && valid:
+				return errorf(file, "should not specify rate limit unit when unlimited")
+			case !rl.Unlimited && !valid:
+				return errorf(file, "invalid rate limit unit '%s'", rl.Unit)
+			case rl.Unlimited && rl.Burst != 0:
+				return errorf(file, "descriptor '%s': should not specify burst when unlimited", path)
+			}
+			rule = &Rule{
+				Key: path, Name: rl.Name, Unit: unit, RequestsPerUnit: rl.RequestsPerUnit,
+				Burst: rl.Burst, Unlimited: rl.Unlimited, ShadowMode: yd.ShadowMode,
+				DetailedMetric: yd.DetailedMetric,
+			}
+			for _, r := range rl.Replaces {
+				if r.Name == "" {
+					return errorf(file, "should not have an empty replaces entry")
+				}
+				if r.Name == rl.Name {
+					return errorf(file, "replaces should not contain name of same descriptor")
+				}
+				rule.Replaces = append(rule.Replaces, r.Name)
+			}
+			if !rl.Unlimited {
+				if l, ok := rule.Limit(); ok {
+					if err := l.Validate(); err != nil {
+						return errorf(file, "descriptor '%s': %v", path, err)
+					}
+				}
+			}
+		}
+		wild := strings.HasSuffix(k, "*")
+		if yd.ShareThreshold && !wild {
+			return errorf(file, "share_threshold can only be used with wildcard values (ending with '*'), but found key '%s'", k)
+		}
+		if wild {
+			n.wildcards = append(n.wildcards, k)
+		}
+		child := &node{children: map[string]*node{}, rule: rule}
+		if yd.ShareThreshold {
+			child.shared = yd.Value
+		}
+		if err := child.load(file, path+".", yd.Descriptors); err != nil {
+			return err
+		}
+		n.children[k] = child
+	}
+	return nil
+}
+
+// Rules returns every rule of every domain, in no particular order.
+func (c *Config) Rules() []*Rule {
+	var rs []*Rule
+	var walk func(n *node)
+	walk = func(n *node) {
+		if n.rule != nil {
+			rs = append(rs, n.rule)
+		}
+		for _, ch := range n.children {
+			walk(ch)
+		}
+	}
+	for _, d := range c.domains {
+		walk(d)
+	}
+	return rs
+}
+
+// HasDomain reports whether the configuration holds the domain.
+func (c *Config) HasDomain(domain string) bool {
+	_, ok := c.domains[domain]
+	return ok
+}
+
+// Lookup returns the rule a descriptor matches in a domain, or nil when
+// none does (an unknown domain, no path, a path that ends before the last
+// entry or a level without a rate_limit). The result is shared: do not
+// modify it.
+//
+// shared is nil unless an entry matched a wildcard with share_threshold;
+// then shared[i] is, for each such entry i, the wildcard value ("files/*")
+// that stands for the entry's value in the bucket's key, so that every
+// matching value draws from one bucket.
+func (c *Config) Lookup(domain string, entries []*common.RateLimitDescriptor_Entry) (rule *Rule, shared []string) {
+	level := c.domains[domain]
+	if level == nil {
+		return nil, nil
+	}
+	for i, e := range entries {
+		k := e.GetKey() + "_" + e.GetValue()
+		next := level.children[k]
+		if next == nil {
+			for _, w := range level.wildcards {
+				if strings.HasPrefix(k, w[:len(w)-1]) {
+					next = level.children[w]
+					if next.shared != "" {
+						if shared == nil {
+							shared = make([]string, len(entries))
+						}
+						shared[i] = next.shared
+					}
+					break
+				}
+			}
+		}
+		if next == nil {
+			next = level.children[e.GetKey()]
+		}
+		if next == nil {
+			break
+		}
+		if next.rule != nil && i == len(entries)-1 {
+			rule = next.rule
+		}
+		if len(next.children) == 0 {
+			break
+		}
+		level = next
+	}
+	if rule == nil {
+		shared = nil
+	}
+	return rule, shared
+}

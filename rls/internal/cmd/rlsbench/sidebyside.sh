@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Side by side: envoyproxy/ratelimit and admit-rls on one redis-server with
+# one configuration, measured by rlsbench; admit-rls's memory backend beside
+# them. Usage, from rls/:
+#
+#   RATELIMIT=/path/to/envoyproxy-ratelimit-binary internal/cmd/rlsbench/sidebyside.sh [duration]
+#
+# Build that binary from the module proxy in a scratch directory (not in
+# this repository):
+#
+#   go mod init scratch && go get github.com/envoyproxy/ratelimit/src/service_cmd@VERSION
+#   go build -o ratelimit github.com/envoyproxy/ratelimit/src/service_cmd
+#
+# Prints a header (machine, versions, commit) and every rlsbench line.
+set -euo pipefail
+d=${1:-5s}
+: "${RATELIMIT:?set RATELIMIT to the envoyproxy/ratelimit binary}"
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+mkdir -p "$work/runtime/sub/config"
+cat > "$work/runtime/sub/config/bench.yaml" <<'YAML'
+domain: bench
+descriptors:
+  - key: client
+    rate_limit: {unit: second, requests_per_unit: 1000000}
+  - key: client
+    value: hot
+    rate_limit: {unit: second, requests_per_unit: 50}
+YAML
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing on port $1" >&2; return 1; }
+
+rport=$(port)
+redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" --loglevel warning --logfile "$work/redis.log" &
+pids+=($!)
+wait_port "$rport"
+
+go build -o "$work/admit-rls" ./cmd/admit-rls
+go build -o "$work/rlsbench" ./internal/cmd/rlsbench
+
+echo "# rlsbench side by side, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "# machine: $(uname -srm), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
+echo "# $(go version); $(redis-server --version | cut -d' ' -f1-3)"
+echo "# admit-rls commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo '+dirty'); envoyproxy/ratelimit: $RATELIMIT"
+echo "# duration per run: $d; config: client=<value> 1e6/s (throughput), client=hot 50/s, burst 50 (accuracy: an idle client's"
+echo "# 16 streams start 50 ms before a whole second and run 3 s; the bucket bound is 50 + 50/s x T: 55 in 100 ms, 100 in 1 s, 200 in 3 s)"
+
+common=(RUNTIME_ROOT="$work/runtime" RUNTIME_SUBDIRECTORY=sub RUNTIME_APPDIRECTORY=config USE_STATSD=false LOG_LEVEL=ERROR
+	REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$rport" REDIS_TYPE=SINGLE)
+
+run_one() { # label env...
+	local label=$1; shift
+	local gp hp
+	gp=$(port); hp=$(port)
+	env "${common[@]}" GRPC_HOST=127.0.0.1 GRPC_PORT="$gp" HOST=127.0.0.1 PORT="$hp" DEBUG_HOST=127.0.0.1 DEBUG_PORT="$(port)" "$@" 2>"$work/$label.log" &
+	local pid=$!
+	wait_port "$gp"
+	# The configuration must be in force: client=hot is limited.
+	for _ in $(seq 100); do
+		curl -s "127.0.0.1:$hp/json" -d '{"domain":"bench","descriptors":[{"entries":[{"key":"client","value":"hot"}],"hitsAddend":"0"}]}' | grep -q currentLimit && break
+		sleep 0.05
+	done
+	redis-cli -p "$rport" flushall >/dev/null
+	"$work/rlsbench" -addr "127.0.0.1:$gp" -label "$label" -streams 1,16,64 -d "$d"
+	redis-cli -p "$rport" flushall >/dev/null
+	"$work/rlsbench" -addr "127.0.0.1:$gp" -label "$label" -accuracy -streams 16 -d 3s -windows 100ms,1s -boundary 50ms
+	kill "$pid"; wait "$pid" 2>/dev/null || true
+}
+
+run_one ratelimit-redis BACKEND_TYPE=redis "$RATELIMIT"
+run_one admit-rls-redis BACKEND_TYPE=redis "$work/admit-rls"
+run_one admit-rls-memory BACKEND_TYPE=memory "$work/admit-rls"

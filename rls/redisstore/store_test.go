@@ -1,0 +1,361 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/rls"
+	"github.com/admit-go/admit/rls/internal/redisproc"
+	"github.com/admit-go/admit/rls/redisstore"
+	"github.com/admit-go/admit/rls/storetest"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+)
+
+var (
+	tmp     string
+	single  *redisproc.Server
+	cluster *redisproc.Cluster
+	prefix  atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	tmp, err = os.MkdirTemp("", "redisstore")
+	if err != nil {
+		panic(err)
+	}
+	code := func() int {
+		if single, err = redisproc.Start(tmp); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer single.Stop()
+		if cluster, err = redisproc.StartCluster(tmp); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer cluster.Stop()
+		return m.Run()
+	}()
+	os.RemoveAll(tmp)
+	os.Exit(code)
+}
+
+func newPrefix() string { return fmt.Sprintf("t%d:", prefix.Add(1)) }
+
+func singleStore(t *testing.T) rls.Store {
+	c := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	s, err := redisstore.New(c, redisstore.WithPrefix(newPrefix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func clusterStore(t *testing.T) rls.Store {
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	s, err := redisstore.New(c, redisstore.WithPrefix(newPrefix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func rueidisStore(addrs ...string) func(t *testing.T) rls.Store {
+	return func(t *testing.T) rls.Store {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		s, err := redisstore.NewRueidis(c, redisstore.WithPrefix(newPrefix()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+}
+
+func TestConformanceSingle(t *testing.T) { storetest.Run(t, singleStore) }
+
+func TestConformanceRueidisSingle(t *testing.T) { storetest.Run(t, rueidisStore(single.Addr)) }
+
+func TestConformanceRueidisCluster(t *testing.T) { storetest.Run(t, rueidisStore(cluster.Addrs()...)) }
+
+// TestConformanceCluster runs the suite on three masters; the suite's keys
+// hash to different slots, so requests span nodes and take the split path
+// (each key decided alone, takes given back on a refusal).
+func TestConformanceCluster(t *testing.T) { storetest.Run(t, clusterStore) }
+
+// TestClusterSpreads checks that the suite's kind of keys do span masters,
+// so the cluster conformance run tests the split path.
+func TestClusterSpreads(t *testing.T) {
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
+	defer c.Close()
+	s, err := redisstore.New(c, redisstore.WithPrefix("spread:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make([]rls.Result, 1)
+	for i := range 60 {
+		h := rls.Hit{Key: fmt.Sprint("k", i), Capacity: 5, Count: 1, Period: time.Hour, N: 1}
+		if _, err := s.Decide(context.Background(), []rls.Hit{h}, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var masters atomic.Int64
+	err = c.ForEachMaster(context.Background(), func(ctx context.Context, n *redis.Client) error {
+		if size, err := n.DBSize(ctx).Result(); err == nil && size > 0 {
+			masters.Add(1)
+		}
+		return nil
+	})
+	if err != nil || masters.Load() != 3 {
+		t.Fatalf("keys on %d masters (%v), want 3", masters.Load(), err)
+	}
+}
+
+// TestUnavailable: with Redis gone, Decide fails within the timeout with
+// an error wrapping admit.ErrUnavailable.
+func TestUnavailable(t *testing.T) {
+	s0, err := redisproc.Start(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s0.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	s, err := redisstore.New(c, redisstore.WithTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := rls.Hit{Key: "u", Capacity: 5, Count: 1, Period: time.Second, N: 1}
+	res := make([]rls.Result, 1)
+	if _, err := s.Decide(context.Background(), []rls.Hit{h}, res); err != nil {
+		t.Fatal(err)
+	}
+	s0.Stop()
+	_, err = s.Decide(context.Background(), []rls.Hit{h}, res)
+	if !errors.Is(err, admit.ErrUnavailable) {
+		t.Fatalf("err %v does not wrap ErrUnavailable", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Decide(ctx, []rls.Hit{h}, res); err != context.Canceled {
+		t.Fatalf("a cancelled context: %v", err)
+	}
+}
+
+// TestParams: every unit with a burst of a billion at a billion per unit,
+// and a burst too large for a slow rate.
+func TestParams(t *testing.T) {
+	s := singleStore(t)
+	res := make([]rls.Result, 1)
+	for _, period := range []time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 30 * 24 * time.Hour, 365 * 24 * time.Hour} {
+		h := rls.Hit{Key: "p" + period.String(), Capacity: 1e9, Count: 1e9, Period: period, N: 1e9}
+		if ok, err := s.Decide(context.Background(), []rls.Hit{h}, res); err != nil || !ok {
+			t.Fatalf("%v: %v %v", period, ok, err)
+		}
+	}
+	h := rls.Hit{Key: "big", Capacity: 1 << 40, Count: 1, Period: 365 * 24 * time.Hour, N: 1}
+	if _, err := s.Decide(context.Background(), []rls.Hit{h}, res); !errors.Is(err, admit.ErrInvalidConfig) {
+		t.Fatalf("burst 2^40 at 1 a year: %v", err)
+	}
+}
+
+// TestHungRedis: a frozen server (SIGSTOP) answers nothing; every one of
+// many concurrent calls fails within the timeout with ErrUnavailable, and
+// no goroutine stays behind once they have.
+func TestHungRedis(t *testing.T) {
+	t.Run("go-redis", func(t *testing.T) {
+		hung(t, func(addr string) (rls.Store, func()) {
+			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: 4})
+			s, err := redisstore.New(c, redisstore.WithTimeout(200*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, func() { c.Close() }
+		})
+	})
+	t.Run("rueidis", func(t *testing.T) {
+		hung(t, func(addr string) (rls.Store, func()) {
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, DisableRetry: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := redisstore.NewRueidis(c, redisstore.WithTimeout(200*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, c.Close
+		})
+	})
+}
+
+func hung(t *testing.T, newStore func(addr string) (rls.Store, func())) {
+	s0, err := redisproc.Start(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s0.Stop()
+	s, closeStore := newStore(s0.Addr)
+	defer closeStore()
+	h := rls.Hit{Key: "h", Capacity: 5, Count: 1, Period: time.Second, N: 1}
+	if _, err := s.Decide(context.Background(), []rls.Hit{h}, make([]rls.Result, 1)); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	if err := s0.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer s0.Signal(syscall.SIGCONT)
+	var wg sync.WaitGroup
+	var unavailable atomic.Int64
+	for range 50 {
+		wg.Go(func() {
+			_, err := s.Decide(context.Background(), []rls.Hit{h}, make([]rls.Result, 1))
+			if errors.Is(err, admit.ErrUnavailable) {
+				unavailable.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if unavailable.Load() != 50 {
+		t.Fatalf("%d of 50 calls failed with ErrUnavailable", unavailable.Load())
+	}
+	// Connections whose command timed out are closed in the background;
+	// wait for the count to come back rather than asserting at once.
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines, %d before the calls", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRefill runs the script's refill on the server's clock: many
+// goroutines on one bucket for over a second never get more than
+// capacity + rate × T + 1 (T measured around the whole run), and a bucket
+// drained and then left for its reported ResetAfter is full again.
+func TestRefill(t *testing.T) {
+	for name, newStore := range map[string]func(t *testing.T) rls.Store{
+		"single":          singleStore,
+		"rueidis-cluster": rueidisStore(cluster.Addrs()...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t)
+			h := rls.Hit{Key: "refill", Capacity: 10, Count: 20, Period: time.Second, N: 1}
+			var admitted atomic.Int64
+			start := time.Now()
+			end := start.Add(1200 * time.Millisecond)
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					res := make([]rls.Result, 1)
+					for time.Now().Before(end) {
+						ok, err := s.Decide(context.Background(), []rls.Hit{h}, res)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if ok {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			if bound := 10 + 20*elapsed.Seconds() + 1; float64(admitted.Load()) > bound {
+				t.Fatalf("%d admitted in %v, above %v", admitted.Load(), elapsed, bound)
+			}
+			res := make([]rls.Result, 1)
+			h.N = 10
+			for {
+				ok, err := s.Decide(context.Background(), []rls.Hit{h}, res)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if res[0].Remaining != 0 || res[0].ResetAfter <= 0 {
+				t.Fatalf("drained: %+v", res[0])
+			}
+			time.Sleep(res[0].ResetAfter)
+			h.N = 0
+			if _, err := s.Decide(context.Background(), []rls.Hit{h}, res); err != nil {
+				t.Fatal(err)
+			}
+			if res[0].Remaining != 10 || res[0].ResetAfter != 0 {
+				t.Fatalf("after the reported reset: %+v", res[0])
+			}
+		})
+	}
+}
+
+// TestGiveBack: a give-back returns what the take still accounts for. A
+// take from a full bucket whose refill has since covered it (and which
+// someone drained after) gets nothing back; returning the whole take, as
+// the first version did, would leave a token above the bound. A take from
+// a bucket with debt to spare gets all of it back.
+func TestGiveBack(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true})
+	defer c.Close()
+	s, err := redisstore.New(c, redisstore.WithPrefix(newPrefix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	h := rls.Hit{Key: "g", Capacity: 10, Count: 10, Period: time.Hour, N: 1}
+	// The take, from a full bucket.
+	_, d1, t1, err := s.TakeForTest(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone drains the bucket; the give-back then says the take
+	// happened 400 s of refill ago (a token is 360 s), as if a refill had
+	// filled the bucket between the take and the drain.
+	drain := h
+	drain.N = 9
+	res := make([]rls.Result, 1)
+	if ok, err := s.Decide(ctx, []rls.Hit{drain}, res); err != nil || !ok || res[0].Remaining != 0 {
+		t.Fatalf("drain: %v %+v %v", ok, res[0], err)
+	}
+	const ticks = 400_000_000 // µs ticks
+	r, err := s.GiveBackForTest(ctx, h, d1, t1-ticks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Remaining != 0 {
+		t.Fatalf("a take refill has covered was given back: %d remaining", r.Remaining)
+	}
+	// A take from a bucket two tokens down, given back at once: all of it.
+	k := h
+	k.Key, k.N = "k", 2
+	if _, err := s.Decide(ctx, []rls.Hit{k}, res); err != nil {
+		t.Fatal(err)
+	}
+	k.N = 1
+	r, d1, t1, err = s.TakeForTest(ctx, k)
+	if err != nil || r.Remaining != 7 {
+		t.Fatalf("take: %+v %v", r, err)
+	}
+	if r, err = s.GiveBackForTest(ctx, k, d1, t1); err != nil || r.Remaining != 8 {
+		t.Fatalf("give-back: %+v %v", r, err)
+	}
+}

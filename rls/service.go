@@ -1,0 +1,339 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/rls/config"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Observer receives the service's outcomes, for metrics. Its methods are
+// called on the request path and must be safe for concurrent use and fast.
+// The domain is "" for a domain the configuration does not hold, so that
+// requests cannot grow a metric's label set.
+type Observer interface {
+	// Decided reports a request's overall code and how many of its
+	// descriptors were over their limit but let through by shadow mode.
+	Decided(domain string, code pb.RateLimitResponse_Code, shadowed int)
+	// StoreFailed reports a request the Store could not decide.
+	StoreFailed(domain string, err error)
+}
+
+// Options configure a Service.
+type Options struct {
+	// ShadowMode answers OK to every request and counts what would have
+	// been refused (SHADOW_MODE).
+	ShadowMode bool
+	// Headers adds the RateLimit headers (LIMIT_RESPONSE_HEADERS_ENABLED)
+	// under the names below, which default to RateLimit-Limit,
+	// RateLimit-Remaining and RateLimit-Reset.
+	Headers                                   bool
+	LimitHeader, RemainingHeader, ResetHeader string
+	// FailOpen answers OK, without limits, when the Store is unavailable
+	// (an error wrapping admit.ErrUnavailable: Redis down or slow); by
+	// default such a request fails with codes.Unavailable and Envoy's
+	// failure_mode_deny decides.
+	FailOpen bool
+	// Observer, if not nil, receives outcomes.
+	Observer Observer
+}
+
+// Service is the rate limit service. It is safe for concurrent use; build
+// one with New.
+type Service struct {
+	pb.UnimplementedRateLimitServiceServer
+	store Store
+	opts  Options
+	cfg   atomic.Pointer[config.Config]
+}
+
+// New returns a Service deciding on store, with no configuration until
+// SetConfig.
+func New(store Store, opts Options) *Service {
+	if opts.LimitHeader == "" {
+		opts.LimitHeader = "RateLimit-Limit"
+	}
+	if opts.RemainingHeader == "" {
+		opts.RemainingHeader = "RateLimit-Remaining"
+	}
+	if opts.ResetHeader == "" {
+		opts.ResetHeader = "RateLimit-Reset"
+	}
+	return &Service{store: store, opts: opts}
+}
+
+// SetConfig replaces the configuration; requests already deciding finish
+// with the one they read.
+func (s *Service) SetConfig(c *config.Config) { s.cfg.Store(c) }
+
+// Check reports whether the store can hold every limited rule of c (see
+// Store.Check); the error names the first rule it cannot. Call it before
+// SetConfig, so that such a rule is refused when loaded rather than failing
+// its requests.
+func (s *Service) Check(c *config.Config) error {
+	for _, r := range c.Rules() {
+		capacity := int64(r.Burst)
+		if capacity == 0 {
+			capacity = int64(r.RequestsPerUnit)
+		}
+		if r.Unlimited || capacity == 0 {
+			continue
+		}
+		h := Hit{Capacity: capacity, Count: int64(r.RequestsPerUnit), Period: config.UnitDuration(r.Unit)}
+		if err := s.store.Check(h); err != nil {
+			return fmt.Errorf("rule %s: %w", r.Key, err)
+		}
+	}
+	return nil
+}
+
+// Config returns the current configuration, nil before the first SetConfig.
+func (s *Service) Config() *config.Config { return s.cfg.Load() }
+
+// MaxDescriptors is the most descriptors a request may carry.
+const MaxDescriptors = 64
+
+// plan is one descriptor's part of a decision.
+type plan struct {
+	limit  *pb.RateLimitResponse_RateLimit // nil: no limit applies
+	hit    int                             // index into hits, -1 when none
+	zero   bool                            // a limit of 0: any cost is over it
+	shadow bool
+	n      int64
+	name   string
+	burst  uint32
+	shared []string      // share_threshold wildcards standing for entries' values
+	reset  time.Duration // until full, for the Reset header
+}
+
+// ShouldRateLimit decides a request; see the package doc.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	domain := req.GetDomain()
+	if domain == "" {
+		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	}
+	ds := req.GetDescriptors()
+	if len(ds) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	if len(ds) > MaxDescriptors {
+		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors, above %d", len(ds), MaxDescriptors)
+	}
+	cfg := s.cfg.Load()
+	if cfg == nil {
+		return nil, status.Error(codes.Unavailable, "no rate limit configuration loaded")
+	}
+	plans := make([]plan, len(ds))
+	var replaced map[string]bool
+	for i, d := range ds {
+		p := &plans[i]
+		p.hit = -1
+		p.n = int64(max(1, req.GetHitsAddend()))
+		if h := d.GetHitsAddend(); h != nil {
+			p.n = int64(min(h.GetValue(), math.MaxInt64))
+		}
+		if o := d.GetLimit(); o != nil {
+			if config.UnitDuration(pb.RateLimitResponse_RateLimit_Unit(o.GetUnit())) == 0 {
+				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: limit override has unit %v", i, o.GetUnit())
+			}
+			p.limit = &pb.RateLimitResponse_RateLimit{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: pb.RateLimitResponse_RateLimit_Unit(o.GetUnit())}
+			continue
+		}
+		r, shared := cfg.Lookup(domain, d.GetEntries())
+		if r == nil {
+			continue
+		}
+		if len(r.Replaces) > 0 {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
+			for _, n := range r.Replaces {
+				replaced[n] = true
+			}
+		}
+		if r.Unlimited {
+			continue
+		}
+		p.limit = &pb.RateLimitResponse_RateLimit{Name: r.Name, RequestsPerUnit: r.RequestsPerUnit, Unit: r.Unit}
+		p.shadow = r.ShadowMode
+		p.name = r.Name
+		p.burst = r.Burst
+		p.shared = shared
+	}
+	hits := make([]Hit, 0, len(ds))
+	for i, d := range ds {
+		p := &plans[i]
+		if p.limit == nil {
+			continue
+		}
+		if p.name != "" && replaced[p.name] {
+			p.limit = nil
+			continue
+		}
+		capacity := int64(p.burst)
+		if capacity == 0 {
+			capacity = int64(p.limit.RequestsPerUnit)
+		}
+		if capacity == 0 {
+			p.zero = true
+			continue
+		}
+		p.hit = len(hits)
+		hits = append(hits, Hit{
+			Key: Key(domain, d.GetEntries(), p.shared), Capacity: capacity,
+			Count: int64(p.limit.RequestsPerUnit), Period: config.UnitDuration(p.limit.Unit),
+			N: p.n, Shadow: p.shadow || s.opts.ShadowMode,
+		})
+	}
+	label := domain
+	if !cfg.HasDomain(domain) {
+		label = ""
+	}
+	results := make([]Result, len(hits))
+	admitted := true
+	if len(hits) > 0 {
+		var err error
+		admitted, err = s.store.Decide(ctx, hits, results)
+		if err != nil {
+			if s.opts.Observer != nil {
+				s.opts.Observer.StoreFailed(label, err)
+			}
+			if ctx.Err() != nil {
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+			if errors.Is(err, admit.ErrUnavailable) {
+				if s.opts.FailOpen {
+					return failOpen(len(ds)), nil
+				}
+				return nil, status.Error(codes.Unavailable, err.Error())
+			}
+			if errors.Is(err, admit.ErrInvalidConfig) {
+				return nil, status.Error(codes.InvalidArgument, err.Error()) // an override the store cannot hold
+			}
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+	}
+	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(ds))}
+	shadowed := 0
+	for i := range plans {
+		p := &plans[i]
+		st := &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
+		resp.Statuses[i] = st
+		if p.limit == nil {
+			st.LimitRemaining = math.MaxUint32
+			continue
+		}
+		st.CurrentLimit = p.limit
+		over := p.zero && p.n > 0
+		if !p.zero {
+			r := results[p.hit]
+			over, p.reset = !r.OK, r.ResetAfter
+			st.LimitRemaining = uint32(min(r.Remaining, math.MaxUint32))
+			if r.ResetAfter != Never {
+				st.DurationUntilReset = durationpb.New(r.ResetAfter)
+			}
+		}
+		enforced := over && !p.shadow && !s.opts.ShadowMode
+		switch {
+		case enforced:
+			st.Code = pb.RateLimitResponse_OVER_LIMIT
+			resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+		case over:
+			shadowed++
+		}
+	}
+	if !admitted && resp.OverallCode == pb.RateLimitResponse_OK {
+		// Cannot happen: the Store refuses only for an enforced hit.
+		return nil, status.Error(codes.Internal, "store refused a request no descriptor refuses")
+	}
+	if s.opts.Headers {
+		if c := closest(resp.Statuses); c >= 0 {
+			st := resp.Statuses[c]
+			resp.ResponseHeadersToAdd = []*core.HeaderValue{
+				{Key: s.opts.LimitHeader, Value: strconv.FormatUint(uint64(st.CurrentLimit.RequestsPerUnit), 10)},
+				{Key: s.opts.RemainingHeader, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
+				{Key: s.opts.ResetHeader, Value: strconv.FormatInt(ceilSeconds(plans[c].reset), 10)},
+			}
+		}
+	}
+	if s.opts.Observer != nil {
+		s.opts.Observer.Decided(label, resp.OverallCode, shadowed)
+	}
+	return resp, nil
+}
+
+// failOpen is the answer to n descriptors when the store is unavailable
+// and FailOpen is set: OK, no limit.
+func failOpen(n int) *pb.RateLimitResponse {
+	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, n)}
+	for i := range resp.Statuses {
+		resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+	}
+	return resp
+}
+
+// closest returns the status the headers describe: the first over its
+// limit, else the limited one with the fewest remaining; -1 if none is
+// limited.
+func closest(sts []*pb.RateLimitResponse_DescriptorStatus) int {
+	c := -1
+	for i, st := range sts {
+		if st.CurrentLimit == nil {
+			continue
+		}
+		if st.Code == pb.RateLimitResponse_OVER_LIMIT {
+			return i
+		}
+		if c < 0 || st.LimitRemaining < sts[c].LimitRemaining {
+			c = i
+		}
+	}
+	return c
+}
+
+func ceilSeconds(d time.Duration) int64 {
+	if d == Never {
+		return math.MaxInt64 / int64(time.Second)
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// Key returns the bucket key of a descriptor in a domain: every part
+// length-prefixed, so no two descriptors share a key, except that a
+// non-empty shared[i] replaces entry i's value (share_threshold).
+func Key(domain string, entries []*common.RateLimitDescriptor_Entry, shared []string) string {
+	n := len(domain) + 4
+	for _, e := range entries {
+		n += len(e.GetKey()) + len(e.GetValue()) + 8
+	}
+	b := make([]byte, 0, n)
+	b = appendPart(b, domain)
+	for i, e := range entries {
+		b = appendPart(b, e.GetKey())
+		if i < len(shared) && shared[i] != "" {
+			b = append(b, '*') // a shared wildcard, never equal to a value's part
+			b = appendPart(b, shared[i])
+			continue
+		}
+		b = appendPart(b, e.GetValue())
+	}
+	return string(b)
+}
+
+func appendPart(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
+}

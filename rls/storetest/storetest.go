@@ -1,0 +1,181 @@
+// Package storetest implements the conformance suite every rls.Store
+// passes (the memory store and the Redis store, single and Cluster). Its
+// buckets refill at most one token an hour, so the cases hold on any clock,
+// a server's included, however slow the machine.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/admit-go/admit/rls"
+)
+
+// hit is a bucket of capacity tokens refilled once an hour (count 0: never).
+func hit(key string, capacity, count, n int64) rls.Hit {
+	return rls.Hit{Key: key, Capacity: capacity, Count: count, Period: time.Hour, N: n}
+}
+
+// Run runs the suite; newStore returns an empty store (keys unique to the
+// call, if the backend is shared).
+func Run(t *testing.T, newStore func(t *testing.T) rls.Store) {
+	t.Run("AllOrNothing", func(t *testing.T) { allOrNothing(t, newStore(t)) })
+	t.Run("SameKeyTwice", func(t *testing.T) { sameKeyTwice(t, newStore(t)) })
+	t.Run("Shadow", func(t *testing.T) { shadow(t, newStore(t)) })
+	t.Run("Costs", func(t *testing.T) { costs(t, newStore(t)) })
+	t.Run("ChangedLimit", func(t *testing.T) { changedLimit(t, newStore(t)) })
+	t.Run("Concurrent", func(t *testing.T) { concurrent(t, newStore(t)) })
+}
+
+func decide(t *testing.T, s rls.Store, hits ...rls.Hit) (bool, []rls.Result) {
+	t.Helper()
+	res := make([]rls.Result, len(hits))
+	ok, err := s.Decide(context.Background(), hits, res)
+	if err != nil {
+		t.Fatalf("Decide(%+v): %v", hits, err)
+	}
+	return ok, res
+}
+
+// remaining peeks at a bucket.
+func remaining(t *testing.T, s rls.Store, h rls.Hit) int64 {
+	t.Helper()
+	h.N = 0
+	ok, res := decide(t, s, h)
+	if !ok || !res[0].OK {
+		t.Fatalf("a peek at %q was refused", h.Key)
+	}
+	return res[0].Remaining
+}
+
+func expect(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s: got %v, want %v", what, got, want)
+	}
+}
+
+func allOrNothing(t *testing.T, s rls.Store) {
+	a, b := hit("a", 10, 1, 1), hit("b", 2, 1, 1)
+	for range 2 {
+		ok, _ := decide(t, s, a, b)
+		expect(t, "admitted", ok, true)
+	}
+	ok, res := decide(t, s, a, b)
+	expect(t, "admitted with b empty", ok, false)
+	expect(t, "a held its cost", res[0].OK, true)
+	expect(t, "b held its cost", res[1].OK, false)
+	expect(t, "a's reported remaining", res[0].Remaining, int64(8))
+	expect(t, "a's remaining after the refusal", remaining(t, s, a), int64(8))
+	if res[0].ResetAfter <= 0 || res[0].ResetAfter > 2*time.Hour {
+		t.Fatalf("a's reset %v is not within (0, 2h]", res[0].ResetAfter)
+	}
+}
+
+func sameKeyTwice(t *testing.T, s rls.Store) {
+	c := hit("c", 3, 1, 2)
+	ok, _ := decide(t, s, c, c)
+	expect(t, "two hits of 2 on a bucket of 3", ok, false)
+	expect(t, "remaining", remaining(t, s, c), int64(3))
+	c.N = 1
+	ok, _ = decide(t, s, c, c)
+	expect(t, "two hits of 1 on a bucket of 3", ok, true)
+	expect(t, "remaining", remaining(t, s, c), int64(1))
+}
+
+func shadow(t *testing.T, s rls.Store) {
+	sh, en := hit("sh", 1, 1, 1), hit("en", 5, 1, 1)
+	sh.Shadow = true
+	ok, _ := decide(t, s, sh, en)
+	expect(t, "first", ok, true)
+	ok, res := decide(t, s, sh, en)
+	expect(t, "a shadow bucket lacking its cost", ok, true)
+	expect(t, "shadow's ok", res[0].OK, false)
+	expect(t, "enforced bucket took", remaining(t, s, en), int64(3))
+	expect(t, "shadow took nothing more", remaining(t, s, sh), int64(0))
+}
+
+func costs(t *testing.T, s rls.Store) {
+	h := hit("n", 4, 1, 5)
+	ok, res := decide(t, s, h)
+	expect(t, "a cost above the capacity", ok, false)
+	expect(t, "its ok", res[0].OK, false)
+	expect(t, "remaining", res[0].Remaining, int64(4))
+	h.N = 4
+	ok, _ = decide(t, s, h)
+	expect(t, "the whole capacity", ok, true)
+	h.N = 0
+	ok, res = decide(t, s, h)
+	expect(t, "a check on an empty bucket", ok, true)
+	expect(t, "its remaining", res[0].Remaining, int64(0))
+	z := hit("zero", 3, 0, 3)
+	ok, res = decide(t, s, z)
+	expect(t, "a bucket that never refills", ok, true)
+	expect(t, "its reset", res[0].ResetAfter, rls.Never)
+}
+
+func changedLimit(t *testing.T, s rls.Store) {
+	ok, _ := decide(t, s, hit("k", 10, 1, 4))
+	expect(t, "take 4 of 10", ok, true)
+	ok, res := decide(t, s, hit("k", 5, 1, 1))
+	expect(t, "take 1 under capacity 5", ok, true)
+	expect(t, "6 clamped to 5, less 1", res[0].Remaining, int64(4))
+	expect(t, "a larger capacity adds nothing", remaining(t, s, hit("k", 100, 1, 0)), int64(4))
+}
+
+// concurrent runs overlapping requests of three buckets from many
+// goroutines on buckets that never refill, then checks that every bucket
+// lost exactly what the admitted requests cost: a partial take, or a
+// give-back lost in a race, would break the sum.
+func concurrent(t *testing.T, s rls.Store) {
+	const capacity = 300
+	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
+	var mu sync.Mutex
+	used := map[string]int64{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			res := make([]rls.Result, 3)
+			for i := range 150 {
+				hits := []rls.Hit{
+					hit(keys[(g+i)%len(keys)], capacity, 0, 1+int64(i%3)),
+					hit(keys[(g+2*i+1)%len(keys)], capacity, 0, 1),
+					hit(keys[(3*g+i+2)%len(keys)], capacity, 0, 2),
+				}
+				if hits[0].Key == hits[1].Key || hits[1].Key == hits[2].Key || hits[0].Key == hits[2].Key {
+					continue
+				}
+				ok, err := s.Decide(context.Background(), hits, res)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if ok {
+					mu.Lock()
+					for _, h := range hits {
+						used[h.Key] += h.N
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		left := remaining(t, s, hit(k, capacity, 0, 0))
+		if left != capacity-used[k] || left < 0 {
+			t.Errorf("%s: %d left, want %d - %d", k, left, capacity, used[k])
+		}
+	}
+	if t.Failed() {
+		t.Log(fmt.Sprint("used ", used))
+	}
+}
