@@ -1,6 +1,7 @@
 package admitgrpc
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -52,6 +53,21 @@ func quote(name string) string {
 	return b.String()
 }
 
+// unquote reverses quote.
+func unquote(q string) string {
+	if !strings.Contains(q, `\`) {
+		return q[1 : len(q)-1]
+	}
+	var b strings.Builder
+	for i := 1; i < len(q)-1; i++ {
+		if q[i] == '\\' {
+			i++
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}
+
 // appendPolicy appends one ratelimit-policy list member; w <= 0 leaves w
 // out.
 func appendPolicy(b []byte, quoted string, q, w int64) []byte {
@@ -76,20 +92,71 @@ func rateLimit(quoted string, d admit.Decision) string {
 	return string(b)
 }
 
-// fillSeconds is a limit's w: the seconds an empty bucket takes to refill,
-// rounded up, or 0 for a bucket that never refills. The quotient is taken
-// down by one part in 10^12 before rounding up, so that a limit built with
-// admit.Per(24*time.Hour, 1000), whose Rate is 1000/86400 rounded, says
-// 86400 and not 86401.
+// fillSeconds is a limit's w: Capacity ÷ Rate taken to the nearest
+// nanosecond (so that admit.Per(24*time.Hour, 1000), whose Rate is not exact
+// in binary, says 86400 and not 86401), then rounded up to whole seconds; 0
+// for a bucket that never refills. admithttp computes w the same way.
 func fillSeconds(l admit.Limit) int64 {
-	if l.Rate <= 0 {
+	if !(l.Rate > 0) {
 		return 0
 	}
-	s := float64(l.Capacity) / l.Rate
-	if s >= sfMax {
+	ns := math.Round(float64(l.Capacity) / l.Rate * 1e9)
+	if ns >= sfMax*1e9 {
 		return sfMax
 	}
-	return int64(math.Ceil(s * (1 - 1e-12)))
+	if ns < 1<<62 {
+		return (int64(ns) + 1e9 - 1) / 1e9
+	}
+	return int64(math.Ceil(ns / 1e9)) // above 2^62 ns an ulp is over a nanosecond anyway
+}
+
+// policySet is one list of limits rendered for the headers.
+type policySet struct {
+	limits []admit.Limit
+	names  []string // names[i] is limits[i]'s name, as an sf-string
+	policy string   // the ratelimit-policy value: every limit, in order
+}
+
+// newPolicySet renders limits; an unnamed limit is shown under unnamed (the
+// WithPolicyName name). It fails, wrapping admit.ErrInvalidConfig, on what
+// admit.ValidateLimits rejects and when the unnamed limit would be shown
+// under another limit's Name.
+func newPolicySet(limits []admit.Limit, unnamed string) (*policySet, error) {
+	if err := admit.ValidateLimits(limits); err != nil {
+		return nil, err
+	}
+	p := &policySet{limits: limits, names: make([]string, len(limits))}
+	var b []byte
+	for i, l := range limits {
+		name := l.Name
+		if name == "" {
+			name = unnamed
+			for j, o := range limits {
+				if j != i && o.Name == unnamed {
+					return nil, fmt.Errorf("%w: limit %d has no Name and would be shown as %q, the Name of limit %d",
+						admit.ErrInvalidConfig, i, unnamed, j)
+				}
+			}
+		}
+		p.names[i] = quote(name)
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = appendPolicy(b, p.names[i], l.Capacity, fillSeconds(l))
+	}
+	p.policy = string(b)
+	return p, nil
+}
+
+// name returns the sf-string of the limit named policy, and false if the
+// set has none (a Decision from a failure policy's fallback limiter).
+func (p *policySet) name(policy string) (string, bool) {
+	for i := range p.limits {
+		if p.limits[i].Name == policy {
+			return p.names[i], true
+		}
+	}
+	return "", false
 }
 
 // retryAfter is the retry-after value: the wait in whole seconds, rounded

@@ -94,8 +94,9 @@ type interceptor struct {
 	l  admit.KeyedLimiter
 	pl admit.PolicyLimiter // l, when WithLimits is given
 	config
-	quoted string // the policy name as an sf-string
-	w      int64  // the policy's w without WithLimits, or 0 to leave it out
+	quoted string     // the single limit's name as an sf-string
+	w      int64      // the single limit's w, or 0 to leave it out
+	static *policySet // the limits of a LimitLister of two or more, without WithLimits
 	// policy caches the ratelimit-policy value for the last capacity seen
 	// without WithLimits: one capacity for every key is the usual case.
 	policy atomic.Pointer[policyValue]
@@ -122,17 +123,39 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 			panic(c.err.Error())
 		}
 	}
-	in := &interceptor{l: l, config: c, quoted: quote(c.name)}
+	in := &interceptor{l: l, config: c}
+	name := c.name
+	f, refiller := l.(interface{ FillTime() time.Duration })
+	if refiller {
+		in.w = ceilSeconds(f.FillTime())
+	}
 	if c.limits != nil {
 		pl, ok := l.(admit.PolicyLimiter)
 		if !ok || !policyAllTheWay(l) {
 			panic(fmt.Sprintf("admitgrpc: WithLimits needs an admit.PolicyLimiter; %T is not one", l))
 		}
 		in.pl = pl
+	} else if ll, ok := l.(interface{ Limits() []admit.Limit }); ok {
+		switch listed := ll.Limits(); {
+		case len(listed) >= 2:
+			p, err := newPolicySet(listed, c.name)
+			if err != nil {
+				panic(fmt.Sprintf("admitgrpc: the limiter's Limits: %v", err))
+			}
+			in.static = p
+		case len(listed) == 1:
+			if err := listed[0].Validate(); err != nil {
+				panic(fmt.Sprintf("admitgrpc: the limiter's Limits: %v", err))
+			}
+			if listed[0].Name != "" {
+				name = listed[0].Name
+			}
+			if !refiller {
+				in.w = fillSeconds(listed[0])
+			}
+		}
 	}
-	if f, ok := l.(interface{ FillTime() time.Duration }); ok {
-		in.w = ceilSeconds(f.FillTime())
-	}
+	in.quoted = quote(name)
 	return in
 }
 
@@ -165,6 +188,7 @@ func (in *interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 		return nil, status.Error(codes.Internal, "admitgrpc: negative cost")
 	}
 	var limits []admit.Limit
+	ps := in.static
 	if in.limits != nil {
 		if limits, err = in.limits(ctx, method); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "admitgrpc: cannot choose the limits: %v", err)
@@ -172,19 +196,23 @@ func (in *interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 		if len(limits) == 0 {
 			return nil, nil // not limited
 		}
+		if ps, err = newPolicySet(limits, in.name); err != nil {
+			// Limits that cannot be enforced are a bug in the server.
+			return nil, status.Errorf(codes.Internal, "admitgrpc: the call's limits: %v", err)
+		}
 	}
 	d, err := in.allow(ctx, key, n, limits)
 	if err != nil && (!errors.Is(err, admit.ErrUnavailable) || !fromBucket(d)) {
-		return in.undecided(ctx, key, n, limits, d, err)
+		return in.undecided(ctx, key, n, limits, ps, d, err)
 	}
 	// No error, or the backend failed and its failure policy decided from
 	// a bucket (a fallback limiter's): that Decision is the answer.
-	md := in.headers(d, limits)
+	md, name := in.headers(ps, d)
 	if d.Allowed {
 		return md, nil
 	}
 	md["retry-after"] = []string{retryAfter(d.RetryAfter)}
-	return md, in.exhausted(d, limits, true)
+	return md, exhausted(name, d, true)
 }
 
 func (in *interceptor) allow(ctx context.Context, key string, n int64, limits []admit.Limit) (admit.Decision, error) {
@@ -204,7 +232,7 @@ func fromBucket(d admit.Decision) bool {
 
 // undecided answers a limiter error that comes without a Decision from a
 // bucket, as UnaryServerInterceptor lists.
-func (in *interceptor) undecided(ctx context.Context, key string, n int64, limits []admit.Limit, d admit.Decision, err error) (metadata.MD, error) {
+func (in *interceptor) undecided(ctx context.Context, key string, n int64, limits []admit.Limit, ps *policySet, d admit.Decision, err error) (metadata.MD, error) {
 	unavailable := errors.Is(err, admit.ErrUnavailable)
 	switch {
 	case unavailable && d.Allowed && d.Limit >= 1:
@@ -214,17 +242,20 @@ func (in *interceptor) undecided(ctx context.Context, key string, n int64, limit
 		// key's state (keyed's does not): peek for it.
 		var md metadata.MD
 		p, perr := in.allow(ctx, key, 0, limits)
+		name := in.name
 		if perr == nil && p.Limit >= 1 {
-			md = in.headers(p, limits)
+			md, name = in.headers(ps, p)
 		}
-		d = admit.Decision{Limit: p.Limit, Policy: p.Policy}
-		for _, l := range limits {
-			if n > l.Capacity { // the first limit n can never fit
-				d = admit.Decision{Limit: l.Capacity, Policy: l.Name}
-				break
+		q := p.Limit
+		if ps != nil {
+			for i, l := range ps.limits {
+				if n > l.Capacity { // the first limit n can never fit
+					name, q = unquote(ps.names[i]), l.Capacity
+					break
+				}
 			}
 		}
-		return md, in.exhausted(d, limits, false)
+		return md, exhausted(name, admit.Decision{Limit: q}, false)
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return nil, status.FromContextError(ctx.Err()).Err()
 	case in.failOpen:
@@ -234,34 +265,33 @@ func (in *interceptor) undecided(ctx context.Context, key string, n int64, limit
 	}
 }
 
-// policyName is the name the headers and QuotaFailure give the limit a
-// Decision names.
-func (in *interceptor) policyName(policy string, limits []admit.Limit) string {
-	if limits == nil || policy == "" {
-		return in.name
-	}
-	return policy
-}
-
-// headers returns ratelimit-policy and ratelimit for d.
-func (in *interceptor) headers(d admit.Decision, limits []admit.Limit) metadata.MD {
-	if limits == nil {
+// headers returns ratelimit-policy and ratelimit for d, and the name of
+// the limit that decided, as admithttp shows them: one limit under the
+// interceptor's name (or the one limit a LimitLister names), or the whole
+// set with ratelimit naming the deciding limit; a limit outside the set (a
+// failure policy's fallback limiter) is shown alone, its name and q.
+func (in *interceptor) headers(ps *policySet, d admit.Decision) (metadata.MD, string) {
+	if ps == nil {
 		return metadata.MD{
 			"ratelimit-policy": {in.policyFor(d.Limit)},
 			"ratelimit":        {rateLimit(in.quoted, d)},
-		}
+		}, unquote(in.quoted)
 	}
-	var b []byte
-	for i, l := range limits {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = appendPolicy(b, quote(in.policyName(l.Name, limits)), l.Capacity, fillSeconds(l))
+	if q, ok := ps.name(d.Policy); ok {
+		return metadata.MD{
+			"ratelimit-policy": {ps.policy},
+			"ratelimit":        {rateLimit(q, d)},
+		}, unquote(q)
 	}
+	name := in.name
+	if d.Policy != "" && (admit.Limit{Name: d.Policy, Capacity: 1}).Validate() == nil {
+		name = d.Policy
+	}
+	q := quote(name)
 	return metadata.MD{
-		"ratelimit-policy": {string(b)},
-		"ratelimit":        {rateLimit(quote(in.policyName(d.Policy, limits)), d)},
-	}
+		"ratelimit-policy": {string(appendPolicy(nil, q, d.Limit, 0))},
+		"ratelimit":        {rateLimit(q, d)},
+	}, name
 }
 
 func (in *interceptor) policyFor(q int64) string {
@@ -273,10 +303,10 @@ func (in *interceptor) policyFor(q int64) string {
 	return p.s
 }
 
-// exhausted is the codes.ResourceExhausted status for d: with RetryInfo
-// when waiting helps (retry), and a QuotaFailure naming the policy.
-func (in *interceptor) exhausted(d admit.Decision, limits []admit.Limit, retry bool) error {
-	name := in.policyName(d.Policy, limits)
+// exhausted is the codes.ResourceExhausted status for a call that the
+// limit name refused: with RetryInfo when waiting helps (retry), and a
+// QuotaFailure naming the limit.
+func exhausted(name string, d admit.Decision, retry bool) error {
 	var msg string
 	if retry {
 		msg = fmt.Sprintf("admitgrpc: rate limit %q exceeded; retry after %v", name, d.RetryAfter)
