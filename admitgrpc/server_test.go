@@ -3,6 +3,7 @@ package admitgrpc_test
 import (
 	"context"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -364,11 +365,17 @@ func (p policyWrapper) Unwrap() admit.KeyedLimiter { return p.l }
 
 // TestWithLimitsThroughWrapper: a wrapper of a PolicyLimiter is accepted.
 func TestWithLimitsThroughWrapper(t *testing.T) {
-	l := policyWrapper{&perLimit{clk: buckettest.NewFakeClock(0)}}
+	k, err := keyed.New(1, 1, admit.WithClock(buckettest.NewFakeClock(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := policyWrapper{k}
 	s := startServer(t, "tcp", admitgrpc.UnaryServerInterceptor(l, admitgrpc.WithLimits(tiers)), nil)
 	hd, err := check(t, dial(t, s.addr), context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantHeader(t, hd, "ratelimit", `"burst";r=1;t=1`)
+	if got := hd.Get("ratelimit"); len(got) != 1 || !strings.HasPrefix(got[0], `"burst";r=1;t=1728`) {
+		t.Fatalf("ratelimit %q; want burst, 1 left, t=17280 or 17281", got)
+	}
 }
