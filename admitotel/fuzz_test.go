@@ -10,6 +10,7 @@ import (
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/admitotel"
 	"github.com/admit-go/admit/buckettest"
+	"github.com/admit-go/admit/keyed"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
@@ -17,7 +18,7 @@ import (
 // from the input (key, cost from -1 to 6, one of four limit sets, clock
 // steps, collections in between) and checks every collection against a
 // model: the tally of what the wrapper returned, by result, tokens and
-// deciding policy.
+// deciding policy, and the keys keyed says it holds.
 func FuzzCounts(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add([]byte{0x13, 0x27, 0x31, 0x4f, 0x50, 0x66, 0x7a, 0x81, 0x9c, 0xa5, 0xbb, 0xc0, 0xd7, 0xee, 0xff})
@@ -25,7 +26,11 @@ func FuzzCounts(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		clk := buckettest.NewFakeClock(0)
 		reader := sdkmetric.NewManualReader()
-		w, err := admitotel.Wrap(&perLimit{clk: clk}, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+		l, err := keyed.New(1, 1, admit.WithClock(clk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,9 +68,11 @@ func FuzzCounts(f *testing.F) {
 			}
 			want["admit.tokens{"+lim+",admit.result="+result+"}"] += max(n, 0)
 			if op>>6 == 3 {
+				want["admit.keys{"+lim+"}"] = int64(l.Len())
 				expect(t, collect(t, reader), want)
 			}
 		}
+		want["admit.keys{"+lim+"}"] = int64(l.Len())
 		expect(t, collect(t, reader), want)
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/admit-go/admit"
@@ -14,59 +13,19 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
-// perLimit is a test helper, not a policy limiter to copy: an
-// admit.PolicyLimiter made of one keyed.Limiter per limit Name, asked in
-// order, so it is NOT all or nothing (a limit that admits before a later one
-// denies keeps the tokens it gave). It reports the deciding limit as
-// admit.PolicyLimiter's rule 4 says for the cases these tests build, which
-// is all the wrapper reads. keyed's own AllowLimits replaces it once it is
-// on main.
-type perLimit struct {
-	clk admit.Clock
-	mu  sync.Mutex
-	m   map[string]*keyed.Limiter
-}
-
-func (p *perLimit) AllowN(ctx context.Context, key string, n int64) (admit.Decision, error) {
-	return p.AllowLimits(ctx, key, n, admit.Limit{Capacity: 1, Rate: 1})
-}
-
-func (p *perLimit) AllowLimits(ctx context.Context, key string, n int64, limits ...admit.Limit) (admit.Decision, error) {
-	if err := admit.ValidateLimits(limits); err != nil {
-		return admit.Decision{}, err
+// newPolicyLimiter is keyed's PolicyLimiter on a stopped fake clock.
+func newPolicyLimiter(t testing.TB) *keyed.Limiter {
+	l, err := keyed.New(1, 1, admit.WithClock(buckettest.NewFakeClock(0)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	var out admit.Decision
-	for i, lim := range limits {
-		p.mu.Lock()
-		if p.m == nil {
-			p.m = map[string]*keyed.Limiter{}
-		}
-		l := p.m[lim.Name]
-		if l == nil {
-			var err error
-			if l, err = keyed.New(lim.Capacity, lim.Rate, admit.WithClock(p.clk)); err != nil {
-				p.mu.Unlock()
-				return admit.Decision{}, err
-			}
-			p.m[lim.Name] = l
-		}
-		p.mu.Unlock()
-		d, err := l.AllowN(ctx, key, n)
-		d.Policy = lim.Name
-		if err != nil || !d.Allowed {
-			return d, err
-		}
-		if i == 0 || d.Remaining < out.Remaining {
-			out = d
-		}
-	}
-	return out, nil
+	return l
 }
 
 func TestWrapPolicyCounts(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
-	w, err := admitotel.Wrap(&perLimit{clk: buckettest.NewFakeClock(0)},
+	w, err := admitotel.Wrap(newPolicyLimiter(t),
 		admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))), admitotel.WithName("api"))
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +67,7 @@ func TestWrapPolicyCounts(t *testing.T) {
 		"admit.tokens{" + lim + ",admit.result=allowed}":                       2 + 3,
 		"admit.tokens{" + lim + ",admit.result=denied}":                        2 + 3,
 		"admit.tokens{" + lim + ",admit.result=error}":                         1,
+		"admit.keys{" + lim + "}":                                              2, // a and b
 	})
 }
 
@@ -116,7 +76,7 @@ func TestWrapPolicyCounts(t *testing.T) {
 func TestWrapPolicyNamesBounded(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
-	w, err := admitotel.Wrap(&perLimit{clk: buckettest.NewFakeClock(0)},
+	w, err := admitotel.Wrap(newPolicyLimiter(t),
 		admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 	if err != nil {
 		t.Fatal(err)
