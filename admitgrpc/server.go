@@ -31,7 +31,8 @@ import (
 //     rounded up, at least 1);
 //   - the key function (or WithLimits' function) fails:
 //     codes.InvalidArgument, no limiter call, handler not called;
-//   - a negative cost: codes.Internal, no limiter call;
+//   - a negative cost, or WithLimits' limits fail admit.ValidateLimits:
+//     codes.Internal (a bug in the server), no limiter call;
 //   - the cost is above the capacity (the limiter's error wraps
 //     admit.ErrUnsatisfiable): codes.ResourceExhausted with a QuotaFailure
 //     and without RetryInfo, since waiting can never help; the headers
@@ -48,15 +49,24 @@ import (
 //     unlimited. No ratelimit headers either way: no trustworthy state
 //     exists.
 //
-// The ratelimit-policy's w (seconds to refill from empty) comes from the
-// limits under WithLimits, else from l's FillTime method if it has one
-// (keyed.Limiter, admitotel.Limiter), and is left out otherwise.
+// The header values are admithttp's RateLimit and RateLimit-Policy fields.
+// Under one limit, ratelimit-policy is "<name>";q=<capacity>;w=<seconds to
+// refill from empty>, w taken from l's FillTime method if it has one
+// (keyed.Limiter, admitotel.Limiter), else from the one limit l lists
+// through a Limits method, else left out. Under several limits (WithLimits,
+// or a Limits method listing two or more, as a keyed.Limiter from
+// keyed.NewLimits has), ratelimit-policy lists every limit, each w its
+// Capacity ÷ Rate, and ratelimit names the one that decided
+// (Decision.Policy); an unnamed limit is shown under WithPolicyName's name,
+// and a Decision naming a limit outside the list (a failure policy's
+// fallback limiter) is shown alone, its name and q.
 //
 // It panics if l is nil, an option is invalid (a nil function, a policy name
-// that is not printable ASCII), or WithLimits is given and l is not an
+// that is not printable ASCII), WithLimits is given and l is not an
 // admit.PolicyLimiter (nor is what it wraps, if it has an Unwrap method
-// returning an admit.KeyedLimiter, as admitotel.Limiter does): those are programming errors found at start-up, not
-// call data. The interceptor is safe for concurrent use.
+// returning an admit.KeyedLimiter, as admitotel.Limiter does), or the limits
+// l lists fail admit.ValidateLimits: those are programming errors found at
+// start-up, not call data. The interceptor is safe for concurrent use.
 func UnaryServerInterceptor(l admit.KeyedLimiter, opts ...Option) grpc.UnaryServerInterceptor {
 	in := newInterceptor(l, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
