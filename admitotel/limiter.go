@@ -84,6 +84,16 @@ func (w *Limiter) FillTime() time.Duration {
 	return 0
 }
 
+// Limits reports the wrapped limiter's Limits if it has them (a
+// keyed.Limiter from keyed.NewLimits, for admithttp's and admitgrpc's
+// headers), else nil.
+func (w *Limiter) Limits() []admit.Limit {
+	if ll, ok := w.l.(interface{ Limits() []admit.Limit }); ok {
+		return ll.Limits()
+	}
+	return nil
+}
+
 // Unwrap returns the wrapped limiter. admitgrpc reads it to tell whether
 // what the wrapper wraps is an admit.PolicyLimiter.
 func (w *Limiter) Unwrap() admit.KeyedLimiter { return w.l }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/admithttp"
@@ -53,5 +54,40 @@ func TestThroughMiddleware(t *testing.T) {
 		"admit.tokens{" + lim + ",admit.result=allowed}":    2,
 		"admit.tokens{" + lim + ",admit.result=denied}":     1,
 		"admit.keys{" + lim + "}":                           1,
+	})
+}
+
+// TestThroughMiddlewareLimits: a NewLimits limiter's limits still reach the
+// middleware through the wrapper, and the deciding policy is counted.
+func TestThroughMiddlewareLimits(t *testing.T) {
+	l, err := keyed.NewLimits([]admit.Limit{admit.Per(time.Second, 1).Named("burst"), admit.Per(time.Hour, 10).Named("hourly")},
+		admit.WithClock(buckettest.NewFakeClock(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admithttp.Middleware(w)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	defer srv.Close()
+	for range 2 {
+		resp, err := srv.Client().Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got, want := resp.Header.Get("RateLimit-Policy"), `"burst";q=1;w=1, "hourly";q=10;w=3600`; got != want {
+			t.Errorf("RateLimit-Policy %q; want %q", got, want)
+		}
+	}
+	const lim = "admit.limiter=default"
+	expect(t, collect(t, reader), map[string]int64{
+		"admit.decisions{" + lim + ",admit.policy=burst,admit.result=allowed}": 1,
+		"admit.decisions{" + lim + ",admit.policy=burst,admit.result=denied}":  1,
+		"admit.tokens{" + lim + ",admit.result=allowed}":                       1,
+		"admit.tokens{" + lim + ",admit.result=denied}":                        1,
+		"admit.keys{" + lim + "}":                                              1,
 	})
 }
