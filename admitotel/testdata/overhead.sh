@@ -16,6 +16,7 @@ cmd='cd admitotel && go test -run ^$ -bench Overhead -cpu 1,2 -count 10 .'
 	echo "machine: $(hostname)"
 	echo "cpu-model: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 	echo "cores: $(nproc)"
+	echo "virtualization: $( (dmesg 2>/dev/null | grep -o -m1 'Hypervisor detected: [A-Za-z]*' | sed 's/.*: //;s/$/ guest/') || true)"
 	echo "go: $($GO env GOVERSION)"
 	echo "commit: $commit"
 	echo "date: $(date -u +%FT%TZ)"
