@@ -7,7 +7,7 @@ STATICCHECK_VERSION := v0.8.2
 help: ## this list
 	@awk -F':.*## ' '/^[a-z][a-z-]*:.*## / { printf "  make %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-.PHONY: help test xtime lint fuzz bench bench-full bench-keyed bench-redis plots storm algorithms loadrun rls
+.PHONY: help test xtime lint fuzz bench bench-full bench-keyed bench-redis bench-otel plots storm algorithms loadrun rls
 
 # go vet and the race-enabled tests, over the core module, bench/ and
 # redisbucket/ (whose tests start their own redis-server: .ci/redis-server
@@ -22,6 +22,8 @@ test: ## go vet + race tests over every module (starts redis-server itself)
 	.ci/redis-server
 	cd redisbucket && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	cd rls && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd admitgrpc && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd admitotel && $(GO) vet ./... && $(GO) test -race -count=1 ./... && $(GO) test -count=1 ./...
 
 # Only x/time/rate's tests against ./rate, verbose.
 xtime: ## only x/time/rate's own tests against ./rate, verbose
@@ -34,10 +36,14 @@ lint: ## gofmt, go vet and staticcheck over every module
 	cd bench && $(GO) vet ./...
 	cd redisbucket && $(GO) vet ./...
 	cd rls && $(GO) vet ./...
+	cd admitgrpc && $(GO) vet ./...
+	cd admitotel && $(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd bench && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd redisbucket && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd rls && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd admitgrpc && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd admitotel && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 # Longer runs of the fuzz tests (their seed corpora run in `make test`).
 fuzz: ## longer runs of the fuzz tests (their seeds run in make test)
@@ -53,6 +59,8 @@ fuzz: ## longer runs of the fuzz tests (their seeds run in make test)
 	$(GO) test -run '^$$' -fuzz FuzzKeyByIP -fuzztime 15s ./admithttp/
 	cd rls && $(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 30s ./memstore/
 	cd redisbucket && $(GO) test -run '^$$' -fuzz FuzzPolicyModel -fuzztime 30s .
+	cd admitgrpc && $(GO) test -run '^$$' -fuzz FuzzKeyByPeer -fuzztime 15s .
+	cd admitotel && $(GO) test -run '^$$' -fuzz FuzzCounts -fuzztime 30s .
 
 # The quick comparison, about a minute: cases admit and reject, serial and
 # parallel, every implementation and floor, -cpu 1,2, six samples each. Prints
@@ -114,3 +122,9 @@ loadrun: ## the middleware's loopback load run with vegeta
 rls: ## admit-rls on the memory backend with rls/examples/config
 	cd rls && HOST=127.0.0.1 GRPC_HOST=127.0.0.1 RUNTIME_ROOT=examples RUNTIME_APPDIRECTORY=config \
 		BACKEND_TYPE=memory LOG_LEVEL=INFO $(GO) run ./cmd/admit-rls
+
+# admitotel's BenchmarkOverhead: bare and wrapped calls alternating in one
+# run, -cpu 1,2, -count 10, a few minutes; saves results/otel-<date>-<host>-<commit>.txt
+# and its benchstat table.
+bench-otel: ## admitotel's cost over the bare call (a few minutes); saves results/otel-*.txt
+	GO=$(GO) bash admitotel/testdata/overhead.sh

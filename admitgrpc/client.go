@@ -1,0 +1,69 @@
+package admitgrpc
+
+import (
+	"context"
+	"errors"
+
+	"github.com/admit-go/admit"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// UnaryClientInterceptor returns a client interceptor that waits its turn
+// on l (AcquireN(ctx, 1)) before each call, so a client keeps to a server's
+// published rate instead of learning it from denials. When the wait fails,
+// the call is not sent and the error is a gRPC status:
+//
+//   - the call's context ended while it waited: the context's status
+//     (status.FromContextError: codes.Canceled or codes.DeadlineExceeded);
+//   - the limiter can never admit the call in time (its error wraps
+//     admit.ErrUnsatisfiable, or admit.ErrDeadline: the deadline comes
+//     before the earliest admission), or refuses to queue it
+//     (admit.ErrQueueFull): codes.ResourceExhausted, at once;
+//   - any other error (admit.ErrUnavailable from a shared backend):
+//     codes.Unavailable.
+//
+// It panics if l is nil. The interceptor is safe for concurrent use.
+func UnaryClientInterceptor(l admit.Limiter) grpc.UnaryClientInterceptor {
+	if l == nil {
+		panic("admitgrpc: UnaryClientInterceptor with a nil limiter")
+	}
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if err := l.AcquireN(ctx, 1); err != nil {
+			return waitStatus(ctx, err)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+// StreamClientInterceptor returns a client interceptor that waits its turn
+// on l before opening each stream, as UnaryClientInterceptor does before
+// each call; the stream's messages are not counted. It panics if l is nil.
+func StreamClientInterceptor(l admit.Limiter) grpc.StreamClientInterceptor {
+	if l == nil {
+		panic("admitgrpc: StreamClientInterceptor with a nil limiter")
+	}
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if err := l.AcquireN(ctx, 1); err != nil {
+			return nil, waitStatus(ctx, err)
+		}
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+}
+
+// waitStatus maps a failed wait to the status the client interceptors
+// return. admit.ErrDeadline also matches context.DeadlineExceeded, so it is
+// tested first: the deadline has not passed, it only comes too soon. A
+// context error counts as the call's only if the call's context ended: a
+// backend's own timeout (redisbucket's WithTimeout) is an outage.
+func waitStatus(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, admit.ErrUnsatisfiable), errors.Is(err, admit.ErrDeadline), errors.Is(err, admit.ErrQueueFull):
+		return status.Errorf(codes.ResourceExhausted, "admitgrpc: the client's rate limit cannot admit the call: %v", err)
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return status.FromContextError(ctx.Err()).Err()
+	default:
+		return status.Errorf(codes.Unavailable, "admitgrpc: the client's rate limiter failed: %v", err)
+	}
+}

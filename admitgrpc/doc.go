@@ -1,0 +1,21 @@
+// Package admitgrpc implements gRPC interceptors that admit calls against
+// the limiters of github.com/admit-go/admit: server interceptors that
+// decide each call (each stream, once, when it opens) against a per-client
+// token bucket held by any admit.KeyedLimiter (the in-process keyed.Limiter,
+// or the Redis-backed limiter shared by many servers, a one-line change),
+// and client interceptors that make each outgoing call wait its turn on an
+// admit.Limiter.
+//
+// A server answers a denial with codes.ResourceExhausted and the details a
+// gRPC client can act on: an errdetails.RetryInfo whose RetryDelay is the
+// exact wait until the call would be admitted (never early), and an
+// errdetails.QuotaFailure naming the policy. Every decided call carries the
+// IETF RateLimit and RateLimit-Policy fields in its response header metadata
+// (ratelimit, ratelimit-policy, with the values admithttp writes), and a
+// denial also retry-after in whole seconds, rounded up.
+//
+// Compared with go-grpc-middleware's ratelimit interceptor (one Limit(ctx)
+// error for every caller, no key, no retry hint), it limits each client
+// separately, says exactly when to come back, and moves from one process to
+// many by changing the limiter.
+package admitgrpc

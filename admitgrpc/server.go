@@ -1,0 +1,342 @@
+package admitgrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/admit-go/admit"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// UnaryServerInterceptor returns a server interceptor that admits each
+// unary call against l, under the key and at the cost the options choose
+// (by default KeyByPeer and cost 1), and answers as follows:
+//
+//   - admitted: the handler runs; the response header metadata carries
+//     ratelimit and ratelimit-policy;
+//   - denied: codes.ResourceExhausted, handler not called, with an
+//     errdetails.RetryInfo whose RetryDelay is the Decision's RetryAfter
+//     (exact: a client that waits that long is not early) and an
+//     errdetails.QuotaFailure naming the policy; the header metadata
+//     carries ratelimit, ratelimit-policy and retry-after (whole seconds,
+//     rounded up, at least 1);
+//   - the key function (or WithLimits' function) fails:
+//     codes.InvalidArgument, no limiter call, handler not called;
+//   - a negative cost, or WithLimits' limits fail admit.ValidateLimits:
+//     codes.Internal (a bug in the server), no limiter call;
+//   - the cost is above the capacity (the limiter's error wraps
+//     admit.ErrUnsatisfiable): codes.ResourceExhausted with a QuotaFailure
+//     and without RetryInfo, since waiting can never help; the headers
+//     carry the key's current state;
+//   - the limiter's backend failed (its error wraps admit.ErrUnavailable)
+//     and its failure policy decided from a bucket (a fallback limiter, or
+//     keyed's RefuseNew): that Decision is followed as above;
+//   - the backend failed and its policy admitted blind (redisbucket's
+//     WithFailOpen): the handler runs, with no ratelimit headers;
+//   - the call's context ended while the limiter decided: its status
+//     (status.FromContextError);
+//   - any other limiter error, or a blind refusal (redisbucket's default,
+//     fail closed): codes.Unavailable, or with WithFailOpen the handler runs
+//     unlimited. No ratelimit headers either way: no trustworthy state
+//     exists.
+//
+// The header values are admithttp's RateLimit and RateLimit-Policy fields.
+// Under one limit, ratelimit-policy is "<name>";q=<capacity>;w=<seconds to
+// refill from empty>, w taken from l's FillTime method if it has one
+// (keyed.Limiter, admitotel.Limiter), else from the one limit l lists
+// through a Limits method, else left out. Under several limits (WithLimits,
+// or a Limits method listing two or more, as a keyed.Limiter from
+// keyed.NewLimits has), ratelimit-policy lists every limit, each w its
+// Capacity ÷ Rate, and ratelimit names the one that decided
+// (Decision.Policy); an unnamed limit is shown under WithPolicyName's name,
+// and a Decision naming a limit outside the list (a failure policy's
+// fallback limiter) is shown alone, its name and q.
+//
+// It panics if l is nil, an option is invalid (a nil function, a policy name
+// that is not printable ASCII), WithLimits is given and l is not an
+// admit.PolicyLimiter (nor is what it wraps, if it has an Unwrap method
+// returning an admit.KeyedLimiter, as admitotel.Limiter does), or the limits
+// l lists fail admit.ValidateLimits: those are programming errors found at
+// start-up, not call data. The interceptor is safe for concurrent use.
+func UnaryServerInterceptor(l admit.KeyedLimiter, opts ...Option) grpc.UnaryServerInterceptor {
+	in := newInterceptor(l, opts)
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		md, err := in.decide(ctx, info.FullMethod)
+		if md != nil {
+			_ = grpc.SetHeader(ctx, md) // fails only outside a server call, where there is nothing to send
+		}
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// StreamServerInterceptor returns a server interceptor that admits each
+// stream against l once, when it opens, as UnaryServerInterceptor admits a
+// unary call: a denied stream ends with the same status before the handler
+// runs, and the messages of an admitted stream are not counted. The headers
+// are set with the stream's SetHeader, so the handler may add its own.
+func StreamServerInterceptor(l admit.KeyedLimiter, opts ...Option) grpc.StreamServerInterceptor {
+	in := newInterceptor(l, opts)
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		md, err := in.decide(ss.Context(), info.FullMethod)
+		if md != nil {
+			_ = ss.SetHeader(md) // fails only once headers were sent, which nothing did yet
+		}
+		if err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+type interceptor struct {
+	l  admit.KeyedLimiter
+	pl admit.PolicyLimiter // l, when WithLimits is given
+	config
+	quoted string     // the single limit's name as an sf-string
+	w      int64      // the single limit's w, or 0 to leave it out
+	static *policySet // the limits of a LimitLister of two or more, without WithLimits
+	// policy caches the ratelimit-policy value for the last capacity seen
+	// without WithLimits: one capacity for every key is the usual case.
+	policy atomic.Pointer[policyValue]
+}
+
+type policyValue struct {
+	q int64
+	s string
+}
+
+func one(context.Context, string) int64 { return 1 }
+
+func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
+	if l == nil {
+		panic("admitgrpc: interceptor with a nil limiter")
+	}
+	c := config{key: keyByPeer, cost: one, name: "default"}
+	for i, o := range opts {
+		if o == nil {
+			panic(fmt.Sprintf("admitgrpc: option %d is nil", i))
+		}
+		o(&c)
+		if c.err != nil {
+			panic(c.err.Error())
+		}
+	}
+	in := &interceptor{l: l, config: c}
+	name := c.name
+	f, refiller := l.(interface{ FillTime() time.Duration })
+	if refiller {
+		in.w = ceilSeconds(f.FillTime())
+	}
+	if c.limits != nil {
+		pl, ok := l.(admit.PolicyLimiter)
+		if !ok || !policyAllTheWay(l) {
+			panic(fmt.Sprintf("admitgrpc: WithLimits needs an admit.PolicyLimiter; %T is not one", l))
+		}
+		in.pl = pl
+	} else if ll, ok := l.(interface{ Limits() []admit.Limit }); ok {
+		switch listed := ll.Limits(); {
+		case len(listed) >= 2:
+			p, err := newPolicySet(listed, c.name)
+			if err != nil {
+				panic(fmt.Sprintf("admitgrpc: the limiter's Limits: %v", err))
+			}
+			in.static = p
+		case len(listed) == 1:
+			if err := listed[0].Validate(); err != nil {
+				panic(fmt.Sprintf("admitgrpc: the limiter's Limits: %v", err))
+			}
+			if listed[0].Name != "" {
+				name = listed[0].Name
+			}
+			if !refiller {
+				in.w = fillSeconds(listed[0])
+			}
+		}
+	}
+	in.quoted = quote(name)
+	return in
+}
+
+// policyAllTheWay reports whether l and every limiter it wraps, as far as
+// Unwrap methods tell (admitotel.Limiter has one), are PolicyLimiters: a
+// wrapper has AllowLimits whatever it wraps, and would fail every call.
+func policyAllTheWay(l admit.KeyedLimiter) bool {
+	for {
+		if _, ok := l.(admit.PolicyLimiter); !ok {
+			return false
+		}
+		u, ok := l.(interface{ Unwrap() admit.KeyedLimiter })
+		if !ok {
+			return true
+		}
+		l = u.Unwrap()
+	}
+}
+
+// decide admits or refuses one call. It returns the header metadata to
+// send (nil for none) and, for a call that must not be served, its status
+// error.
+func (in *interceptor) decide(ctx context.Context, method string) (metadata.MD, error) {
+	key, err := in.key(ctx, method)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "admitgrpc: cannot identify the client: %v", err)
+	}
+	n := in.cost(ctx, method)
+	if n < 0 {
+		return nil, status.Error(codes.Internal, "admitgrpc: negative cost")
+	}
+	var limits []admit.Limit
+	ps := in.static
+	if in.limits != nil {
+		if limits, err = in.limits(ctx, method); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "admitgrpc: cannot choose the limits: %v", err)
+		}
+		if len(limits) == 0 {
+			return nil, nil // not limited
+		}
+		if ps, err = newPolicySet(limits, in.name); err != nil {
+			// Limits that cannot be enforced are a bug in the server.
+			return nil, status.Errorf(codes.Internal, "admitgrpc: the call's limits: %v", err)
+		}
+	}
+	d, err := in.allow(ctx, key, n, limits)
+	if err != nil && (!errors.Is(err, admit.ErrUnavailable) || !fromBucket(d)) {
+		return in.undecided(ctx, key, n, limits, ps, d, err)
+	}
+	// No error, or the backend failed and its failure policy decided from
+	// a bucket (a fallback limiter's): that Decision is the answer.
+	md, name := in.headers(ps, d)
+	if d.Allowed {
+		return md, nil
+	}
+	md["retry-after"] = []string{retryAfter(d.RetryAfter)}
+	return md, exhausted(name, d, true)
+}
+
+func (in *interceptor) allow(ctx context.Context, key string, n int64, limits []admit.Limit) (admit.Decision, error) {
+	if limits != nil {
+		return in.pl.AllowLimits(ctx, key, n, limits...)
+	}
+	return in.l.AllowN(ctx, key, n)
+}
+
+// fromBucket reports whether d, returned with an error wrapping
+// admit.ErrUnavailable, describes a bucket: one of capacity at least 1 is
+// never empty (Remaining 0) and full (ResetAfter 0) at once. admithttp
+// applies the same test.
+func fromBucket(d admit.Decision) bool {
+	return d.Limit >= 1 && (d.Remaining != 0 || d.ResetAfter != 0)
+}
+
+// undecided answers a limiter error that comes without a Decision from a
+// bucket, as UnaryServerInterceptor lists.
+func (in *interceptor) undecided(ctx context.Context, key string, n int64, limits []admit.Limit, ps *policySet, d admit.Decision, err error) (metadata.MD, error) {
+	unavailable := errors.Is(err, admit.ErrUnavailable)
+	switch {
+	case unavailable && d.Allowed && d.Limit >= 1:
+		return nil, nil // the backend's policy admitted blind (fail open)
+	case !unavailable && errors.Is(err, admit.ErrUnsatisfiable):
+		// The Decision that comes with this error need not hold the
+		// key's state (keyed's does not): peek for it.
+		var md metadata.MD
+		p, perr := in.allow(ctx, key, 0, limits)
+		name := in.name
+		if perr == nil && p.Limit >= 1 {
+			md, name = in.headers(ps, p)
+		}
+		q := p.Limit
+		if ps != nil {
+			for i, l := range ps.limits {
+				if n > l.Capacity { // the first limit n can never fit
+					name, q = unquote(ps.names[i]), l.Capacity
+					break
+				}
+			}
+		}
+		return md, exhausted(name, admit.Decision{Limit: q}, false)
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case in.failOpen:
+		return nil, nil
+	default:
+		return nil, status.Error(codes.Unavailable, "admitgrpc: rate limiter unavailable")
+	}
+}
+
+// headers returns ratelimit-policy and ratelimit for d, and the name of
+// the limit that decided, as admithttp shows them: one limit under the
+// interceptor's name (or the one limit a LimitLister names), or the whole
+// set with ratelimit naming the deciding limit; a limit outside the set (a
+// failure policy's fallback limiter) is shown alone, its name and q.
+func (in *interceptor) headers(ps *policySet, d admit.Decision) (metadata.MD, string) {
+	if ps == nil {
+		return metadata.MD{
+			"ratelimit-policy": {in.policyFor(d.Limit)},
+			"ratelimit":        {rateLimit(in.quoted, d)},
+		}, unquote(in.quoted)
+	}
+	if q, ok := ps.name(d.Policy); ok {
+		return metadata.MD{
+			"ratelimit-policy": {ps.policy},
+			"ratelimit":        {rateLimit(q, d)},
+		}, unquote(q)
+	}
+	name := in.name
+	if d.Policy != "" && (admit.Limit{Name: d.Policy, Capacity: 1}).Validate() == nil {
+		name = d.Policy
+	}
+	q := quote(name)
+	return metadata.MD{
+		"ratelimit-policy": {string(appendPolicy(nil, q, d.Limit, 0))},
+		"ratelimit":        {rateLimit(q, d)},
+	}, name
+}
+
+func (in *interceptor) policyFor(q int64) string {
+	if p := in.policy.Load(); p != nil && p.q == q {
+		return p.s
+	}
+	p := &policyValue{q: q, s: string(appendPolicy(nil, in.quoted, q, in.w))}
+	in.policy.Store(p)
+	return p.s
+}
+
+// exhausted is the codes.ResourceExhausted status for a call that the
+// limit name refused: with RetryInfo when waiting helps (retry), and a
+// QuotaFailure naming the limit.
+func exhausted(name string, d admit.Decision, retry bool) error {
+	var msg string
+	if retry {
+		msg = fmt.Sprintf("admitgrpc: rate limit %q exceeded; retry after %v", name, d.RetryAfter)
+	} else {
+		msg = fmt.Sprintf("admitgrpc: the call costs more than rate limit %q can ever admit", name)
+	}
+	st := status.New(codes.ResourceExhausted, msg)
+	v := &errdetails.QuotaFailure_Violation{
+		Subject:     "policy:" + name,
+		Description: msg,
+		QuotaId:     name,
+		QuotaValue:  d.Limit,
+	}
+	var details []protoadapt.MessageV1
+	if retry {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)})
+	}
+	details = append(details, &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{v}})
+	if withDetails, err := st.WithDetails(details...); err == nil {
+		st = withDetails
+	}
+	return st.Err()
+}

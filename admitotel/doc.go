@@ -1,0 +1,45 @@
+// Package admitotel implements OpenTelemetry metrics for the limiters of
+// github.com/admit-go/admit: Wrap puts a counting admit.KeyedLimiter (and
+// admit.PolicyLimiter) in front of keyed, redisbucket or any other keyed
+// limiter, and WrapLimiter a counting admit.Limiter in front of a bucket.
+//
+// The wrappers report these instruments, through the metric API of the
+// MeterProvider that WithMeterProvider names (otel.GetMeterProvider() by
+// default), every one with the attribute admit.limiter = WithName's name:
+//
+//	admit.decisions       counter {decision}  admit.result, admit.policy (when the deciding limit has a Name)
+//	admit.tokens          counter {token}     admit.result (the tokens the calls asked for)
+//	admit.keys            gauge   {key}       keys held (limiters with keyed's Stats method)
+//	admit.keys.evicted    counter {key}       live keys forgotten to make room (keyed's Stats)
+//	admit.keys.refused    counter {key}       new keys refused for want of room (keyed's Stats)
+//	admit.backend.errors  counter {error}     decisions that failed on the backend (errors wrapping admit.ErrUnavailable)
+//
+// A limiter with keyed's Stats has no backend: the admit.ErrUnavailable of
+// its RefuseNew policy counts in admit.keys.refused, not admit.backend.errors.
+//
+// admit.result is "allowed", "denied" or "error": "error" for every call
+// that returned an error (a backend outage, a cost above the capacity, a
+// cancelled wait), whatever Decision came with it; "allowed" and "denied"
+// follow Decision.Allowed, or for a bucket whether the call admitted. A
+// Prometheus exporter names them admit_decisions_total, admit_tokens_total
+// and so on.
+//
+// # No cost on the hot path
+//
+// A wrapped call records nothing through the metric API. It adds to counters
+// of its own, one cache-line-padded set per processor (P), chosen by the P the
+// caller runs on, so callers on different cores write different cache lines:
+// two uncontended atomic adds per call. The instruments are asynchronous: at
+// collection time (a Prometheus scrape, a periodic reader's tick) one callback
+// sums the per-processor counters and observes the totals, and reads keyed's
+// Stats. A wrapped decision allocates nothing. BenchmarkOverhead measures
+// what it costs over the bare call (docs/metrics.md has a run): about 2 ns
+// around a bucket's TryAcquire; about 11 ns around keyed's AllowN, of which
+// about 8 ns is what any wrapper costs there, passing the Decision through
+// one more call.
+//
+// Policy names (Decision.Policy) are labels: the first 64 distinct names a
+// wrapper sees get counters of their own, and later ones are counted without
+// the admit.policy attribute. Names come from the limits the server passes,
+// never from request data, so a service has a handful.
+package admitotel

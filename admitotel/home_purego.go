@@ -1,0 +1,12 @@
+//go:build admit_purego
+
+package admitotel
+
+import "math/rand/v2"
+
+// pin returns a random slot from the runtime's per-thread generator: no
+// linkname, but no exclusive writer either, so this build always adds
+// atomically (plainAdds is false). See home.go.
+func pin() uint { return uint(rand.Uint64()) }
+
+func unpin() {}

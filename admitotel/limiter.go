@@ -1,0 +1,111 @@
+package admitotel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/admit-go/admit"
+)
+
+var (
+	_ admit.KeyedLimiter  = (*Limiter)(nil)
+	_ admit.PolicyLimiter = (*Limiter)(nil)
+	_ admit.Limiter       = (*Bucket)(nil)
+)
+
+// Limiter is an admit.KeyedLimiter, and an admit.PolicyLimiter, that counts
+// the decisions of the limiter it wraps (see the package doc for the
+// instruments). It is safe for concurrent use; build one with Wrap (the
+// zero value is not usable).
+type Limiter struct {
+	l  admit.KeyedLimiter
+	pl admit.PolicyLimiter // l, if it is one
+	c  *counters
+	// remote is false for a limiter with keyed's Stats: it has no backend,
+	// and its admit.ErrUnavailable is a new key refused for want of room,
+	// which admit.keys.refused counts.
+	remote bool
+}
+
+// Wrap returns a Limiter that decides with l and counts each decision. If l
+// reports its key table with a Stats method returning keyed.Stats (as
+// *keyed.Limiter does), the key instruments report it too. The instruments
+// are created on the MeterProvider WithMeterProvider names, and their
+// callback stays registered for the provider's lifetime: wrap once, at
+// start-up. An error from creating them, or an invalid option, is returned
+// (options' errors wrap admit.ErrInvalidConfig). Wrap panics if l is nil.
+func Wrap(l admit.KeyedLimiter, opts ...Option) (*Limiter, error) {
+	if l == nil {
+		panic("admitotel: Wrap(nil)")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	w := &Limiter{l: l, c: newCounters()}
+	w.pl, _ = l.(admit.PolicyLimiter)
+	st, _ := l.(statser)
+	w.remote = st == nil
+	if _, err := newInstruments(cfg, w.c, st); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// AllowN decides with the wrapped limiter's AllowN and counts the result.
+func (w *Limiter) AllowN(ctx context.Context, key string, n int64) (d admit.Decision, err error) {
+	d, err = w.l.AllowN(ctx, key, n)
+	w.count(d.Allowed, d.Policy, n, err)
+	return
+}
+
+// AllowLimits decides with the wrapped limiter's AllowLimits and counts the
+// result under the deciding limit's Name. If the wrapped limiter is not an
+// admit.PolicyLimiter, it returns an error wrapping admit.ErrInvalidConfig
+// (counted as an error) and decides nothing.
+func (w *Limiter) AllowLimits(ctx context.Context, key string, n int64, limits ...admit.Limit) (admit.Decision, error) {
+	if w.pl == nil {
+		w.c.add(failed, n, false, "")
+		return admit.Decision{}, fmt.Errorf("%w: admitotel: the wrapped %T is not an admit.PolicyLimiter", admit.ErrInvalidConfig, w.l)
+	}
+	d, err := w.pl.AllowLimits(ctx, key, n, limits...)
+	w.count(d.Allowed, d.Policy, n, err)
+	return d, err
+}
+
+// FillTime reports the wrapped limiter's FillTime if it has one (as
+// *keyed.Limiter does, for admithttp's RateLimit-Policy), else 0.
+func (w *Limiter) FillTime() time.Duration {
+	if f, ok := w.l.(interface{ FillTime() time.Duration }); ok {
+		return f.FillTime()
+	}
+	return 0
+}
+
+// Limits reports the wrapped limiter's Limits if it has them (a
+// keyed.Limiter from keyed.NewLimits, for admithttp's and admitgrpc's
+// headers), else nil.
+func (w *Limiter) Limits() []admit.Limit {
+	if ll, ok := w.l.(interface{ Limits() []admit.Limit }); ok {
+		return ll.Limits()
+	}
+	return nil
+}
+
+// Unwrap returns the wrapped limiter. admitgrpc reads it to tell whether
+// what the wrapper wraps is an admit.PolicyLimiter.
+func (w *Limiter) Unwrap() admit.KeyedLimiter { return w.l }
+
+// count adds one decision to the counters.
+func (w *Limiter) count(allowedD bool, policy string, n int64, err error) {
+	switch {
+	case err != nil:
+		w.c.add(failed, n, w.remote && errors.Is(err, admit.ErrUnavailable), policy)
+	case allowedD:
+		w.c.add(allowed, n, false, policy)
+	default:
+		w.c.add(denied, n, false, policy)
+	}
+}

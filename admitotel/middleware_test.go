@@ -1,0 +1,93 @@
+package admitotel_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/admithttp"
+	"github.com/admit-go/admit/admitotel"
+	"github.com/admit-go/admit/buckettest"
+	"github.com/admit-go/admit/keyed"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// TestThroughMiddleware puts the wrapper where the limiter went, in
+// admithttp's middleware on a real loopback server: the middleware sees
+// the same limiter (the fill time included, for RateLimit-Policy's w), and
+// the counts are the responses it gave.
+func TestThroughMiddleware(t *testing.T) {
+	l, err := keyed.New(2, 0.5, admit.WithClock(buckettest.NewFakeClock(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))), admitotel.WithName("http"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	srv := httptest.NewServer(admithttp.Middleware(w, admithttp.WithPolicyName("api"))(ok))
+	defer srv.Close()
+	var codes []int
+	for range 3 {
+		resp, err := srv.Client().Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		codes = append(codes, resp.StatusCode)
+		if got, want := resp.Header.Get("RateLimit-Policy"), `"api";q=2;w=4`; got != want {
+			t.Errorf("RateLimit-Policy %q; want %q", got, want)
+		}
+	}
+	if codes[0] != 200 || codes[1] != 200 || codes[2] != 429 {
+		t.Fatalf("statuses %v; want 200, 200, 429", codes)
+	}
+	const lim = "admit.limiter=http"
+	expect(t, collect(t, reader), map[string]int64{
+		"admit.decisions{" + lim + ",admit.result=allowed}": 2,
+		"admit.decisions{" + lim + ",admit.result=denied}":  1,
+		"admit.tokens{" + lim + ",admit.result=allowed}":    2,
+		"admit.tokens{" + lim + ",admit.result=denied}":     1,
+		"admit.keys{" + lim + "}":                           1,
+	})
+}
+
+// TestThroughMiddlewareLimits: a NewLimits limiter's limits still reach the
+// middleware through the wrapper, and the deciding policy is counted.
+func TestThroughMiddlewareLimits(t *testing.T) {
+	l, err := keyed.NewLimits([]admit.Limit{admit.Per(time.Second, 1).Named("burst"), admit.Per(time.Hour, 10).Named("hourly")},
+		admit.WithClock(buckettest.NewFakeClock(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admithttp.Middleware(w)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	defer srv.Close()
+	for range 2 {
+		resp, err := srv.Client().Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got, want := resp.Header.Get("RateLimit-Policy"), `"burst";q=1;w=1, "hourly";q=10;w=3600`; got != want {
+			t.Errorf("RateLimit-Policy %q; want %q", got, want)
+		}
+	}
+	const lim = "admit.limiter=default"
+	expect(t, collect(t, reader), map[string]int64{
+		"admit.decisions{" + lim + ",admit.policy=burst,admit.result=allowed}": 1,
+		"admit.decisions{" + lim + ",admit.policy=burst,admit.result=denied}":  1,
+		"admit.tokens{" + lim + ",admit.result=allowed}":                       1,
+		"admit.tokens{" + lim + ",admit.result=denied}":                        1,
+		"admit.keys{" + lim + "}":                                              1,
+	})
+}
