@@ -52,7 +52,8 @@ func TestFillSeconds(t *testing.T) {
 		l    admit.Limit
 		want int64
 	}{
-		{admit.Per(24*time.Hour, 1000), 86400}, // Rate inexact in binary
+		{admit.Per(24*time.Hour, 1000), 86400},
+		{admit.Per(time.Minute, 11), 60}, // Capacity ÷ Rate is 60.000000000000007
 		{admit.Limit{Capacity: 10, Rate: 4}, 3},
 		{admit.Limit{Capacity: 10, Rate: 5}, 2},
 		{admit.Limit{Capacity: 10}, 0}, // never refills
