@@ -45,9 +45,8 @@ func RetryAfter(d time.Duration) int64 { return Clamp(max(1, Seconds(d))) }
 
 // FillSeconds is the w of l: how long l takes to refill from empty,
 // Capacity ÷ Rate, taken to the nearest nanosecond (so that
-// admit.Per(24*time.Hour, 1000), whose Rate is not exact in binary, reads
-// 86400 and not 86401) and then rounded up to whole seconds, as Seconds
-// rounds. It is 0 for a Rate of 0, which never refills, and at most Max.
+// admit.Per(time.Minute, 11), whose Rate is not exact in binary, reads 60
+// and not 61) and then rounded up to whole seconds, as Seconds rounds. It is 0 for a Rate of 0, which never refills, and at most Max.
 func FillSeconds(l admit.Limit) int64 {
 	if !(l.Rate > 0) {
 		return 0
