@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/admit-go/admit/internal/addrkey"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 )
@@ -44,12 +45,7 @@ func keyByPeer(ctx context.Context, _ string) (string, error) {
 	if !a.IsValid() {
 		return "", fmt.Errorf("admitgrpc: peer address %q is not an IP address", p.Addr.String())
 	}
-	a = a.WithZone("").Unmap()
-	if a.Is4() {
-		return a.String(), nil
-	}
-	pfx, _ := a.Prefix(64) // cannot fail: a is a valid IPv6 address
-	return pfx.String(), nil
+	return addrkey.Of(a), nil
 }
 
 // KeyByMetadata returns a key function that keys a call by the first value

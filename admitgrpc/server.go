@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/internal/ratelimit"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -104,9 +106,9 @@ type interceptor struct {
 	l  admit.KeyedLimiter
 	pl admit.PolicyLimiter // l, when WithLimits is given
 	config
-	quoted string     // the single limit's name as an sf-string
-	w      int64      // the single limit's w, or 0 to leave it out
-	static *policySet // the limits of a LimitLister of two or more, without WithLimits
+	quoted string         // the single limit's name as an sf-string
+	w      int64          // the single limit's w, or 0 to leave it out
+	static *ratelimit.Set // the limits of a LimitLister of two or more, without WithLimits
 	// policy caches the ratelimit-policy value for the last capacity seen
 	// without WithLimits: one capacity for every key is the usual case.
 	policy atomic.Pointer[policyValue]
@@ -137,7 +139,7 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 	name := c.name
 	f, refiller := l.(interface{ FillTime() time.Duration })
 	if refiller {
-		in.w = ceilSeconds(f.FillTime())
+		in.w = ratelimit.Seconds(f.FillTime())
 	}
 	if c.limits != nil {
 		pl, ok := l.(admit.PolicyLimiter)
@@ -148,7 +150,7 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 	} else if ll, ok := l.(interface{ Limits() []admit.Limit }); ok {
 		switch listed := ll.Limits(); {
 		case len(listed) >= 2:
-			p, err := newPolicySet(listed, c.name)
+			p, err := ratelimit.NewSet(listed, c.name)
 			if err != nil {
 				panic(fmt.Sprintf("admitgrpc: the limiter's Limits: %v", err))
 			}
@@ -161,11 +163,11 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 				name = listed[0].Name
 			}
 			if !refiller {
-				in.w = fillSeconds(listed[0])
+				in.w = ratelimit.FillSeconds(listed[0])
 			}
 		}
 	}
-	in.quoted = quote(name)
+	in.quoted = ratelimit.Quote(name)
 	return in
 }
 
@@ -206,13 +208,13 @@ func (in *interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 		if len(limits) == 0 {
 			return nil, nil // not limited
 		}
-		if ps, err = newPolicySet(limits, in.name); err != nil {
+		if ps, err = ratelimit.NewSet(limits, in.name); err != nil {
 			// Limits that cannot be enforced are a bug in the server.
 			return nil, status.Errorf(codes.Internal, "admitgrpc: the call's limits: %v", err)
 		}
 	}
 	d, err := in.allow(ctx, key, n, limits)
-	if err != nil && (!errors.Is(err, admit.ErrUnavailable) || !fromBucket(d)) {
+	if err != nil && (!errors.Is(err, admit.ErrUnavailable) || !ratelimit.FromBucket(d)) {
 		return in.undecided(ctx, key, n, limits, ps, d, err)
 	}
 	// No error, or the backend failed and its failure policy decided from
@@ -221,7 +223,7 @@ func (in *interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 	if d.Allowed {
 		return md, nil
 	}
-	md["retry-after"] = []string{retryAfter(d.RetryAfter)}
+	md["retry-after"] = []string{strconv.FormatInt(ratelimit.RetryAfter(d.RetryAfter), 10)}
 	return md, exhausted(name, d, true)
 }
 
@@ -232,17 +234,9 @@ func (in *interceptor) allow(ctx context.Context, key string, n int64, limits []
 	return in.l.AllowN(ctx, key, n)
 }
 
-// fromBucket reports whether d, returned with an error wrapping
-// admit.ErrUnavailable, describes a bucket: one of capacity at least 1 is
-// never empty (Remaining 0) and full (ResetAfter 0) at once. admithttp
-// applies the same test.
-func fromBucket(d admit.Decision) bool {
-	return d.Limit >= 1 && (d.Remaining != 0 || d.ResetAfter != 0)
-}
-
 // undecided answers a limiter error that comes without a Decision from a
 // bucket, as UnaryServerInterceptor lists.
-func (in *interceptor) undecided(ctx context.Context, key string, n int64, limits []admit.Limit, ps *policySet, d admit.Decision, err error) (metadata.MD, error) {
+func (in *interceptor) undecided(ctx context.Context, key string, n int64, limits []admit.Limit, ps *ratelimit.Set, d admit.Decision, err error) (metadata.MD, error) {
 	unavailable := errors.Is(err, admit.ErrUnavailable)
 	switch {
 	case unavailable && d.Allowed && d.Limit >= 1:
@@ -258,9 +252,9 @@ func (in *interceptor) undecided(ctx context.Context, key string, n int64, limit
 		}
 		q := p.Limit
 		if ps != nil {
-			for i, l := range ps.limits {
+			for i, l := range ps.Limits {
 				if n > l.Capacity { // the first limit n can never fit
-					name, q = unquote(ps.names[i]), l.Capacity
+					name, q = ratelimit.Unquote(ps.Names[i]), l.Capacity
 					break
 				}
 			}
@@ -280,26 +274,26 @@ func (in *interceptor) undecided(ctx context.Context, key string, n int64, limit
 // interceptor's name (or the one limit a LimitLister names), or the whole
 // set with ratelimit naming the deciding limit; a limit outside the set (a
 // failure policy's fallback limiter) is shown alone, its name and q.
-func (in *interceptor) headers(ps *policySet, d admit.Decision) (metadata.MD, string) {
+func (in *interceptor) headers(ps *ratelimit.Set, d admit.Decision) (metadata.MD, string) {
 	if ps == nil {
 		return metadata.MD{
 			"ratelimit-policy": {in.policyFor(d.Limit)},
 			"ratelimit":        {rateLimit(in.quoted, d)},
-		}, unquote(in.quoted)
+		}, ratelimit.Unquote(in.quoted)
 	}
-	if q, ok := ps.name(d.Policy); ok {
+	if q, ok := ps.Name(d.Policy); ok {
 		return metadata.MD{
-			"ratelimit-policy": {ps.policy},
+			"ratelimit-policy": {ps.Policy},
 			"ratelimit":        {rateLimit(q, d)},
-		}, unquote(q)
+		}, ratelimit.Unquote(q)
 	}
 	name := in.name
 	if d.Policy != "" && (admit.Limit{Name: d.Policy, Capacity: 1}).Validate() == nil {
 		name = d.Policy
 	}
-	q := quote(name)
+	q := ratelimit.Quote(name)
 	return metadata.MD{
-		"ratelimit-policy": {string(appendPolicy(nil, q, d.Limit, 0))},
+		"ratelimit-policy": {string(ratelimit.AppendPolicy(nil, q, d.Limit, 0))},
 		"ratelimit":        {rateLimit(q, d)},
 	}, name
 }
@@ -308,7 +302,7 @@ func (in *interceptor) policyFor(q int64) string {
 	if p := in.policy.Load(); p != nil && p.q == q {
 		return p.s
 	}
-	p := &policyValue{q: q, s: string(appendPolicy(nil, in.quoted, q, in.w))}
+	p := &policyValue{q: q, s: string(ratelimit.AppendPolicy(nil, in.quoted, q, in.w))}
 	in.policy.Store(p)
 	return p.s
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/admit-go/admit/internal/addrkey"
 )
 
 // KeyByIP keys a request by its peer's address, r.RemoteAddr, as set by
@@ -31,7 +33,7 @@ func KeyByIP(r *http.Request) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("admithttp: RemoteAddr %q: %w", r.RemoteAddr, err)
 	}
-	return addrKey(a), nil
+	return addrkey.Of(a), nil
 }
 
 // KeyByHeader keys a request by the value of the named header, for a key
@@ -98,7 +100,7 @@ func KeyByForwardedFor(trusted ...netip.Prefix) func(*http.Request) (string, err
 			return "", fmt.Errorf("admithttp: RemoteAddr %q: %w", r.RemoteAddr, err)
 		}
 		if !isTrusted(peer) {
-			return addrKey(peer), nil
+			return addrkey.Of(peer), nil
 		}
 		client := peer
 		lines := r.Header["X-Forwarded-For"]
@@ -120,12 +122,12 @@ func KeyByForwardedFor(trusted ...netip.Prefix) func(*http.Request) (string, err
 					return "", fmt.Errorf("admithttp: X-Forwarded-For entry %q, vouched for by a trusted proxy: %w", entry, err)
 				}
 				if !isTrusted(a) {
-					return addrKey(a), nil
+					return addrkey.Of(a), nil
 				}
 				client = a
 			}
 		}
-		return addrKey(client), nil
+		return addrkey.Of(client), nil
 	}
 }
 
@@ -149,14 +151,4 @@ func parseHop(s string) (netip.Addr, error) {
 		return netip.Addr{}, errNotAddr
 	}
 	return a.WithZone("").Unmap(), nil
-}
-
-// addrKey is the key of an unmapped, zoneless address: IPv4 whole, IPv6 by
-// its /64.
-func addrKey(a netip.Addr) string {
-	if a.Is4() {
-		return a.String()
-	}
-	p, _ := a.Prefix(64) // cannot fail: a is a valid IPv6 address
-	return p.String()
 }

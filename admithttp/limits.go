@@ -1,14 +1,12 @@
 package admithttp
 
 import (
-	"fmt"
-	"math"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/internal/ratelimit"
 )
 
 // WithLimits sets the function that chooses a request's limits: a tier
@@ -68,101 +66,26 @@ type LimitLister interface {
 	Limits() []admit.Limit
 }
 
-// policySet is one list of limits rendered for the fields. It is immutable
-// once built, so requests share it through the cache without locks.
-type policySet struct {
-	limits []admit.Limit // a private copy, compared against on every lookup
-	names  []string      // names[i] is limits[i]'s name in the fields, as an sf-string
-	policy string        // the RateLimit-Policy value: every limit, in order
-}
-
-// newPolicySet renders limits, showing an unnamed limit as unnamed (the
-// WithPolicyName name). It fails, wrapping admit.ErrInvalidConfig, on what
-// admit.ValidateLimits rejects, and when the unnamed limit would be shown
-// under the name of another: RateLimit could not tell them apart.
-func newPolicySet(limits []admit.Limit, unnamed string) (*policySet, error) {
-	if err := admit.ValidateLimits(limits); err != nil {
-		return nil, err
-	}
-	p := &policySet{limits: slices.Clone(limits), names: make([]string, len(limits))}
-	var b []byte
-	for i, l := range limits {
-		name := l.Name
-		if name == "" {
-			name = unnamed
-			for j, o := range limits {
-				if j != i && o.Name == unnamed {
-					return nil, fmt.Errorf("%w: limit %d has no Name and would be shown as %q, the Name of limit %d",
-						admit.ErrInvalidConfig, i, unnamed, j)
-				}
-			}
-		}
-		p.names[i] = quote(name)
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, p.names[i]...)
-		b = append(b, ";q="...)
-		b = strconv.AppendInt(b, clampSF(l.Capacity), 10)
-		if w := refillSeconds(l); w > 0 {
-			b = append(b, ";w="...)
-			b = strconv.AppendInt(b, w, 10)
-		}
-	}
-	p.policy = string(b)
-	return p, nil
-}
-
-// name returns the sf-string of the limit named policy, and false if the
-// set has none (a Decision from a failure policy's fallback limiter).
-func (p *policySet) name(policy string) (string, bool) {
-	for i := range p.limits {
-		if p.limits[i].Name == policy {
-			return p.names[i], true
-		}
-	}
-	return "", false
-}
-
-// refillSeconds is the w of l: how long l takes to refill from empty,
-// Capacity ÷ Rate, taken to the nearest nanosecond (so that Per(24*time.Hour,
-// 1000), whose Rate is not exact in binary, reads 86400 and not 86401) and
-// then rounded up to whole seconds, as Middleware rounds a FillTime. 0 for
-// a Rate of 0, which never refills; clamped to the Structured Field maximum.
-func refillSeconds(l admit.Limit) int64 {
-	if !(l.Rate > 0) {
-		return 0
-	}
-	ns := math.Round(float64(l.Capacity) / l.Rate * 1e9)
-	if ns >= sfMax*1e9 {
-		return sfMax
-	}
-	if ns < 1<<62 {
-		return ceilDiv(int64(ns), 1e9)
-	}
-	return int64(math.Ceil(ns / 1e9)) // above 2^62 ns an ulp is over a nanosecond anyway
-}
-
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
-
 // policyCache holds the rendered sets of the last few distinct lists a
 // WithLimits function returned. Each slot is replaced whole, never written
 // into, so a reader sees a complete set or none.
 type policyCache struct {
-	slots [8]atomic.Pointer[policySet]
+	slots [8]atomic.Pointer[ratelimit.Set]
 	next  atomic.Uint32 // the slot the next miss replaces, modulo 8
 }
 
 // get returns limits' rendered set, building and caching it on a miss (an
 // allocation per miss: a workload of more distinct lists than slots pays
 // it on every request, and stays correct).
-func (c *policyCache) get(limits []admit.Limit, unnamed string) (*policySet, error) {
+func (c *policyCache) get(limits []admit.Limit, unnamed string) (*ratelimit.Set, error) {
 	for i := range c.slots {
-		if p := c.slots[i].Load(); p != nil && slices.Equal(p.limits, limits) {
+		if p := c.slots[i].Load(); p != nil && slices.Equal(p.Limits, limits) {
 			return p, nil
 		}
 	}
-	p, err := newPolicySet(limits, unnamed)
+	// The set keeps a private copy: f may reuse its slice, and every
+	// lookup compares against the copy.
+	p, err := ratelimit.NewSet(slices.Clone(limits), unnamed)
 	if err != nil {
 		return nil, err
 	}

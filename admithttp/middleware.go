@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/internal/ratelimit"
 )
 
 // Middleware returns middleware that admits each request against l, under
@@ -145,7 +147,7 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 			if c.fillSet {
 				panic(fmt.Sprintf("admithttp: WithFillTime with a limiter of %d limits: each limit's w is its own Capacity ÷ Rate", len(listed)))
 			}
-			p, err := newPolicySet(listed, c.name)
+			p, err := ratelimit.NewSet(slices.Clone(listed), c.name)
 			if err != nil {
 				panic(fmt.Sprintf("admithttp: the limiter's Limits: %v", err))
 			}
@@ -155,13 +157,13 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 				name = listed[0].Name
 			}
 			if !c.fillSet && !refiller {
-				m.w = refillSeconds(listed[0])
+				m.w = ratelimit.FillSeconds(listed[0])
 			}
 		}
 	}
-	m.quoted = quote(name)
+	m.quoted = ratelimit.Quote(name)
 	if c.fill > 0 {
-		m.w = ceilSeconds(c.fill)
+		m.w = ratelimit.Seconds(c.fill)
 	}
 	return func(next http.Handler) http.Handler {
 		if next == nil {
@@ -310,7 +312,7 @@ type middleware struct {
 	// static renders the limiter's own limits when it lists two or more
 	// (LimitLister) and WithLimits is not given; nil on the single-limit
 	// path.
-	static *policySet
+	static *ratelimit.Set
 	// cache renders the lists WithLimits returns.
 	cache policyCache
 	// policy caches the RateLimit-Policy value for the last capacity seen,
@@ -462,7 +464,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d, err := m.decide(r, key, n, limits)
 	if err != nil {
 		m.report(r, err)
-		if !errors.Is(err, admit.ErrUnavailable) || !fromBucket(d) {
+		if !errors.Is(err, admit.ErrUnavailable) || !ratelimit.FromBucket(d) {
 			h.undecided(w, r, key, limits, ps, d, err)
 			return
 		}
@@ -487,17 +489,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// fromBucket reports whether d, returned with an error wrapping
-// admit.ErrUnavailable, describes a bucket, as admit.KeyedLimiter defines
-// it: a bucket of capacity at least 1 is never empty (Remaining 0) and full
-// (ResetAfter 0) at once.
-func fromBucket(d admit.Decision) bool {
-	return d.Limit >= 1 && (d.Remaining != 0 || d.ResetAfter != 0)
-}
-
 // undecided answers a limiter error that comes without a Decision from a
 // bucket, as Middleware lists.
-func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, limits []admit.Limit, ps *policySet, d admit.Decision, err error) {
+func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, limits []admit.Limit, ps *ratelimit.Set, d admit.Decision, err error) {
 	m := h.m
 	unavailable := errors.Is(err, admit.ErrUnavailable)
 	switch {
@@ -519,7 +513,7 @@ func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, 
 	case m.failOpen:
 		h.next.ServeHTTP(w, r)
 	default:
-		w.Header().Set("Retry-After", strconv.FormatInt(max(1, ceilSeconds(d.RetryAfter)), 10))
+		w.Header().Set("Retry-After", strconv.FormatInt(ratelimit.RetryAfter(d.RetryAfter), 10))
 		http.Error(w, "503 rate limiter unavailable", http.StatusServiceUnavailable)
 	}
 }
@@ -542,13 +536,13 @@ func (m *middleware) decide(r *http.Request, key string, n int64, limits []admit
 
 // setFields sets the fields for d: from the single limit's name and d's
 // capacity when ps is nil, else from ps, naming the limit that decided.
-func (m *middleware) setFields(hd http.Header, ps *policySet, d admit.Decision, retry bool) {
+func (m *middleware) setFields(hd http.Header, ps *ratelimit.Set, d admit.Decision, retry bool) {
 	if ps == nil {
 		m.fields(hd, m.policyFor(d.Limit), m.quoted, d, retry)
 		return
 	}
-	if name, ok := ps.name(d.Policy); ok {
-		m.fields(hd, ps.policy, name, d, retry)
+	if name, ok := ps.Name(d.Policy); ok {
+		m.fields(hd, ps.Policy, name, d, retry)
 		return
 	}
 	// A limit outside the set decided: a failure policy's fallback
@@ -558,8 +552,9 @@ func (m *middleware) setFields(hd http.Header, ps *policySet, d admit.Decision, 
 	if d.Policy != "" && printable(d.Policy) {
 		name = d.Policy
 	}
-	q := quote(name)
-	m.fields(hd, q+";q="+strconv.FormatInt(clampSF(d.Limit), 10), q, d, retry)
+	q := ratelimit.Quote(name)
+	var buf [96]byte
+	m.fields(hd, string(ratelimit.AppendPolicy(buf[:0], q, d.Limit, 0)), q, d, retry)
 }
 
 // fields sets RateLimit-Policy to policy and RateLimit to the sf-string
@@ -576,16 +571,11 @@ func (m *middleware) fields(hd http.Header, policy, name string, d admit.Decisio
 	}
 	vals[0] = policy
 	var buf [96]byte
-	b := append(buf[:0], name...)
-	b = append(b, ";r="...)
-	b = strconv.AppendInt(b, clampSF(d.Remaining), 10)
-	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, clampSF(ceilSeconds(d.ResetAfter)), 10)
-	vals[1] = string(b)
+	vals[1] = string(ratelimit.AppendLimit(buf[:0], name, d))
 	hd["Ratelimit-Policy"] = vals[0:1:1]
 	hd["Ratelimit"] = vals[1:2:2]
 	if retry {
-		vals[2] = strconv.FormatInt(clampSF(max(1, ceilSeconds(d.RetryAfter))), 10)
+		vals[2] = strconv.FormatInt(ratelimit.RetryAfter(d.RetryAfter), 10)
 		hd["Retry-After"] = vals[2:3:3]
 		if m.denied == nil {
 			vals[3], vals[4] = "text/plain; charset=utf-8", "nosniff"
@@ -599,32 +589,10 @@ func (m *middleware) policyFor(q int64) string {
 	if p := m.policy.Load(); p != nil && p.q == q {
 		return p.s
 	}
-	b := append([]byte(m.quoted), ";q="...)
-	b = strconv.AppendInt(b, clampSF(q), 10)
-	if m.w > 0 {
-		b = append(b, ";w="...)
-		b = strconv.AppendInt(b, clampSF(m.w), 10)
-	}
-	p := &policyValue{q: q, s: string(b)}
+	var buf [96]byte
+	p := &policyValue{q: q, s: string(ratelimit.AppendPolicy(buf[:0], m.quoted, q, m.w))}
 	m.policy.Store(p)
 	return p.s
-}
-
-// sfMax is the largest Structured Field Integer.
-const sfMax = 999_999_999_999_999
-
-func clampSF(v int64) int64 { return min(max(v, 0), sfMax) }
-
-// ceilSeconds rounds d up to whole seconds; negative durations are 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
 }
 
 // printable reports whether s is printable ASCII, as an sf-string needs.
@@ -635,18 +603,4 @@ func printable(s string) bool {
 		}
 	}
 	return true
-}
-
-// quote returns name as a Structured Field String: in double quotes, with
-// '"' and '\' escaped. name is printable ASCII (WithPolicyName checks).
-func quote(name string) string {
-	b := make([]byte, 0, len(name)+2)
-	b = append(b, '"')
-	for i := 0; i < len(name); i++ {
-		if name[i] == '"' || name[i] == '\\' {
-			b = append(b, '\\')
-		}
-		b = append(b, name[i])
-	}
-	return string(append(b, '"'))
 }
