@@ -11,7 +11,7 @@ import (
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/redisbucket"
-	"github.com/admit-go/admit/redisbucket/internal/redistest"
+	"github.com/admit-go/admit/redisbucket/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -59,7 +59,7 @@ func outageServer(t *testing.T) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Kill)
+	t.Cleanup(s.Stop)
 	return s
 }
 
@@ -73,12 +73,12 @@ func outageClient(t *testing.T, s *server, poolSize int) *redis.Client {
 }
 
 // beginOutage kills s, or freezes it with SIGSTOP (continued when t ends,
-// so that Kill can reap it).
+// though Stop continues it too).
 func beginOutage(t *testing.T, s *server, outage string) {
 	t.Helper()
 	switch outage {
 	case "kill":
-		s.Kill()
+		s.Stop()
 	case "freeze":
 		if err := s.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 	"github.com/admit-go/admit/admithttp"
 	"github.com/admit-go/admit/keyed"
 	"github.com/admit-go/admit/redisbucket"
-	"github.com/admit-go/admit/redisbucket/internal/redistest"
+	"github.com/admit-go/admit/redisbucket/redistest"
 )
 
 // answer is what one response said: its status and the fields admithttp
@@ -97,7 +97,7 @@ func testMiddlewareOutage(t *testing.T, policy string, mwOpen bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Kill()
+	defer s.Stop()
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer c.Close()
 
@@ -161,7 +161,7 @@ func testMiddlewareOutage(t *testing.T, policy string, mwOpen bool) {
 		t.Fatalf("Redis up: errors reported: %v", r)
 	}
 
-	s.Kill()
+	s.Stop()
 	var want []answer
 	switch {
 	case policy == "fallback":

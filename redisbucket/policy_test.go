@@ -326,7 +326,7 @@ func TestPolicyFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := client(t, s)
-	s.Kill()
+	s.Stop()
 	fb, err := keyed.New(100, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -47,7 +47,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "redisbucket tests need a real redis-server:", err)
 		return 1
 	}
-	defer srv.Kill()
+	defer srv.Stop()
 	defer stopSharedCluster()
 	return m.Run()
 }

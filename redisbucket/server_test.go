@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/admit-go/admit/redisbucket/internal/redistest"
+	"github.com/admit-go/admit/redisbucket/redistest"
 )
 
 type server = redistest.Server

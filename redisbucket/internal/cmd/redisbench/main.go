@@ -34,7 +34,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/admit-go/admit/redisbucket"
-	"github.com/admit-go/admit/redisbucket/internal/redistest"
+	"github.com/admit-go/admit/redisbucket/redistest"
 
 	"github.com/admit-go/admit/internal/provenance"
 )
@@ -56,7 +56,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer srv.Kill()
+	defer srv.Stop()
 
 	var out bytes.Buffer
 	w := io.MultiWriter(os.Stdout, &out)

@@ -1,0 +1,260 @@
+// Package redistest starts real redis-server processes on loopback for
+// tests, as net/http/httptest starts HTTP servers: one Server, or a Cluster
+// of three masters. Persistence is off, a server's files (its log among
+// them) go under a directory the caller owns, and every server is killed
+// with the process that started it (Pdeathsig), so a test binary that dies
+// leaves none behind. A server can be killed and restarted on its port, or
+// frozen with SIGSTOP, to stage outages.
+//
+// If redis-server or redis-cli is missing, the first Start runs the
+// repository's .ci/redis-server (found in the working directory or one
+// above it), which installs Debian's packages; make test runs it too.
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is a redis-server process on a 127.0.0.1 port. Its methods must
+// not be called concurrently with each other; a Server must not be copied
+// after Start returns it.
+type Server struct {
+	Addr string // 127.0.0.1:port
+	Port int
+	Dir  string // the server's working directory, with its redis.log
+
+	args   []string
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once cmd has been reaped
+}
+
+// New starts a server with Start under tb.TempDir() and stops it when tb's
+// test ends; it calls tb.Fatal if the server does not start.
+func New(tb testing.TB, extra ...string) *Server {
+	tb.Helper()
+	s, err := Start(tb.TempDir(), extra...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// Start starts redis-server on a free 127.0.0.1 port, with its files in a
+// directory under dir named for the port and with extra as further
+// command-line options, and waits until it answers PING. A port found free
+// may be taken before the server binds it, so Start tries a few.
+func Start(dir string, extra ...string) (*Server, error) {
+	if err := installed(); err != nil {
+		return nil, err
+	}
+	var err error
+	for range 5 {
+		var addr string
+		if addr, err = FreeAddr(); err != nil {
+			return nil, err
+		}
+		port := addr[strings.LastIndexByte(addr, ':')+1:]
+		d := filepath.Join(dir, port)
+		if err = os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+		s := &Server{Addr: addr, Dir: d}
+		s.Port, _ = strconv.Atoi(port)
+		s.args = append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", d, "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning",
+			"--logfile", filepath.Join(d, "redis.log")}, extra...)
+		if err = s.Restart(); err == nil {
+			return s, nil
+		}
+	}
+	return nil, err
+}
+
+// FreeAddr returns a 127.0.0.1 address that nothing listened on a moment
+// ago: a server may bind it, and a client dialling it is refused.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// Restart starts the server's process again, on the same port and with the
+// same options (after Stop, say), and waits until it answers PING.
+func (s *Server) Restart() error {
+	s.cmd = exec.Command("redis-server", s.args...)
+	s.cmd.Dir = s.Dir
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	s.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) { _ = cmd.Wait(); close(exited) }(s.cmd, s.exited)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		select {
+		case <-s.exited:
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+			return fmt.Errorf("redis-server on %s exited: %s", s.Addr, log)
+		default:
+		}
+		if c.Ping(context.Background()).Err() == nil {
+			return nil
+		}
+	}
+	s.Stop()
+	return fmt.Errorf("redis-server on %s did not answer PING within 10s", s.Addr)
+}
+
+// Stop kills the process at once, as a crash would (SIGKILL, after SIGCONT
+// in case it is frozen), and waits until it is reaped. It does nothing on a
+// Server whose process has not been started or is already stopped.
+func (s *Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+}
+
+// Signal sends sig to the process: SIGSTOP freezes it (connections stay
+// open, nothing answers) and SIGCONT thaws it.
+func (s *Server) Signal(sig syscall.Signal) error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return errors.New("redistest: the server's process was not started here")
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
+// Cluster is three cluster-enabled masters without replicas, the 16384
+// slots split among them.
+type Cluster struct {
+	Nodes []*Server
+}
+
+// NewCluster starts a Cluster with StartCluster under tb.TempDir() and stops
+// it when tb's test ends; it calls tb.Fatal if the cluster does not start.
+func NewCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	cl, err := StartCluster(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(cl.Stop)
+	return cl
+}
+
+// StartCluster starts three cluster-enabled servers with their files under
+// dir, joins them with redis-cli --cluster create, and waits until every
+// node reports cluster_state:ok.
+func StartCluster(dir string) (*Cluster, error) {
+	cl := &Cluster{}
+	for i := range 3 {
+		s, err := Start(dir, "--cluster-enabled", "yes", "--cluster-config-file", fmt.Sprintf("nodes-%d.conf", i),
+			"--cluster-node-timeout", "5000")
+		if err != nil {
+			cl.Stop()
+			return nil, err
+		}
+		cl.Nodes = append(cl.Nodes, s)
+	}
+	args := append(append([]string{"--cluster", "create"}, cl.Addrs()...), "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		cl.Stop()
+		return nil, fmt.Errorf("redis-cli --cluster create: %v: %s", err, out)
+	}
+	for _, s := range cl.Nodes {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr})
+		up := false
+		for deadline := time.Now().Add(20 * time.Second); !up && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			info, err := c.ClusterInfo(context.Background()).Result()
+			up = err == nil && strings.Contains(info, "cluster_state:ok")
+		}
+		c.Close()
+		if !up {
+			cl.Stop()
+			return nil, fmt.Errorf("cluster node %s did not reach cluster_state:ok", s.Addr)
+		}
+	}
+	return cl, nil
+}
+
+// Addrs are the nodes' addresses.
+func (cl *Cluster) Addrs() []string {
+	a := make([]string, 0, len(cl.Nodes))
+	for _, s := range cl.Nodes {
+		a = append(a, s.Addr)
+	}
+	return a
+}
+
+// Stop kills every node.
+func (cl *Cluster) Stop() {
+	for _, s := range cl.Nodes {
+		s.Stop()
+	}
+}
+
+// installed makes sure redis-server and redis-cli are on PATH, running the
+// repository's .ci/redis-server once if either is missing.
+var installed = sync.OnceValue(func() error {
+	if missing() == nil {
+		return nil
+	}
+	script, err := findScript()
+	if err != nil {
+		return fmt.Errorf("%w (make test installs it: .ci/redis-server, or apt-get install redis-server redis-tools)", missing())
+	}
+	if out, err := exec.Command(script).CombinedOutput(); err != nil {
+		return fmt.Errorf("installing redis-server with %s: %v: %s", script, err, out)
+	}
+	return missing()
+})
+
+func missing() error {
+	for _, name := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(name); err != nil {
+			return fmt.Errorf("%s is not installed: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// findScript looks for .ci/redis-server in the working directory (a test's
+// is its package's) and each directory above it.
+func findScript() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(dir, ".ci", "redis-server")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", os.ErrNotExist
+		}
+		dir = parent
+	}
+}
