@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/admit-go/admit v0.1.0
+	github.com/admit-go/admit/redisbucket v0.1.0
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0

@@ -14,7 +14,7 @@ import (
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/rls"
-	"github.com/admit-go/admit/rls/internal/redisproc"
+	"github.com/admit-go/admit/redisbucket/redistest"
 	"github.com/admit-go/admit/rls/redisstore"
 	"github.com/admit-go/admit/rls/storetest"
 	"github.com/redis/go-redis/v9"
@@ -23,8 +23,8 @@ import (
 
 var (
 	tmp     string
-	single  *redisproc.Server
-	cluster *redisproc.Cluster
+	single  *redistest.Server
+	cluster *redistest.Cluster
 	prefix  atomic.Int64
 )
 
@@ -35,12 +35,12 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	code := func() int {
-		if single, err = redisproc.Start(tmp); err != nil {
+		if single, err = redistest.Start(tmp); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 		defer single.Stop()
-		if cluster, err = redisproc.StartCluster(tmp); err != nil {
+		if cluster, err = redistest.StartCluster(tmp); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -130,7 +130,7 @@ func TestClusterSpreads(t *testing.T) {
 // TestUnavailable: with Redis gone, Decide fails within the timeout with
 // an error wrapping admit.ErrUnavailable.
 func TestUnavailable(t *testing.T) {
-	s0, err := redisproc.Start(tmp)
+	s0, err := redistest.Start(tmp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestHungRedis(t *testing.T) {
 }
 
 func hung(t *testing.T, newStore func(addr string) (rls.Store, func())) {
-	s0, err := redisproc.Start(tmp)
+	s0, err := redistest.Start(tmp)
 	if err != nil {
 		t.Fatal(err)
 	}

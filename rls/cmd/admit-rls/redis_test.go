@@ -10,19 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/admit-go/admit/rls/internal/redisproc"
+	"github.com/admit-go/admit/redisbucket/redistest"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-func redisServer(t *testing.T) *redisproc.Server {
-	s, err := redisproc.Start(t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(s.Stop)
-	return s
-}
 
 // replicas checks that two admit-rls processes on one store share their
 // buckets, and that a refused request takes from none of its descriptors.
@@ -49,14 +42,12 @@ func replicas(t *testing.T, env []string) {
 }
 
 func TestRedisSingle(t *testing.T) {
-	s := redisServer(t)
+	s := redistest.New(t)
 	replicas(t, []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + s.Addr})
 }
 
 func TestRedisCluster(t *testing.T) {
-	cl, err := redisproc.StartCluster(t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(cl.Stop)
+	cl := redistest.NewCluster(t)
 	replicas(t, []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=CLUSTER",
 		"REDIS_URL=" + strings.Join(cl.Addrs(), ",")})
 }
@@ -65,7 +56,7 @@ func TestRedisCluster(t *testing.T) {
 // REDIS_TIMEOUT (Envoy's failure_mode_deny then decides), or is admitted
 // with REDIS_FAILURE_MODE_ALLOW.
 func TestRedisDown(t *testing.T) {
-	s := redisServer(t)
+	s := redistest.New(t)
 	env := []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + s.Addr, "REDIS_TIMEOUT=300ms"}
 	files := map[string]string{"e2e.yaml": e2eConfig}
 	deny := startRLS(t, append(env, "USE_PROMETHEUS=true", "PROMETHEUS_ADDR=127.0.0.1:0"), files)
@@ -91,7 +82,7 @@ func TestRedisDown(t *testing.T) {
 // TestRedisUnrepresentable: a rule Redis's integers cannot hold is refused
 // when loaded, at start and on reload, rather than failing its requests.
 func TestRedisUnrepresentable(t *testing.T) {
-	s := redisServer(t)
+	s := redistest.New(t)
 	env := []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + s.Addr}
 	huge := "domain: h\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 1, burst: 2000000000}\n"
 	log := refuse(t, env, map[string]string{"h.yaml": huge})
@@ -114,9 +105,7 @@ func TestRedisUnrepresentable(t *testing.T) {
 func TestRedisUnixSocket(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "redis.sock")
-	s, err := redisproc.Start(dir, "--unixsocket", sock, "--unixsocketperm", "700")
-	require.NoError(t, err)
-	t.Cleanup(s.Stop)
+	redistest.New(t, "--unixsocket", sock, "--unixsocketperm", "700")
 	p := startRLS(t, []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=unix", "REDIS_URL=" + sock}, map[string]string{"e2e.yaml": e2eConfig})
 	require.Equal(t, ok, p.ask(t, "e2e", d("plan", "basic")).OverallCode)
 	require.Equal(t, over, p.ask(t, "e2e", d("plan", "basic")).OverallCode)
