@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/admit-go/admit"
-	"github.com/admit-go/admit/rls"
 	"github.com/admit-go/admit/redisbucket/redistest"
+	"github.com/admit-go/admit/rls"
 	"github.com/admit-go/admit/rls/redisstore"
 	"github.com/admit-go/admit/rls/storetest"
 	"github.com/redis/go-redis/v9"
