@@ -2,13 +2,6 @@ package admitgrpc_test
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,54 +10,18 @@ import (
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/keyed"
 	"github.com/admit-go/admit/redisbucket"
+	"github.com/admit-go/admit/redisbucket/redistest"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// startRedis starts a real redis-server on a free loopback port for the
-// test, persistence off, killed when the test ends (and with the test
-// process). If redis-server is missing it runs the repository's
-// .ci/redis-server, which installs Debian's package. redisbucket's tests
-// use their own internal starter, which another module cannot import.
+// startRedis is a client of a real redis-server on loopback, stopped
+// when the test ends (and with the test process).
 func startRedis(t *testing.T) *redis.Client {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if out, err := exec.Command("../.ci/redis-server").CombinedOutput(); err != nil {
-			t.Fatalf("installing redis-server: %v: %s", err, out)
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	dir := t.TempDir()
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
-		"--appendonly", "no", "--dir", dir, "--daemonize", "no", "--loglevel", "warning",
-		"--logfile", filepath.Join(dir, "redis.log"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), ContextTimeoutEnabled: true, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: redistest.New(t).Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
-	for deadline := time.Now().Add(10 * time.Second); c.Ping(context.Background()).Err() != nil; {
-		select {
-		case <-exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			t.Fatalf("redis-server exited: %s", log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("redis-server did not answer PING within 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 	return c
 }
 
@@ -72,12 +29,10 @@ func startRedis(t *testing.T) *redis.Client {
 // command fails (connection refused).
 func deadRedis(t *testing.T) *redis.Client {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := redistest.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
 	return c

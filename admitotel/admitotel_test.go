@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/admit-go/admit/keyed"
 	"github.com/admit-go/admit/mutexbucket"
 	"github.com/admit-go/admit/redisbucket"
+	"github.com/admit-go/admit/redisbucket/redistest"
 	"github.com/redis/go-redis/v9"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -200,12 +200,10 @@ func TestWrapLimiterCounts(t *testing.T) {
 // listens on: every decision fails on the backend (connection refused), and
 // the failure policy (closed, the default) denies.
 func TestWrapRedisBackendErrors(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := redistest.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer c.Close()
 	l, err := redisbucket.New(c, 10, 1, redisbucket.WithTimeout(200*time.Millisecond))
