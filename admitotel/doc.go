@@ -2,10 +2,14 @@
 // github.com/admit-go/admit: Wrap puts a counting admit.KeyedLimiter (and
 // admit.PolicyLimiter) in front of keyed, redisbucket or any other keyed
 // limiter, and WrapLimiter a counting admit.Limiter in front of a bucket.
+// For a decider that is neither (admit-rls decides a request's several
+// buckets together), NewCounter returns a Counter that counts the decisions
+// its caller reports to it, as Wrap would count them.
 //
-// The wrappers report these instruments, through the metric API of the
-// MeterProvider that WithMeterProvider names (otel.GetMeterProvider() by
-// default), every one with the attribute admit.limiter = WithName's name:
+// The wrappers and Counters report these instruments, through the metric
+// API of the MeterProvider that WithMeterProvider names
+// (otel.GetMeterProvider() by default), every one with the attribute
+// admit.limiter = WithName's name:
 //
 //	admit.decisions       counter {decision}  admit.result, admit.policy (when the deciding limit has a Name)
 //	admit.tokens          counter {token}     admit.result (the tokens the calls asked for)
@@ -26,10 +30,10 @@
 //
 // # No cost on the hot path
 //
-// A wrapped call records nothing through the metric API. It adds to counters
-// of its own, one cache-line-padded set per processor (P), chosen by the P the
-// caller runs on, so callers on different cores write different cache lines:
-// two uncontended atomic adds per call. The instruments are asynchronous: at
+// A wrapped call, or a Counter's Count, records nothing through the metric
+// API. It adds to counters of its own, one cache-line-padded set per
+// processor (P), chosen by the P the caller runs on, so callers on different
+// cores write different cache lines: two uncontended atomic adds per call. The instruments are asynchronous: at
 // collection time (a Prometheus scrape, a periodic reader's tick) one callback
 // sums the per-processor counters and observes the totals, and reads keyed's
 // Stats. A wrapped decision allocates nothing. BenchmarkOverhead measures

@@ -34,12 +34,43 @@ func ExampleWrap() {
 		w.AllowN(context.Background(), "192.0.2.1", 1)
 	}
 
+	printByResult(reader, "admit.decisions")
+	// Unordered output:
+	// admit.decisions{admit.result=allowed} 2
+	// admit.decisions{admit.result=denied} 1
+	// admit.decisions{admit.result=error} 0
+}
+
+func ExampleCounter() {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+
+	// A decider that is not an admit.KeyedLimiter (here, a request's
+	// several buckets decided together) counts each of its decisions on a
+	// Counter: one per name, built once.
+	c, err := admitotel.NewCounter(admitotel.WithMeterProvider(mp), admitotel.WithName("checkout"))
+	if err != nil {
+		panic(err)
+	}
+	c.Count(admit.Decision{Allowed: true}, 3, nil) // admitted, at a cost of 3
+	c.Count(admit.Decision{Allowed: false}, 1, nil)
+
+	printByResult(reader, "admit.tokens")
+	// Unordered output:
+	// admit.tokens{admit.result=allowed} 3
+	// admit.tokens{admit.result=denied} 1
+	// admit.tokens{admit.result=error} 0
+}
+
+// printByResult collects through reader and prints the instrument's points
+// by admit.result, as an exporter would read them.
+func printByResult(reader *sdkmetric.ManualReader, instrument string) {
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		panic(err)
 	}
 	for _, m := range rm.ScopeMetrics[0].Metrics {
-		if m.Name != "admit.decisions" {
+		if m.Name != instrument {
 			continue
 		}
 		for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
@@ -47,8 +78,4 @@ func ExampleWrap() {
 			fmt.Printf("%s{admit.result=%s} %d\n", m.Name, result.AsString(), p.Value)
 		}
 	}
-	// Unordered output:
-	// admit.decisions{admit.result=allowed} 2
-	// admit.decisions{admit.result=denied} 1
-	// admit.decisions{admit.result=error} 0
 }

@@ -2,7 +2,6 @@ package admitotel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -20,13 +19,9 @@ var (
 // instruments). It is safe for concurrent use; build one with Wrap (the
 // zero value is not usable).
 type Limiter struct {
-	l  admit.KeyedLimiter
-	pl admit.PolicyLimiter // l, if it is one
-	c  *counters
-	// remote is false for a limiter with keyed's Stats: it has no backend,
-	// and its admit.ErrUnavailable is a new key refused for want of room,
-	// which admit.keys.refused counts.
-	remote bool
+	ctr Counter // first, so that &w.ctr is w: counting costs no address arithmetic
+	l   admit.KeyedLimiter
+	pl  admit.PolicyLimiter // l, if it is one
 }
 
 // Wrap returns a Limiter that decides with l and counts each decision. If l
@@ -44,11 +39,11 @@ func Wrap(l admit.KeyedLimiter, opts ...Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Limiter{l: l, c: newCounters()}
+	w := &Limiter{l: l, ctr: Counter{c: newCounters()}}
 	w.pl, _ = l.(admit.PolicyLimiter)
 	st, _ := l.(statser)
-	w.remote = st == nil
-	if _, err := newInstruments(cfg, w.c, st); err != nil {
+	w.ctr.remote = st == nil
+	if _, err := newInstruments(cfg, w.ctr.c, st); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -57,7 +52,7 @@ func Wrap(l admit.KeyedLimiter, opts ...Option) (*Limiter, error) {
 // AllowN decides with the wrapped limiter's AllowN and counts the result.
 func (w *Limiter) AllowN(ctx context.Context, key string, n int64) (d admit.Decision, err error) {
 	d, err = w.l.AllowN(ctx, key, n)
-	w.count(d.Allowed, d.Policy, n, err)
+	w.ctr.count(d.Allowed, d.Policy, n, err)
 	return
 }
 
@@ -67,11 +62,11 @@ func (w *Limiter) AllowN(ctx context.Context, key string, n int64) (d admit.Deci
 // (counted as an error) and decides nothing.
 func (w *Limiter) AllowLimits(ctx context.Context, key string, n int64, limits ...admit.Limit) (admit.Decision, error) {
 	if w.pl == nil {
-		w.c.add(failed, n, false, "")
+		w.ctr.c.add(failed, n, false, "")
 		return admit.Decision{}, fmt.Errorf("%w: admitotel: the wrapped %T is not an admit.PolicyLimiter", admit.ErrInvalidConfig, w.l)
 	}
 	d, err := w.pl.AllowLimits(ctx, key, n, limits...)
-	w.count(d.Allowed, d.Policy, n, err)
+	w.ctr.count(d.Allowed, d.Policy, n, err)
 	return d, err
 }
 
@@ -97,15 +92,3 @@ func (w *Limiter) Limits() []admit.Limit {
 // Unwrap returns the wrapped limiter. admitgrpc reads it to tell whether
 // what the wrapper wraps is an admit.PolicyLimiter.
 func (w *Limiter) Unwrap() admit.KeyedLimiter { return w.l }
-
-// count adds one decision to the counters.
-func (w *Limiter) count(allowedD bool, policy string, n int64, err error) {
-	switch {
-	case err != nil:
-		w.c.add(failed, n, w.remote && errors.Is(err, admit.ErrUnavailable), policy)
-	case allowedD:
-		w.c.add(allowed, n, false, policy)
-	default:
-		w.c.add(denied, n, false, policy)
-	}
-}

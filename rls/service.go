@@ -19,16 +19,22 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// Observer receives the service's outcomes, for metrics. Its methods are
-// called on the request path and must be safe for concurrent use and fast.
-// The domain is "" for a domain the configuration does not hold, so that
-// requests cannot grow a metric's label set.
+// Observer receives the service's outcomes, for metrics: one call for each
+// request that reaches a decision (a request refused as malformed, or
+// before a configuration is loaded, reaches none). Its methods are called
+// on the request path and must be safe for concurrent use and fast. The
+// domain is "" for a domain the configuration does not hold, so that
+// requests cannot grow a metric's label set. tokens is what the request
+// asked for: the sum of the costs of its limited descriptors (0 when none
+// is limited), at most math.MaxInt64.
 type Observer interface {
-	// Decided reports a request's overall code and how many of its
-	// descriptors were over their limit but let through by shadow mode.
-	Decided(domain string, code pb.RateLimitResponse_Code, shadowed int)
-	// StoreFailed reports a request the Store could not decide.
-	StoreFailed(domain string, err error)
+	// Decided reports a request's overall code, the tokens it asked for,
+	// and how many of its descriptors were over their limit but let
+	// through by shadow mode.
+	Decided(domain string, code pb.RateLimitResponse_Code, tokens int64, shadowed int)
+	// StoreFailed reports a request the Store could not decide, the tokens
+	// it asked for, and the Store's error.
+	StoreFailed(domain string, tokens int64, err error)
 }
 
 // Options configure a Service.
@@ -173,6 +179,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		p.shared = shared
 	}
 	hits := make([]Hit, 0, len(ds))
+	var tokens int64 // what the limited descriptors cost, for the Observer
 	for i, d := range ds {
 		p := &plans[i]
 		if p.limit == nil {
@@ -182,6 +189,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			p.limit = nil
 			continue
 		}
+		tokens += min(p.n, math.MaxInt64-tokens) // saturating: each n is at most MaxInt64
 		capacity := int64(p.burst)
 		if capacity == 0 {
 			capacity = int64(p.limit.RequestsPerUnit)
@@ -208,7 +216,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		admitted, err = s.store.Decide(ctx, hits, results)
 		if err != nil {
 			if s.opts.Observer != nil {
-				s.opts.Observer.StoreFailed(label, err)
+				s.opts.Observer.StoreFailed(label, tokens, err)
 			}
 			if ctx.Err() != nil {
 				return nil, status.FromContextError(ctx.Err()).Err()
@@ -269,7 +277,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		}
 	}
 	if s.opts.Observer != nil {
-		s.opts.Observer.Decided(label, resp.OverallCode, shadowed)
+		s.opts.Observer.Decided(label, resp.OverallCode, tokens, shadowed)
 	}
 	return resp, nil
 }

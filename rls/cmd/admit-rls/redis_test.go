@@ -77,6 +77,11 @@ func TestRedisDown(t *testing.T) {
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	require.Contains(t, string(body), `admit_rls_backend_errors_total{domain="e2e"} 1`)
+	// admitotel's: the failed request is an error, and Redis's (Unavailable)
+	// a backend error; the two that Redis answered or did not need, allowed.
+	require.Contains(t, string(body), `admit_decisions_total{admit_limiter="e2e",admit_result="error"} 1`+"\n")
+	require.Contains(t, string(body), `admit_decisions_total{admit_limiter="e2e",admit_result="allowed"} 2`+"\n")
+	require.Contains(t, string(body), `admit_backend_errors_total{admit_limiter="e2e"} 1`+"\n")
 }
 
 // TestRedisUnrepresentable: a rule Redis's integers cannot hold is refused
