@@ -8,7 +8,7 @@ replace github.com/admit-go/admit/redisbucket => ../redisbucket
 
 require (
 	github.com/admit-go/admit v0.1.0
-	github.com/admit-go/admit/redisbucket v0.0.0-00010101000000-000000000000
+	github.com/admit-go/admit/redisbucket v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
