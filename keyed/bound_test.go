@@ -366,7 +366,7 @@ func storm(t *testing.T) {
 			l, err := keyed.New(capacity, rate, keyed.WithMaxKeys(bound), keyed.WithShards(4), keyed.WithPolicy(policy))
 			require.NoError(t, err)
 			var maxLen atomic.Int64
-			var stop atomic.Bool
+			var stop, paused atomic.Bool
 			admitted := make([]atomic.Int64, keys)
 			var wg sync.WaitGroup
 			begin := time.Now()
@@ -374,6 +374,9 @@ func storm(t *testing.T) {
 				wg.Go(func() {
 					ctx := context.Background()
 					for r := 0; !stop.Load(); r++ {
+						for paused.Load() && !stop.Load() {
+							time.Sleep(100 * time.Microsecond)
+						}
 						k := (r*31 + i*17) % keys
 						d, err := l.AllowN(ctx, fmt.Sprint("c", k), 1)
 						if err != nil && policy == keyed.EvictLRU {
@@ -390,7 +393,20 @@ func storm(t *testing.T) {
 					}
 				})
 			}
-			time.Sleep(200 * time.Millisecond) // how long to storm, not an assertion
+			// How long to storm, not an assertion. The goroutines revisit
+			// every held key within microseconds, so none is ever full
+			// (capacity/rate = 2 ms) unless they all stand still: pause
+			// them for 3 ms every 20 ms, so that the held buckets fill and
+			// the insertions after each pause must drop them (a full
+			// bucket goes before any live key). Without the pauses the
+			// drops came only from scheduling stalls, and a faster hot path
+			// saw none.
+			for range 10 {
+				time.Sleep(17 * time.Millisecond)
+				paused.Store(true)
+				time.Sleep(3 * time.Millisecond)
+				paused.Store(false)
+			}
 			stop.Store(true)
 			wg.Wait()
 			elapsed := time.Since(begin)
