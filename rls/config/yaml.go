@@ -11,10 +11,11 @@ import (
 // Its text is envoyproxy/ratelimit's ("name: message") and it wraps
 // admit.ErrInvalidConfig.
 type Error struct {
-	File string
-	Msg  string
+	File string // the File.Name given to Load
+	Msg  string // envoyproxy/ratelimit's message
 }
 
+// Error returns the file's name and the message: "name: message".
 func (e *Error) Error() string { return e.File + ": " + e.Msg }
 
 // Unwrap returns admit.ErrInvalidConfig.
