@@ -205,7 +205,8 @@ const (
 )
 
 // New returns a limiter whose every key holds a bucket of capacity tokens
-// refilling at refillPerSecond tokens per second: NewLimits with the one
+// refilling at refillPerSecond tokens per second (burst first, as every
+// bucket's New; rate.NewLimiter alone keeps x/time/rate's (rate, burst)): NewLimits with the one
 // limit {Name: "", Capacity: capacity, Rate: refillPerSecond}. It returns an
 // error wrapping admit.ErrInvalidConfig for a capacity below 1, a rate that
 // is negative, NaN or infinite, one the buckets cannot represent (above

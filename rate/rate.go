@@ -158,6 +158,9 @@ type Limiter struct {
 
 // NewLimiter returns a new Limiter that allows events up to rate r and
 // permits bursts of at most b tokens. It starts full.
+//
+// The rate comes first, as in golang.org/x/time/rate; every other limiter
+// of this module takes the burst first: New(capacity, refillPerSecond).
 func NewLimiter(r Limit, b int) *Limiter {
 	num, den, fill := ratio(r, 1)
 	lim := &Limiter{limit: r, burst: b, num: num, den: den, fill: fill, inf: r == Inf, last: never}
