@@ -172,14 +172,22 @@ const maxStackLimits = 8
 // One limit equal to a New limiter's (same Name, Capacity and Rate) is
 // decided by the lock-free path of AllowN. Other calls take the key's
 // lock: a key's limits are committed together under it.
-func (l *Limiter) AllowLimits(_ context.Context, key string, n int64, limits ...admit.Limit) (admit.Decision, error) {
+func (l *Limiter) AllowLimits(_ context.Context, key string, n int64, limits ...admit.Limit) (d admit.Decision, err error) {
+	err = l.AllowLimitsInto(&d, key, n, limits...)
+	return
+}
+
+// AllowLimitsInto is AllowLimits writing its Decision into *d (which it
+// overwrites whole), for wrappers: see AllowNInto. d must not be nil.
+func (l *Limiter) AllowLimitsInto(d *admit.Decision, key string, n int64, limits ...admit.Limit) error {
 	if err := admit.ValidateLimits(limits); err != nil {
-		return admit.Decision{}, err
+		setDecision(d, false, 0, 0, 0, 0, "")
+		return err
 	}
 	if l.prim && len(limits) == 1 && limits[0] == l.limits[0] {
-		return l.allowPrimary(key, n)
+		return l.allowPrimary(d, key, n)
 	}
-	return l.allowLimits(key, n, limits)
+	return l.allowLimits(d, key, n, limits)
 }
 
 // callLimit is one limit's part of a call.
@@ -190,12 +198,13 @@ type callLimit struct {
 	ok   bool  // holds n
 }
 
-// allowLimits decides key against limits (validated).
-func (l *Limiter) allowLimits(key string, n int64, limits []admit.Limit) (admit.Decision, error) {
+// allowLimits decides key against limits (validated) and writes every
+// field of *d.
+func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []admit.Limit) error {
 	for i := range limits {
 		if n < 0 || n > limits[i].Capacity {
-			return admit.Decision{Limit: limits[i].Capacity, Policy: limits[i].Name},
-				fmt.Errorf("%w: n=%d is outside [0, capacity %d] of limit %q", admit.ErrUnsatisfiable, n, limits[i].Capacity, limits[i].Name)
+			setDecision(d, false, limits[i].Capacity, 0, 0, 0, limits[i].Name)
+			return fmt.Errorf("%w: n=%d is outside [0, capacity %d] of limit %q", admit.ErrUnsatisfiable, n, limits[i].Capacity, limits[i].Name)
 		}
 	}
 	var stack [maxStackLimits]callLimit
@@ -209,7 +218,8 @@ func (l *Limiter) allowLimits(key string, n int64, limits []admit.Limit) (admit.
 	for i := range limits {
 		lp, err := l.params(&limits[i])
 		if err != nil {
-			return admit.Decision{}, err
+			setDecision(d, false, 0, 0, 0, 0, "")
+			return err
 		}
 		cl[i].lp = lp
 	}
@@ -219,10 +229,12 @@ func (l *Limiter) allowLimits(key string, n int64, limits []admit.Limit) (admit.
 		m, locked, at, ok := l.multiFor(key, h, n, t)
 		if !ok { // refused
 			w := l.until(t, at)
-			return admit.Decision{Limit: limits[0].Capacity, RetryAfter: w, ResetAfter: w, Policy: limits[0].Name}, l.errFull
+			setDecision(d, false, limits[0].Capacity, 0, w, w, limits[0].Name)
+			return l.errFull
 		}
 		if m == nil { // a peek at a key not held: every limit full
-			return l.fullDecision(limits)
+			l.fullDecision(d, limits)
+			return nil
 		}
 		if !locked {
 			m.mu.Lock()
@@ -233,7 +245,8 @@ func (l *Limiter) allowLimits(key string, n int64, limits []admit.Limit) (admit.
 		}
 		tc := l.decideMulti(m, t, n, limits, cl)
 		m.mu.Unlock()
-		return l.multiDecision(tc, n, limits, cl), nil
+		l.multiDecision(d, tc, n, limits, cl)
+		return nil
 	}
 }
 
@@ -317,25 +330,25 @@ func carry(old *limState, t int64, p *refill.Params) int64 {
 	return min(bal, p.Cap)
 }
 
-// multiDecision builds the Decision of a call decided at t (rule 4 of
-// admit.PolicyLimiter).
-func (l *Limiter) multiDecision(t, n int64, limits []admit.Limit, cl []callLimit) admit.Decision {
+// multiDecision writes the Decision of a call decided at t (rule 4 of
+// admit.PolicyLimiter) into *d.
+func (l *Limiter) multiDecision(d *admit.Decision, t, n int64, limits []admit.Limit, cl []callLimit) {
 	allowed := true
 	for i := range cl {
 		allowed = allowed && cl[i].ok
 	}
-	d := admit.Decision{Allowed: allowed, Remaining: math.MaxInt64}
+	remaining := int64(math.MaxInt64)
 	fewest, longest := -1, -1
-	var wait time.Duration
+	var wait, reset time.Duration
 	for i := range cl {
 		c := &cl[i]
 		p := &c.lp.p
 		rem := max(c.v-c.z, 0) >> p.Shift
-		if rem < d.Remaining {
-			d.Remaining, fewest = rem, i
+		if rem < remaining {
+			remaining, fewest = rem, i
 		}
 		if c.z > c.v-p.Cap {
-			d.ResetAfter = max(d.ResetAfter, l.until(t, p.Reach(t, c.z+p.Cap)))
+			reset = max(reset, l.until(t, p.Reach(t, c.z+p.Cap)))
 		}
 		if !c.ok {
 			if w := l.until(t, p.Reach(t, c.z+p.Units(n))); longest < 0 || w > wait {
@@ -344,22 +357,21 @@ func (l *Limiter) multiDecision(t, n int64, limits []admit.Limit, cl []callLimit
 		}
 	}
 	pick := fewest
+	var retry time.Duration
 	if !allowed {
-		d.RetryAfter, pick = wait, longest
+		retry, pick = wait, longest
 	}
-	d.Limit, d.Policy = limits[pick].Capacity, limits[pick].Name
-	return d
+	setDecision(d, allowed, limits[pick].Capacity, remaining, retry, reset, limits[pick].Name)
 }
 
-// fullDecision is the Decision of a peek at a key not held.
-func (l *Limiter) fullDecision(limits []admit.Limit) (admit.Decision, error) {
-	d := admit.Decision{Allowed: true, Remaining: math.MaxInt64}
+// fullDecision writes the Decision of a peek at a key not held into *d.
+func (l *Limiter) fullDecision(d *admit.Decision, limits []admit.Limit) {
+	setDecision(d, true, 0, math.MaxInt64, 0, 0, "")
 	for i := range limits {
 		if limits[i].Capacity < d.Remaining {
 			d.Remaining, d.Limit, d.Policy = limits[i].Capacity, limits[i].Capacity, limits[i].Name
 		}
 	}
-	return d, nil
 }
 
 // multiFor returns key's multiEntry (hash h), converting its single-limit
