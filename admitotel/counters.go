@@ -69,8 +69,10 @@ func newCounters() *counters {
 
 // add counts one call: its result, the tokens it asked for (negative counts
 // as 0), whether it failed on the backend, and its deciding policy. The
-// usual call (no policy, no backend error) is inlined into the wrapper and
-// adds to its P's slot in place; the rest go through addSlow.
+// usual call (no policy, no backend error) adds to its P's slot in place;
+// the rest go through addSlow. Limiter.AllowN repeats the in-place case
+// in its own body: add does not inline, and the call costs a measurable
+// part of the wrapper's budget.
 func (c *counters) add(result int, n int64, backend bool, policy string) {
 	p := pin()
 	if plainAdds && p < uint(len(c.slots)-1) && policy == "" && !backend && n >= 0 {
