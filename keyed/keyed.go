@@ -53,8 +53,11 @@
 // counters. An entry holds the key's bytes (immutable), its state word z
 // and its time word (which also carries a CLOCK reference bit). A call:
 //
-//  1. reads the clock, hashes the key, and probes its shard's table with
-//     atomic loads only;
+//  1. hashes the key, asks the CPU to prefetch the key's home slot, reads
+//     the clock (the slot's cache miss overlaps the read), and probes its
+//     shard's table with atomic loads only, through the shard's view: the
+//     tables' addresses and sizes, packed 16 bytes per shard in one array
+//     that stays in cache;
 //  2. if it finds the entry, decides by a CAS on the state word (a denial
 //     or a peek at a bucket not full writes nothing, bar the reference bit
 //     once per turn of the eviction hand). That CAS is the call's
@@ -149,6 +152,7 @@ import (
 	"math/bits"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/internal/refill"
@@ -160,7 +164,8 @@ import (
 type Limiter struct {
 	_      noCopy
 	shards []shard
-	shift  uint // a key's shard is its hash >> shift
+	views  []view // views[i] is shards[i]'s table for lock-free readers; see view
+	shift  uint   // a key's shard is its hash >> shift
 	seed   maphash.Seed
 	p      refill.Params // the primary limit's arithmetic; immutable after New
 	clk    refill.Clock  // immutable after New
@@ -256,6 +261,7 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 	}
 	l := &Limiter{
 		shards:   make([]shard, n),
+		views:    make([]view, n),
 		shift:    uint(64 - bits.TrailingZeros(uint(n))), // 64 for one shard: h >> 64 is 0
 		seed:     maphash.MakeSeed(),
 		p:        lps[0].p,
@@ -270,6 +276,7 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 	}
 	l.errFull = fmt.Errorf("%w: keyed: no room for a new key: the limiter holds WithMaxKeys(%d) live buckets (RefuseNew)", admit.ErrUnavailable, maxKeys)
 	for i := range l.shards {
+		l.shards[i].v = &l.views[i]
 		l.shards[i].floor.Store(math.MaxInt64)
 	}
 	for _, lp := range lps {
@@ -405,15 +412,22 @@ const (
 
 // decide runs one call: need units, 0 <= need <= Cap, from key's bucket.
 //
-// The hot path, for a held key: read the clock, hash, probe the shard's
-// table without a lock, and decide on the entry's state word with one CAS
+// The hot path, for a held key: hash, prefetch the home slot, read the
+// clock, probe the shard's table without a lock, and decide on the entry's state word with one CAS
 // (take). Anything else (a key not found, an entry removed meanwhile) goes
 // to slow, under the shard's lock.
 func (l *Limiter) decide(key string, need int64) outcome {
-	t := l.clk.Now()
 	h := l.hash(key)
-	s := &l.shards[h>>l.shift]
-	if e := s.find(h, key); e != nil {
+	i := h >> l.shift
+	v := &l.views[i]
+	// The home slot's line, fetched while the clock is read. A base and
+	// a mask from different tables (a grow meanwhile) form an address
+	// outside the slots: harmless, a prefetch never faults.
+	if base := v.base.Load(); base != nil {
+		prefetch(unsafe.Add(unsafe.Pointer(base), (h&v.mask.Load())*slotSize))
+	}
+	t := l.clk.Now()
+	if e := v.find(h, key); e != nil {
 		// take's admission, written out here so that the common call is
 		// one function: the key's time word is not after t (no peek from
 		// the future), the reference bit is set, and the CAS wins.
@@ -432,7 +446,7 @@ func (l *Limiter) decide(key string, need int64) outcome {
 			return outcome{kind: multi}
 		}
 	}
-	return l.slow(s, key, h, need, t)
+	return l.slow(&l.shards[i], key, h, need, t)
 }
 
 // take decides need units on e's bucket and reports false (live) if e is

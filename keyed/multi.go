@@ -383,7 +383,7 @@ func (l *Limiter) fullDecision(d *admit.Decision, limits []admit.Limit) {
 // checks that it is still live.
 func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, locked bool, at int64, ok bool) {
 	s := &l.shards[h>>l.shift]
-	if e := s.find(h, key); e != nil && e.st.Load() == multiTag {
+	if e := l.views[h>>l.shift].find(h, key); e != nil && e.st.Load() == multiTag {
 		return asMulti(e), false, 0, true
 	}
 	for {

@@ -21,11 +21,7 @@ type shard struct {
 type shardState struct {
 	mu  sync.Mutex
 	tab atomic.Pointer[table] // the current table, for the lock holder; nil before the first insertion
-	// base and mask are the current table's slots and size − 1, for
-	// lock-free readers (see view): one line with no pointer to follow
-	// before the slots. base is stored before mask, and tables only grow.
-	base atomic.Pointer[atomic.Pointer[entry]]
-	mask atomic.Uint64
+	v   *view                 // the current table again, for lock-free readers (Limiter.views); written under mu
 	// floor is a lower bound on the elapsed time at which each held key's
 	// bucket is full (math.MaxInt64 when the shard holds none): no bucket
 	// here is full before it. Written under mu; read by makeRoom without
@@ -46,15 +42,27 @@ type shardState struct {
 	inserts, drops, evictions, refusals uint64
 }
 
+// view is a shard's current table as lock-free readers see it: its slots
+// and size − 1, with no pointer to follow before the slots. The views of
+// all shards are packed in one array (Limiter.views), 16 bytes each, so
+// that the first load of every probe hits lines every call reads (256
+// views are 4 KB), not the shard's own line, which the lock and the
+// counters share. Written only by a grow, under the shard's lock: base
+// before mask, and tables only grow.
+type view struct {
+	base atomic.Pointer[atomic.Pointer[entry]]
+	mask atomic.Uint64
+}
+
 // find returns key's entry (hash h) or nil, without the lock: the
 // lock-free probe of the table's doc. mask is loaded before base: a reader
 // that sees a mask sees that table's base or a later, larger one's, so
 // every index it forms is inside the array base points to (a mask from an
 // older, smaller table with a newer base only misplaces the probe, which
 // then misses, and a miss is never trusted).
-func (s *shard) find(h uint64, key string) *entry {
-	mask := s.mask.Load()
-	base := unsafe.Pointer(s.base.Load())
+func (v *view) find(h uint64, key string) *entry {
+	mask := v.mask.Load()
+	base := unsafe.Pointer(v.base.Load())
 	for i, n := h&mask, mask; base != nil; i, n = (i+1)&mask, n-1 {
 		e := (*atomic.Pointer[entry])(unsafe.Add(base, i*slotSize)).Load()
 		if e == nil || e.key == key {
@@ -112,8 +120,8 @@ func (s *shard) grow(l *Limiter, old *table) *table {
 		}
 	}
 	s.tab.Store(tb)
-	s.base.Store(&tb.slots[0])
-	s.mask.Store(tb.mask)
+	s.v.base.Store(&tb.slots[0])
+	s.v.mask.Store(tb.mask)
 	return tb
 }
 
