@@ -83,6 +83,21 @@ func (l Limit) Validate() error {
 	return nil
 }
 
+// valid reports whether Validate returns nil, without building an error:
+// ValidateLimits runs on every call of a PolicyLimiter, and Validate, which
+// takes the Limit by value and formats its errors, does not inline.
+func (l *Limit) valid() bool {
+	if l.Capacity < 1 || l.Capacity > maxLimitCapacity || !(l.Rate >= 0 && l.Rate <= 1e9) || len(l.Name) > maxLimitName {
+		return false // !(>= 0) is also true of NaN, and +Inf is above 1e9
+	}
+	for i := 0; i < len(l.Name); i++ {
+		if c := l.Name[i]; c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 // ValidateLimits checks one call's limits: at least one, each valid, no two
 // with the same Name. Errors wrap ErrInvalidConfig and name the bad value.
 // It is for implementations of PolicyLimiter.
@@ -91,8 +106,8 @@ func ValidateLimits(limits []Limit) error {
 		return fmt.Errorf("%w: no limits", ErrInvalidConfig)
 	}
 	for i := range limits {
-		if err := limits[i].Validate(); err != nil {
-			return err
+		if !limits[i].valid() {
+			return limits[i].Validate()
 		}
 		for j := 0; j < i; j++ {
 			if limits[j].Name == limits[i].Name {

@@ -152,7 +152,6 @@ import (
 	"math/bits"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/internal/refill"
@@ -420,12 +419,7 @@ func (l *Limiter) decide(key string, need int64) outcome {
 	h := l.hash(key)
 	i := h >> l.shift
 	v := &l.views[i]
-	// The home slot's line, fetched while the clock is read. A base and
-	// a mask from different tables (a grow meanwhile) form an address
-	// outside the slots: harmless, a prefetch never faults.
-	if base := v.base.Load(); base != nil {
-		prefetch(unsafe.Add(unsafe.Pointer(base), (h&v.mask.Load())*slotSize))
-	}
+	v.prefetch(h)
 	t := l.clk.Now()
 	if e := v.find(h, key); e != nil {
 		// take's admission, written out here so that the common call is

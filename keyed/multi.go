@@ -70,7 +70,15 @@ type multiEntry struct {
 	mu    sync.Mutex
 	last  int64 // the latest elapsed time a call applied; under mu (see sync)
 	lims  []limState
+	// inl is where lims lives while the key holds at most inlineLimits
+	// Names: in the entry's own allocation, so that a call reaches its
+	// limits without following one more pointer to another line.
+	inl [inlineLimits]limState
 }
+
+// inlineLimits is how many limit Names a key holds inside its multiEntry;
+// more move lims to an array of its own (append).
+const inlineLimits = 3
 
 // limState is one (key, Name)'s bucket: z as for a single limit, on the
 // stream of lp.
@@ -82,7 +90,9 @@ type limState struct {
 
 // newMulti returns a multiEntry for a copy of key (see newEntry).
 func newMulti(key string) *multiEntry {
-	return withKey(key, func(m *multiEntry) *string { return &m.key })
+	m := withKey(key, func(m *multiEntry) *string { return &m.key })
+	m.lims = m.inl[:0]
+	return m
 }
 
 // asMulti returns the multiEntry e is the first field of. It requires that
@@ -223,8 +233,9 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 		}
 		cl[i].lp = lp
 	}
-	t := l.clk.Now()
 	h := l.hash(key)
+	l.views[h>>l.shift].prefetch(h)
+	t := l.clk.Now()
 	for {
 		m, locked, at, ok := l.multiFor(key, h, n, t)
 		if !ok { // refused
@@ -297,8 +308,8 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 			m.lims[c.j] = limState{name: m.lims[c.j].name, lp: c.lp, z: c.z}
 		case allowed && n > 0:
 			// A Name new to the key is stored only when taken from: a
-			// full bucket equals an absent one. The append is the one
-			// allocation a new Name costs.
+			// full bucket equals an absent one. The append allocates
+			// only past inlineLimits Names.
 			m.lims = append(m.lims, limState{name: limits[i].Name, lp: c.lp, z: c.z})
 			c.j = int32(len(m.lims) - 1)
 		}
@@ -436,7 +447,7 @@ func (l *Limiter) convert(s *shard, tb *table, h uint64, e *entry) *multiEntry {
 			continue
 		}
 		m := newMulti(e.key)
-		m.lims = []limState{{name: l.limits[0].Name, lp: l.lps[0], z: dec(st)}}
+		m.lims = append(m.lims, limState{name: l.limits[0].Name, lp: l.lps[0], z: dec(st)})
 		m.st.Store(multiTag)
 		a := e.at.Load()
 		m.at.Store(a & refBit)

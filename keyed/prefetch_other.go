@@ -2,7 +2,5 @@
 
 package keyed
 
-import "unsafe"
-
 // prefetch does nothing here: see prefetch_amd64.go.
-func prefetch(unsafe.Pointer) {}
+func prefetch(uintptr) {}
