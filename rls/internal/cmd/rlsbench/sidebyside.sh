@@ -3,7 +3,7 @@
 # one configuration, measured by rlsbench; admit-rls's memory backend beside
 # them. Usage, from rls/:
 #
-#   RATELIMIT=/path/to/envoyproxy-ratelimit-binary internal/cmd/rlsbench/sidebyside.sh [duration]
+#   RATELIMIT=/path/to/envoyproxy-ratelimit-binary [ROUNDS=3] internal/cmd/rlsbench/sidebyside.sh [duration]
 #
 # Build that binary from the module proxy in a scratch directory (not in
 # this repository):
@@ -11,7 +11,9 @@
 #   go mod init scratch && go get github.com/envoyproxy/ratelimit/src/service_cmd@VERSION
 #   go build -o ratelimit github.com/envoyproxy/ratelimit/src/service_cmd
 #
-# Prints a header (machine, versions, commit) and every rlsbench line.
+# Prints a header (machine, versions, commit), every rlsbench line, and the
+# median over the rounds of each service's throughput and p99 per stream
+# count.
 set -euo pipefail
 d=${1:-5s}
 : "${RATELIMIT:?set RATELIMIT to the envoyproxy/ratelimit binary}"
@@ -52,25 +54,64 @@ echo "# 16 streams start 50 ms before a whole second and run 3 s; the bucket bou
 common=(RUNTIME_ROOT="$work/runtime" RUNTIME_SUBDIRECTORY=sub RUNTIME_APPDIRECTORY=config USE_STATSD=false LOG_LEVEL=ERROR
 	REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$rport" REDIS_TYPE=SINGLE)
 
-run_one() { # label env...
+# start label env...: starts one service and records its gRPC port in
+# gport[label] once its configuration is in force (client=hot is limited).
+declare -A gport
+start() {
 	local label=$1; shift
 	local gp hp
 	gp=$(port); hp=$(port)
 	env "${common[@]}" GRPC_HOST=127.0.0.1 GRPC_PORT="$gp" HOST=127.0.0.1 PORT="$hp" DEBUG_HOST=127.0.0.1 DEBUG_PORT="$(port)" "$@" 2>"$work/$label.log" &
-	local pid=$!
+	pids+=($!)
 	wait_port "$gp"
-	# The configuration must be in force: client=hot is limited.
 	for _ in $(seq 100); do
 		curl -s "127.0.0.1:$hp/json" -d '{"domain":"bench","descriptors":[{"entries":[{"key":"client","value":"hot"}],"hitsAddend":"0"}]}' | grep -q currentLimit && break
 		sleep 0.05
 	done
-	redis-cli -p "$rport" flushall >/dev/null
-	"$work/rlsbench" -addr "127.0.0.1:$gp" -label "$label" -streams 1,16,64 -d "$d"
-	redis-cli -p "$rport" flushall >/dev/null
-	"$work/rlsbench" -addr "127.0.0.1:$gp" -label "$label" -accuracy -streams 16 -d 3s -windows 100ms,1s -boundary 50ms
-	kill "$pid"; wait "$pid" 2>/dev/null || true
+	gport[$label]=$gp
 }
 
-run_one ratelimit-redis BACKEND_TYPE=redis "$RATELIMIT"
-run_one admit-rls-redis BACKEND_TYPE=redis "$work/admit-rls"
-run_one admit-rls-memory BACKEND_TYPE=memory "$work/admit-rls"
+start ratelimit-redis BACKEND_TYPE=redis "$RATELIMIT"
+start admit-rls-redis BACKEND_TYPE=redis "$work/admit-rls"
+start admit-rls-memory BACKEND_TYPE=memory "$work/admit-rls"
+labels=(ratelimit-redis admit-rls-redis admit-rls-memory)
+
+# Throughput: every service runs, one after another, at each stream count,
+# in ROUNDS rounds, the order rotated each round, so that a change in the
+# machine's load between two runs falls on every service alike. Redis is
+# flushed before each run.
+rounds=${ROUNDS:-3}
+# A warm-up, not reported: the first calls open connections and load the
+# scripts (admit-rls's first EVALSHA on a server answers NOSCRIPT).
+for label in "${labels[@]}"; do
+	"$work/rlsbench" -addr "127.0.0.1:${gport[$label]}" -label warmup -streams 16 -d 1s >/dev/null
+done
+echo "# throughput: a 1 s warm-up of each service (not shown), then $rounds rounds; in each, every stream count, and at each the three services back to back (order rotated per round)"
+for r in $(seq "$rounds"); do
+	for st in 1 16 64; do
+		for i in 0 1 2; do
+			label=${labels[$(((i + r) % 3))]}
+			redis-cli -p "$rport" flushall >/dev/null
+			"$work/rlsbench" -addr "127.0.0.1:${gport[$label]}" -label "round=$r $label" -streams "$st" -d "$d" | tee -a "$work/tp.txt"
+		done
+	done
+done
+for label in "${labels[@]}"; do
+	redis-cli -p "$rport" flushall >/dev/null
+	"$work/rlsbench" -addr "127.0.0.1:${gport[$label]}" -label "$label" -accuracy -streams 16 -d 3s -windows 100ms,1s -boundary 50ms
+done
+echo "# median over the $rounds rounds (service, streams: decisions per second, p99)"
+python3 - "$work/tp.txt" <<'PY'
+import re, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    m = re.match(r'round=\d+ (\S+) streams=(\d+) .*per_sec=(\d+) p50=\S+ p99=(\S+)', line)
+    if not m:
+        continue
+    p99 = m.group(4)
+    scale = {'ms': 1e-3, 'µs': 1e-6, 's': 1.0}
+    unit = re.match(r'[\d.]+(\D+)$', p99).group(1)
+    runs.setdefault((m.group(1), int(m.group(2))), []).append((int(m.group(3)), float(p99[:-len(unit)]) * scale[unit]))
+for (label, st), v in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    print(f"median {label} streams={st} per_sec={statistics.median(x[0] for x in v):.0f} p99={statistics.median(x[1] for x in v)*1e3:.2f}ms runs={len(v)}")
+PY
