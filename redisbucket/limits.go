@@ -2,8 +2,11 @@ package redisbucket
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,8 +71,9 @@ type limitSet struct {
 	// perCall: chosen by the caller (AllowLimits), so a fallback that is a
 	// PolicyLimiter is handed them; strict otherwise.
 	perCall bool
-	// argv: the script's ARGV after n and want: the strict flag, then each
-	// limit's record head. boxed is argv as go-redis takes it, boxed once
+	// argv: the script's ARGV after n and want: the strict flag, the
+	// limits' record heads back to back, and their parameters packed (see
+	// the script's doc). boxed is argv as go-redis takes it, boxed once
 	// for a fixed set so that a decision allocates nothing for it.
 	argv  []string
 	boxed []any
@@ -80,22 +84,25 @@ func newLimitSet(limits []admit.Limit, perCall bool) (*limitSet, error) {
 	if err := admit.ValidateLimits(limits); err != nil {
 		return nil, err
 	}
-	s := &limitSet{limits: append([]admit.Limit(nil), limits...), perCall: perCall, argv: make([]string, 1, 1+len(limits))}
-	s.argv[0] = "1"
+	s := &limitSet{limits: append([]admit.Limit(nil), limits...), perCall: perCall}
+	strict := "1"
 	if perCall {
-		s.argv[0] = "0"
+		strict = "0"
 	}
+	var heads, packed strings.Builder
 	for i, lim := range limits {
 		p, err := newParams(lim.Capacity, lim.Rate)
 		if err != nil {
 			return nil, fmt.Errorf("limit %q: %w", lim.Name, err)
 		}
 		s.params = append(s.params, p)
-		s.argv = append(s.argv, p.head(lim.Name))
+		heads.WriteString(p.head(lim.Name))
+		packed.WriteString(pack(p.capUnits, p.per, p.m, p.q))
 		if i == 0 || lim.Capacity < s.minCap {
 			s.minCap, s.minIdx = lim.Capacity, i
 		}
 	}
+	s.argv = []string{strict, heads.String(), packed.String()}
 	s.boxed = make([]any, len(s.argv))
 	for i, a := range s.argv {
 		s.boxed[i] = a
@@ -148,8 +155,19 @@ func (c *setCache) set(limits []admit.Limit) (*limitSet, error) {
 	return s, nil
 }
 
-// head is the limit's record head in the script's form, "<len>:<name>
-// <cap> <per> <m> <q>".
+// head is the limit's record head in the script's form: "<len>:<name>"
+// then cap, per, m and q packed (see pack).
 func (p params) head(name string) string {
-	return strconv.Itoa(len(name)) + ":" + name + " " + p.numbers()
+	return strconv.Itoa(len(name)) + ":" + name + pack(p.capUnits, p.per, p.m, p.q)
+}
+
+// pack returns the script's binary form of integers below 2^53: each a
+// little-endian IEEE 754 double, 8 bytes, as Lua's struct.pack('<d')
+// writes it (exact: a double holds every integer below 2^53).
+func pack(v ...int64) string {
+	b := make([]byte, 0, 8*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(x)))
+	}
+	return string(b)
 }

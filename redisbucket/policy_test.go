@@ -2,7 +2,9 @@ package redisbucket_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +46,7 @@ func frozen(t *testing.T, c *redis.Client, l *redisbucket.Limiter, key string, d
 		rec, _, _ := redisbucket.Record(lm, tokens*per, f)
 		recs = append(recs, rec)
 	}
-	if err := c.Set(context.Background(), redisbucket.RedisKey(l, key), strings.Join(recs, "\n"), 0).Err(); err != nil {
+	if err := c.Set(context.Background(), redisbucket.RedisKey(l, key), redisbucket.Join(recs...), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -145,8 +147,10 @@ func TestPolicyCarryOver(t *testing.T) {
 		t.Errorf("2 of 10 under capacity 5: %+v; want 2 left of 5", d)
 	}
 	want, _, _ := redisbucket.Record(lim("x", 5, 1), 3e6, 0)
-	if got := c.Get(ctx, redisbucket.RedisKey(l, "k")).Val(); got[:strings.LastIndexByte(got, ' ')] != want[:strings.LastIndexByte(want, ' ')] {
-		t.Errorf("stored after the peek: %q; want the record converted, %q", got, want)
+	got, _ := redisbucket.Decode(c.Get(ctx, redisbucket.RedisKey(l, "k")).Val())
+	w, _ := redisbucket.Decode(want)
+	if len(got) != 1 || got[0].Name != w[0].Name || got[0].Cap != w[0].Cap || got[0].Per != w[0].Per || got[0].M != w[0].M || got[0].Q != w[0].Q || got[0].D != w[0].D {
+		t.Errorf("stored after the peek: %+v; want the record converted, %+v (any time)", got, w)
 	}
 	if d := allowL(t, l, "k", 0, x); d.Remaining != 2 || d.Limit != 10 {
 		t.Errorf("back at capacity 10: %+v; want the balance, 2, not a full bucket", d)
@@ -233,10 +237,41 @@ func TestPolicyStrictOwnLimits(t *testing.T) {
 	if after := c.Get(ctx, redisbucket.RedisKey(f, "k")).Val(); after != before {
 		t.Errorf("the refused call wrote: %q, was %q", after, before)
 	}
-	// A value this package did not write is refused too.
-	c.Set(ctx, redisbucket.RedisKey(f, "junk"), "hello", 0)
-	if d, err := f.AllowLimits(ctx, "junk", 1, a); !errors.Is(err, admit.ErrInvalidConfig) || d.Allowed {
-		t.Errorf("a key holding junk: %+v, %v", d, err)
+	// A value this package did not write is refused too, and left as it
+	// is: text, a record cut short, numbers that are not integers of the
+	// script's ranges, a length prefix that is not digits; on the fast
+	// path (the call's own head first) and on the parsing one.
+	good, _, _ := redisbucket.Record(a, 1, 1)
+	head := good[:len(good)-16]
+	aRec := func(capUnits, d, t float64) string {
+		var b []byte
+		b = append(b, good[:len(good)-48]...)
+		for _, x := range []float64{capUnits, 1, 1, 1, d, t} {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+		}
+		return string(b)
+	}
+	for _, junk := range []string{
+		"hello",
+		good[:len(good)-1],
+		head + strings.Repeat("\xff", 16), // NaN debt and time
+		redisbucket.Join(good, good[2:]),  // a second record whose length prefix is not digits
+		aRec(5, 6, 1),                     // debt above the capacity
+		aRec(5, 1.5, 1),                   // not an integer
+		aRec(5, -1, 1),                    // negative
+		aRec(5, 1, math.Inf(1)),
+		"9:x" + good,               // the length runs past the value
+		good + good[len(good)-16:], // a state more than the heads
+	} {
+		c.Set(ctx, redisbucket.RedisKey(f, "junk"), junk, 0)
+		for _, ls := range [][]admit.Limit{{a}, {lim("other", 1, 1)}} {
+			if d, err := f.AllowLimits(ctx, "junk", 1, ls...); !errors.Is(err, admit.ErrInvalidConfig) || d.Allowed {
+				t.Errorf("a key holding %q, limits %v: %+v, %v", junk, ls, d, err)
+			}
+			if v := c.Get(ctx, redisbucket.RedisKey(f, "junk")).Val(); v != junk {
+				t.Errorf("the refused call on %q wrote %q", junk, v)
+			}
+		}
 	}
 }
 
@@ -261,15 +296,15 @@ func TestPolicyKeyExpiry(t *testing.T) {
 	if ceil := (d.ResetAfter + time.Millisecond - 1).Truncate(time.Millisecond); pttl > ceil || pttl <= 3*time.Millisecond {
 		t.Errorf("PTTL %v; want above burst's 3 ms and at most ResetAfter %v rounded up", pttl, d.ResetAfter)
 	}
-	if n := strings.Count(c.Get(ctx, rk).Val(), "\n") + 1; n != 2 {
-		t.Errorf("%d records, want 2", n)
+	if recs, ok := redisbucket.Decode(c.Get(ctx, rk).Val()); !ok || len(recs) != 2 {
+		t.Errorf("%d records (parsed: %v), want 2", len(recs), ok)
 	}
 	time.Sleep(10 * time.Millisecond) // burst full again
 	if d := allowL(t, l, "k", 1, slowL); !d.Allowed {
 		t.Fatalf("slow alone: %+v", d)
 	}
-	if v := c.Get(ctx, rk).Val(); strings.Contains(v, "burst") || !strings.HasPrefix(v, "4:slow ") {
-		t.Errorf("stored %q; want only slow's record, burst's full one dropped", v)
+	if recs, ok := redisbucket.Decode(c.Get(ctx, rk).Val()); !ok || len(recs) != 1 || recs[0].Name != "slow" {
+		t.Errorf("stored %+v; want only slow's record, burst's full one dropped", recs)
 	}
 	gone := false
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {

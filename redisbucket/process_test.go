@@ -331,10 +331,14 @@ func TestClientClockIgnored(t *testing.T) {
 	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "+OK") {
 		t.Fatalf("MONITOR: %q, %v", line, err)
 	}
-	per, capUnits := redisbucket.Units(l)
-	// ... and the stored record's head: its name and these constants.
-	cs, ps := strconv.FormatInt(capUnits, 10), strconv.FormatInt(per, 10)
-	want := []string{"1", redisbucket.RedisKey(l, "k2"), "3", "3", "1", "0:", cs, ps, "1", "1"}
+	// ... and the stored record's head: its name and these constants,
+	// packed.
+	want := []string{"1", redisbucket.RedisKey(l, "k2"), "3", "3", "1", redisbucket.Head(l), redisbucket.Params(l)}
+	if recs, ok := redisbucket.Decode(redisbucket.Head(l) + strings.Repeat("\x00", 16)); !ok || len(recs) != 1 || recs[0].Name != "" || recs[0].M != 1 || recs[0].Q != 1 {
+		t.Fatalf("the head does not hold the limit's constants: %+v", recs)
+	} else if per, capUnits := redisbucket.Units(l); recs[0].Per != per || recs[0].Cap != capUnits {
+		t.Fatalf("the head holds %+v, want cap %d, per %d", recs[0], capUnits, per)
+	}
 	for i := 0; i < 3; i++ {
 		if _, err := l.AllowN(ctx, "k2", 3); err != nil {
 			t.Fatal(err)
@@ -347,17 +351,63 @@ func TestClientClockIgnored(t *testing.T) {
 		if err != nil {
 			t.Fatalf("MONITOR read: %v (saw %d evalsha)", err, seen)
 		}
-		f := strings.Fields(line)
-		if len(f) < 4 || f[3] != `"evalsha"` {
+		args := monitorArgs(line)
+		if len(args) < 2 || args[0] != "evalsha" {
 			continue
 		}
-		var got []string
-		for _, a := range f[5:] {
-			got = append(got, strings.Trim(a, `"`))
-		}
-		if strings.Join(strings.Fields(strings.Join(got, " ")), " ") != strings.Join(want, " ") {
+		if got := args[2:]; !slices.Equal(got, want) {
 			t.Errorf("script called with %q, want %q", got, want)
 		}
 		seen++
 	}
+}
+
+// monitorArgs returns the arguments of one MONITOR line, `+<time> [<db>
+// <client>] "arg" "arg" ...`, unquoted: Redis writes each between double
+// quotes, with \\, \", \n, \r, \t, \a, \b and \xHH escapes.
+func monitorArgs(line string) []string {
+	var out []string
+	i := strings.IndexByte(line, ']')
+	if i < 0 {
+		return nil
+	}
+	for i++; i < len(line); i++ {
+		if line[i] != '"' {
+			continue
+		}
+		var b []byte
+		for i++; i < len(line) && line[i] != '"'; i++ {
+			if line[i] != '\\' || i+1 >= len(line) {
+				b = append(b, line[i])
+				continue
+			}
+			i++
+			switch c := line[i]; c {
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'a':
+				b = append(b, '\a')
+			case 'b':
+				b = append(b, '\b')
+			case 'x':
+				if i+2 < len(line) {
+					v, err := strconv.ParseUint(line[i+1:i+3], 16, 8)
+					if err == nil {
+						b = append(b, byte(v))
+						i += 2
+						continue
+					}
+				}
+				b = append(b, c)
+			default:
+				b = append(b, c)
+			}
+		}
+		out = append(out, string(b))
+	}
+	return out
 }
