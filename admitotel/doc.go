@@ -39,8 +39,8 @@
 // tick) one callback sums the per-processor counters and observes the
 // totals, and reads keyed's Stats. A wrapped decision allocates nothing.
 // BenchmarkOverhead measures what it costs over the bare call
-// (docs/metrics.md has a run): about 2 ns around a bucket's TryAcquire,
-// about 6 ns around keyed's AllowN. Wrap calls a *keyed.Limiter through
+// (docs/metrics.md has the runs): about 2 ns around a bucket's
+// TryAcquire, 2–7 ns around keyed's AllowN. Wrap calls a *keyed.Limiter through
 // AllowNInto and AllowLimitsInto, which write the Decision into the
 // wrapper's own result: returned through one more call, the six-field
 // Decision would be copied through the stack, about 10 ns on amd64. Other
