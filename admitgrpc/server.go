@@ -142,8 +142,8 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 		in.w = ratelimit.Seconds(f.FillTime())
 	}
 	if c.limits != nil {
-		pl, ok := l.(admit.PolicyLimiter)
-		if !ok || !policyAllTheWay(l) {
+		pl, ok := ratelimit.Policy(l)
+		if !ok {
 			panic(fmt.Sprintf("admitgrpc: WithLimits needs an admit.PolicyLimiter; %T is not one", l))
 		}
 		in.pl = pl
@@ -169,22 +169,6 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 	}
 	in.quoted = ratelimit.Quote(name)
 	return in
-}
-
-// policyAllTheWay reports whether l and every limiter it wraps, as far as
-// Unwrap methods tell (admitotel.Limiter has one), are PolicyLimiters: a
-// wrapper has AllowLimits whatever it wraps, and would fail every call.
-func policyAllTheWay(l admit.KeyedLimiter) bool {
-	for {
-		if _, ok := l.(admit.PolicyLimiter); !ok {
-			return false
-		}
-		u, ok := l.(interface{ Unwrap() admit.KeyedLimiter })
-		if !ok {
-			return true
-		}
-		l = u.Unwrap()
-	}
 }
 
 // decide admits or refuses one call. It returns the header metadata to

@@ -127,9 +127,9 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 	m := &middleware{l: l, config: c}
 	name := c.name
 	if c.limits != nil {
-		pl, ok := l.(admit.PolicyLimiter)
+		pl, ok := ratelimit.Policy(l)
 		if !ok {
-			panic(fmt.Sprintf("admithttp: WithLimits needs a limiter that implements admit.PolicyLimiter (AllowLimits); %T does not", l))
+			panic(fmt.Sprintf("admithttp: WithLimits needs a limiter that implements admit.PolicyLimiter (AllowLimits), all the way down its Unwrap chain; %T does not", l))
 		}
 		if c.fillSet {
 			panic("admithttp: WithFillTime with WithLimits: each limit's w is its own Capacity ÷ Rate")

@@ -1,6 +1,7 @@
 package ratelimit_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"testing"
@@ -155,6 +156,50 @@ func TestNewSetRejects(t *testing.T) {
 	} {
 		if _, err := ratelimit.NewSet(limits, "default"); !errors.Is(err, admit.ErrInvalidConfig) {
 			t.Errorf("NewSet(%+v) = %v, want ErrInvalidConfig", limits, err)
+		}
+	}
+}
+
+// plain is a KeyedLimiter only; policy is also a PolicyLimiter; wrapper is
+// a PolicyLimiter that wraps another limiter and says so, as
+// admitotel.Limiter does.
+type plain struct{}
+
+func (plain) AllowN(context.Context, string, int64) (admit.Decision, error) {
+	return admit.Decision{}, nil
+}
+
+type policy struct{ plain }
+
+func (policy) AllowLimits(context.Context, string, int64, ...admit.Limit) (admit.Decision, error) {
+	return admit.Decision{}, nil
+}
+
+type wrapper struct {
+	policy
+	l admit.KeyedLimiter
+}
+
+func (w wrapper) Unwrap() admit.KeyedLimiter { return w.l }
+
+func TestPolicy(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		l    admit.KeyedLimiter
+		want bool
+	}{
+		{"plain", plain{}, false},
+		{"policy", policy{}, true},
+		{"wrapper of plain", wrapper{l: plain{}}, false},
+		{"wrapper of policy", wrapper{l: policy{}}, true},
+		{"wrapper of wrapper of plain", wrapper{l: wrapper{l: plain{}}}, false},
+		{"wrapper of wrapper of policy", wrapper{l: wrapper{l: policy{}}}, true},
+	} {
+		pl, ok := ratelimit.Policy(c.l)
+		if ok != c.want || (pl != nil) != c.want {
+			t.Errorf("%s: Policy = %v, %v; want ok %v", c.name, pl, ok, c.want)
+		} else if ok && pl != c.l.(admit.PolicyLimiter) {
+			t.Errorf("%s: Policy returned %v, not the limiter itself", c.name, pl)
 		}
 	}
 }
