@@ -55,6 +55,8 @@ fuzz: ## longer runs of the fuzz tests (their seeds run in make test)
 		$(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 30s ./$$p/ || exit 1; \
 	done
 	$(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 60s ./keyed/
+	$(GO) test -run '^$$' -fuzz FuzzLimits -fuzztime 60s ./keyed/
+	$(GO) test -run '^$$' -fuzz FuzzValid -fuzztime 15s .
 	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 60s ./rate/
 	$(GO) test -run '^$$' -fuzz FuzzKeyByForwardedFor -fuzztime 30s ./admithttp/
 	$(GO) test -run '^$$' -fuzz FuzzKeyByIP -fuzztime 15s ./admithttp/

@@ -14,6 +14,13 @@
 // (ratelimit, ratelimit-policy, with the values admithttp writes), and a
 // denial also retry-after in whole seconds, rounded up.
 //
+// For metrics, put the admitotel module's wrapper between the limiter and
+// the interceptor; the interceptor reads the limits through its Unwrap:
+//
+//	l, _ := redisbucket.NewLimits(rdb, limits) // or keyed.NewLimits(limits)
+//	m, _ := admitotel.Wrap(l, admitotel.WithName("grpc"))
+//	s := grpc.NewServer(grpc.UnaryInterceptor(admitgrpc.UnaryServerInterceptor(m)))
+//
 // Compared with go-grpc-middleware's ratelimit interceptor (one Limit(ctx)
 // error for every caller, no key, no retry hint), it limits each client
 // separately, says exactly when to come back, and moves from one process to
