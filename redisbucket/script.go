@@ -35,11 +35,12 @@ import "github.com/redis/go-redis/v9"
 // usual case) holds exactly the call's heads, which the client sends
 // concatenated, then their states: one comparison and one struct.unpack
 // read them all, and one struct.pack writes them back. Measured inside
-// Redis 7.0's Lua on the project's machine: struct.unpack of four numbers
-// about 60 ns, a string.match of four with tonumber about 500 ns,
-// struct.pack of two about 80 ns, string.format of two about 190 ns, and a
-// Lua function call about 80 ns, so the per-limit loops write idiv, advance
-// and full out for their common cases.
+// Redis 7.0's Lua on the project's machine (testdata/luacost.lua, whose
+// runs are in the repository's results): struct.unpack of four numbers
+// 64–80 ns, a string.match of four 280–360 ns and tonumber 80–130 ns each,
+// struct.pack of two 60–90 ns, string.format of two 170–210 ns, and a call
+// of a small Lua function about 40 ns, so the per-limit loops write idiv,
+// advance and full out for their common cases.
 //
 // Every value the script stores or computes is an integer below 2^53, which
 // a Lua double holds exactly; newParams guarantees cap + 2·m < 2^53:
