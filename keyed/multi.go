@@ -223,8 +223,29 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 		cl = make([]callLimit, 0, len(limits))
 	}
 	cl = cl[:len(limits)]
-	// Every limit's arithmetic, before anything is locked or stored, so
-	// that an unrepresentable one consumes nothing.
+	h := l.hash(key)
+	v := &l.views[h>>l.shift]
+	v.prefetch(h)
+	t := l.clk.Now()
+	// The usual call: a key that holds every one of limits with the same
+	// Capacity and Rate, whose stored states carry their arithmetic, so
+	// that no limit's is looked up. decideMulti gives up, changing
+	// nothing, on a limit the key does not hold so.
+	if e := v.find(h, key); e != nil && e.st.Load() == multiTag {
+		m := asMulti(e)
+		m.mu.Lock()
+		if m.st.Load() == multiTag {
+			if tc, ok := l.decideMulti(m, t, n, limits, cl); ok {
+				m.mu.Unlock()
+				l.multiDecision(d, tc, n, limits, cl)
+				return nil
+			}
+		}
+		m.mu.Unlock()
+		clear(cl)
+	}
+	// Every limit's arithmetic, before anything is stored, so that an
+	// unrepresentable one consumes nothing.
 	for i := range limits {
 		lp, err := l.params(&limits[i])
 		if err != nil {
@@ -233,9 +254,6 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 		}
 		cl[i].lp = lp
 	}
-	h := l.hash(key)
-	l.views[h>>l.shift].prefetch(h)
-	t := l.clk.Now()
 	for {
 		m, locked, at, ok := l.multiFor(key, h, n, t)
 		if !ok { // refused
@@ -254,7 +272,7 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 			m.mu.Unlock()
 			continue
 		}
-		tc := l.decideMulti(m, t, n, limits, cl)
+		tc, _ := l.decideMulti(m, t, n, limits, cl) // every cl[i].lp is set: it decides
 		m.mu.Unlock()
 		l.multiDecision(d, tc, n, limits, cl)
 		return nil
@@ -263,8 +281,11 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 
 // decideMulti decides n against limits on m at the later of t and m's time,
 // commits all or nothing, and returns the time applied. cl[i].lp holds
-// limits[i]'s arithmetic. Requires m.mu.
-func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, cl []callLimit) int64 {
+// limits[i]'s arithmetic, or is nil for a limit m holds under its Name with
+// the same Capacity and Rate (whose stored arithmetic serves); for a nil
+// one m does not hold so, decideMulti reports false before it changes
+// anything. Requires m.mu.
+func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, cl []callLimit) (int64, bool) {
 	t = max(t, m.last)
 	allowed := true
 	for i := range limits {
@@ -283,6 +304,8 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 		}
 		if c.j >= 0 && m.lims[c.j].lp.capacity == lim.Capacity && m.lims[c.j].lp.rate == lim.Rate {
 			c.lp = m.lims[c.j].lp // the same pair, perhaps another *limParams from a cache collision
+		} else if c.lp == nil {
+			return 0, false // nothing changed yet: the first loop only reads m
 		}
 		p := &c.lp.p
 		c.v = p.V(t)
@@ -318,7 +341,7 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 	if a := m.at.Load(); a&refBit == 0 {
 		m.at.CompareAndSwap(a, a|refBit) // the CLOCK bit, as take sets it
 	}
-	return t
+	return t, true
 }
 
 // carry returns the balance, in p's units, that old's bucket carries into a
