@@ -262,11 +262,17 @@ func FuzzModel(f *testing.F) {
 					require.True(t, km.win.AdmitWithin(max(km.latest, r), latest, n), "op %d: key %q admitted more than capacity + rate × window", i/3, key)
 				}
 				switch {
-				case km.held:
+				case km.held && n > 0:
 					km.z = max(km.z, z)
-					if n == 0 {
-						km.at = max(km.at, tc)
-					}
+				case km.held:
+					// A peek changes nothing in z (at a full bucket it
+					// would raise z to V(tc) − Cap); it records its time
+					// instead. Decisions cannot tell the two apart (a
+					// later call applies at least km.at), but whether the
+					// bucket is full at an older call's time, when another
+					// key's call looks for room, can: the model keeps the
+					// limiter's representation.
+					km.at = max(km.at, tc)
 				case n > 0:
 					km.held, km.z, km.at = true, z, tc
 				}
