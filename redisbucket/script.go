@@ -139,6 +139,14 @@ local function advance(d, t, m, now)
   end
   return d, t
 end
+-- booked is the tick an admission at tick t is booked at on ticks of q µs
+-- (q > 1): taken inside tick now, the debt refills from the tick's end, so
+-- the next boundary credits nothing for a part of a tick.
+local function booked(t, q)
+  local now = idiv(us, q)
+  if t == now and us > now * q then return now + 1 end
+  return t
+end
 -- good reports whether a stored debt d and time t can be the script's
 -- (false for NaN, infinities, fractions, negatives, debt above cap).
 local function good(d, t, cap)
@@ -288,10 +296,7 @@ for j = 1, k do
       -- If admitted: n tokens taken, w - n left, debt d + n·per (> 0).
       if rem == nil or w - n < rem then rem, fewest = w - n, j end
       d = d + n * per
-      if q ~= 1 then
-        local now = idiv(us, q)
-        if t == now and us > now * q then t = now + 1 end
-      end
+      if q ~= 1 then t = booked(t, q) end
       local f
       if q == 1 and m == 1 then
         f = t - us + d
@@ -324,28 +329,14 @@ else
     local d, t = D[j], T[j]
     if taken > 0 then
       d = d + taken * per
-      -- Taken inside tick now: the debt refills from the tick's end, so
-      -- the next boundary credits nothing for a part of a tick.
-      if q ~= 1 then
-        local now = idiv(us, q)
-        if t == now and us > now * q then t = now + 1 end
-      end
+      if q ~= 1 then t = booked(t, q) end
       D[j], T[j] = d, t
     end
-    -- w = idiv(cap - d, per) and f = full(d, t, m, q), written out.
-    local a = cap - d
-    local w = floor(a / per)
-    if w * per > a then w = w - 1 elseif (w + 1) * per <= a then w = w + 1 end
+    -- Not the common path (a denial, a peek, a batch): the helpers serve.
+    local w = idiv(cap - d, per)
     if rem == nil or w < rem then rem, fewest = w, j end
     if d > 0 then
-      local f
-      if q == 1 and m == 1 then
-        f = t - us + d
-        if f >= NEVER then f = NEVER end
-      else
-        f = full(d, t, m, q)
-      end
-      if f > reset then reset = f end
+      reset = max(reset, full(d, t, m, q))
       O[#O + 1] = d
       O[#O + 1] = t
     else
