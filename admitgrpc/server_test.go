@@ -12,6 +12,7 @@ import (
 	"github.com/admit-go/admit/admitgrpc"
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/keyed"
+	"github.com/admit-go/admit/keyedtest"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -322,7 +323,7 @@ func TestInterceptorPanics(t *testing.T) {
 			admitgrpc.UnaryServerInterceptor(onlyAllowN{l}, admitgrpc.WithLimits(func(context.Context, string) ([]admit.Limit, error) { return nil, nil }))
 		},
 		"a wrapper of a limiter that is not a PolicyLimiter": func() {
-			admitgrpc.UnaryServerInterceptor(policyWrapper{onlyAllowN{l}}, admitgrpc.WithLimits(func(context.Context, string) ([]admit.Limit, error) { return nil, nil }))
+			admitgrpc.UnaryServerInterceptor(keyedtest.Wrapper{L: onlyAllowN{l}}, admitgrpc.WithLimits(func(context.Context, string) ([]admit.Limit, error) { return nil, nil }))
 		},
 		"nil client limiter": func() { admitgrpc.UnaryClientInterceptor(nil) },
 		"nil stream client":  func() { admitgrpc.StreamClientInterceptor(nil) },
@@ -346,30 +347,13 @@ func (o onlyAllowN) AllowN(ctx context.Context, key string, n int64) (admit.Deci
 	return o.l.AllowN(ctx, key, n)
 }
 
-// policyWrapper has AllowLimits whatever it wraps, and says what it wraps,
-// as admitotel.Limiter does.
-type policyWrapper struct{ l admit.KeyedLimiter }
-
-func (p policyWrapper) AllowN(ctx context.Context, key string, n int64) (admit.Decision, error) {
-	return p.l.AllowN(ctx, key, n)
-}
-
-func (p policyWrapper) AllowLimits(ctx context.Context, key string, n int64, limits ...admit.Limit) (admit.Decision, error) {
-	if pl, ok := p.l.(admit.PolicyLimiter); ok {
-		return pl.AllowLimits(ctx, key, n, limits...)
-	}
-	return admit.Decision{}, admit.ErrInvalidConfig
-}
-
-func (p policyWrapper) Unwrap() admit.KeyedLimiter { return p.l }
-
 // TestWithLimitsThroughWrapper: a wrapper of a PolicyLimiter is accepted.
 func TestWithLimitsThroughWrapper(t *testing.T) {
 	k, err := keyed.New(1, 1, admit.WithClock(buckettest.NewFakeClock(0)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := policyWrapper{k}
+	l := keyedtest.Wrapper{L: k}
 	s := startServer(t, "tcp", admitgrpc.UnaryServerInterceptor(l, admitgrpc.WithLimits(tiers)), nil)
 	hd, err := check(t, dial(t, s.addr), context.Background())
 	if err != nil {

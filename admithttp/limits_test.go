@@ -19,6 +19,7 @@ import (
 	"github.com/admit-go/admit/admithttp"
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/keyed"
+	"github.com/admit-go/admit/keyedtest"
 )
 
 // item is one member of a RateLimit-Policy list.
@@ -619,7 +620,7 @@ func TestLimitsMisuse(t *testing.T) {
 		{"not a PolicyLimiter", "admit.PolicyLimiter", func() { admithttp.Middleware(struct{ admit.KeyedLimiter }{k}, tiers) }},
 		// A wrapper (admitotel's, say) has AllowLimits whatever it wraps.
 		{"a wrapper of a limiter that is not a PolicyLimiter", "admit.PolicyLimiter", func() {
-			admithttp.Middleware(policyWrapper{struct{ admit.KeyedLimiter }{k}}, tiers)
+			admithttp.Middleware(keyedtest.Wrapper{L: struct{ admit.KeyedLimiter }{k}}, tiers)
 		}},
 		{"nil limits", "WithLimits(nil)", func() { admithttp.Middleware(pl, admithttp.WithLimits(nil)) }},
 		{"nil skip", "WithSkip(nil)", func() { admithttp.Middleware(pl, admithttp.WithSkip(nil)) }},
@@ -644,26 +645,9 @@ func TestLimitsMisuse(t *testing.T) {
 			c.f()
 		}()
 	}
-	admithttp.Middleware(pl, tiers)                // a PolicyLimiter: no panic
-	admithttp.Middleware(policyWrapper{pl}, tiers) // nor a wrapper of one
+	admithttp.Middleware(pl, tiers)                       // a PolicyLimiter: no panic
+	admithttp.Middleware(keyedtest.Wrapper{L: pl}, tiers) // nor a wrapper of one
 }
-
-// policyWrapper has AllowLimits whatever it wraps, and says what it wraps,
-// as admitotel.Limiter does.
-type policyWrapper struct{ l admit.KeyedLimiter }
-
-func (p policyWrapper) AllowN(ctx context.Context, key string, n int64) (admit.Decision, error) {
-	return p.l.AllowN(ctx, key, n)
-}
-
-func (p policyWrapper) AllowLimits(ctx context.Context, key string, n int64, limits ...admit.Limit) (admit.Decision, error) {
-	if pl, ok := p.l.(admit.PolicyLimiter); ok {
-		return pl.AllowLimits(ctx, key, n, limits...)
-	}
-	return admit.Decision{}, admit.ErrInvalidConfig
-}
-
-func (p policyWrapper) Unwrap() admit.KeyedLimiter { return p.l }
 
 // TestLimitsAllocs: once a tier's fields are cached, the middleware
 // allocates no more under WithLimits than under a single limit: the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/internal/ratelimit"
+	"github.com/admit-go/admit/keyedtest"
 	"github.com/dunglas/httpsfv"
 )
 
@@ -160,9 +161,7 @@ func TestNewSetRejects(t *testing.T) {
 	}
 }
 
-// plain is a KeyedLimiter only; policy is also a PolicyLimiter; wrapper is
-// a PolicyLimiter that wraps another limiter and says so, as
-// admitotel.Limiter does.
+// plain is a KeyedLimiter only; policy is also a PolicyLimiter.
 type plain struct{}
 
 func (plain) AllowN(context.Context, string, int64) (admit.Decision, error) {
@@ -175,13 +174,6 @@ func (policy) AllowLimits(context.Context, string, int64, ...admit.Limit) (admit
 	return admit.Decision{}, nil
 }
 
-type wrapper struct {
-	policy
-	l admit.KeyedLimiter
-}
-
-func (w wrapper) Unwrap() admit.KeyedLimiter { return w.l }
-
 func TestPolicy(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -190,10 +182,10 @@ func TestPolicy(t *testing.T) {
 	}{
 		{"plain", plain{}, false},
 		{"policy", policy{}, true},
-		{"wrapper of plain", wrapper{l: plain{}}, false},
-		{"wrapper of policy", wrapper{l: policy{}}, true},
-		{"wrapper of wrapper of plain", wrapper{l: wrapper{l: plain{}}}, false},
-		{"wrapper of wrapper of policy", wrapper{l: wrapper{l: policy{}}}, true},
+		{"wrapper of plain", keyedtest.Wrapper{L: plain{}}, false},
+		{"wrapper of policy", keyedtest.Wrapper{L: policy{}}, true},
+		{"wrapper of wrapper of plain", keyedtest.Wrapper{L: keyedtest.Wrapper{L: plain{}}}, false},
+		{"wrapper of wrapper of policy", keyedtest.Wrapper{L: keyedtest.Wrapper{L: policy{}}}, true},
 	} {
 		pl, ok := ratelimit.Policy(c.l)
 		if ok != c.want || (pl != nil) != c.want {
