@@ -275,7 +275,6 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 	}
 	l.errFull = fmt.Errorf("%w: keyed: no room for a new key: the limiter holds WithMaxKeys(%d) live buckets (RefuseNew)", admit.ErrUnavailable, maxKeys)
 	for i := range l.shards {
-		l.shards[i].v = &l.views[i]
 		l.shards[i].floor.Store(math.MaxInt64)
 	}
 	for _, lp := range lps {

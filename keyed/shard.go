@@ -21,7 +21,6 @@ type shard struct {
 type shardState struct {
 	mu  sync.Mutex
 	tab atomic.Pointer[table] // the current table, for the lock holder; nil before the first insertion
-	v   *view                 // the current table again, for lock-free readers (Limiter.views); written under mu
 	// floor is a lower bound on the elapsed time at which each held key's
 	// bucket is full (math.MaxInt64 when the shard holds none): no bucket
 	// here is full before it. Written under mu; read by makeRoom without
@@ -100,7 +99,7 @@ func (s *shard) insert(l *Limiter, e *entry, h uint64, fullAt, t int64) {
 	// allocations a new key costs.
 	tb := s.tab.Load()
 	if tb == nil || (s.used+1)*4 > len(tb.slots)*3 {
-		tb = s.grow(l, tb)
+		tb = s.grow(l, &l.views[h>>l.shift], tb)
 	}
 	tb.put(h, e)
 	s.used++
@@ -115,8 +114,10 @@ func (s *shard) insert(l *Limiter, e *entry, h uint64, fullAt, t int64) {
 }
 
 // grow publishes a table twice the size (or the first one) holding every
-// entry of old. Readers still probing old find the same entries there.
-func (s *shard) grow(l *Limiter, old *table) *table {
+// entry of old, to the lock holder (tab) and to lock-free readers through
+// v, the shard's view. Readers still probing old find the same entries
+// there.
+func (s *shard) grow(l *Limiter, v *view, old *table) *table {
 	n := minSlots
 	if old != nil {
 		n = 2 * len(old.slots)
@@ -130,8 +131,8 @@ func (s *shard) grow(l *Limiter, old *table) *table {
 		}
 	}
 	s.tab.Store(tb)
-	s.v.base.Store(&tb.slots[0])
-	s.v.mask.Store(tb.mask)
+	v.base.Store(&tb.slots[0])
+	v.mask.Store(tb.mask)
 	return tb
 }
 
