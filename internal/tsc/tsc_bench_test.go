@@ -1,0 +1,34 @@
+package tsc
+
+import "testing"
+
+// BenchmarkNow compares a reading through the counter with the monotonic
+// clock's own (time.Since), on this machine's hardware.
+func BenchmarkNow(b *testing.B) {
+	var sink int64
+	b.Run("impl=monotonic", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sink += Mono()
+		}
+	})
+	b.Run("impl=counter", func(b *testing.B) {
+		if !Enable() {
+			b.Skip("the counter cannot stand in for the monotonic clock here")
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			sink += Now()
+		}
+	})
+	b.Run("impl=rdtsc", func(b *testing.B) {
+		if !Enable() {
+			b.Skip("no counter here")
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			sink += int64(rdtsc())
+		}
+	})
+	_ = sink
+}
