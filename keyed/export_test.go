@@ -12,3 +12,7 @@ func (l *Limiter) Held(key string) bool {
 	tb := s.tab.Load()
 	return tb != nil && tb.find(h, key) != nil
 }
+
+// Counter reports whether the limiter reads the system clock through the
+// timestamp counter.
+func (l *Limiter) Counter() bool { return l.clk.Counter() }

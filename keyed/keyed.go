@@ -49,16 +49,19 @@
 // through the processor's timestamp counter where that is safe (linux/amd64
 // with an invariant counter that the kernel's clock uses too; see
 // internal/tsc): 10.6 ns a reading instead of time.Since's 27–30 on the
-// project's machine, a third of a call. A reading is never ahead of the
-// monotonic clock and at most about 0.26 µs behind it: it is what the
-// monotonic clock read at most that long before, a stale reading, which as
-// above adds nothing (the bound is kept on the readings, as with any
-// clock). The one visible effect: a
-// client that sleeps exactly RetryAfter may find its next reading up to
-// that much short of the promised point, and be told to wait that long
-// again. The clock checks its promise every 32 µs of calls and falls back
-// to time.Since for good if it ever finds it broken. The admit_purego build
-// tag, and every other platform, read time.Since.
+// project's machine, a third of a call. In steady state a reading is never
+// ahead of the monotonic clock and at most about 0.33 µs behind it: it is
+// what the monotonic clock read at most that long before, a stale reading,
+// which as above adds nothing (the bound is kept on the readings, as with
+// any clock). The one visible effect: a client that sleeps exactly
+// RetryAfter may find its next reading up to that much short of the
+// promised point, and be told to wait that long again. The promise rests
+// on assumptions that internal/tsc states (synchronised counters, a
+// constant counter rate, the kernel not slewing its clock by more than
+// 3906 ppm); every 16 µs of calls it checks that no reading was ahead, and
+// falls back to time.Since for good if one was (by at most 16 µs times the
+// excess rate). The admit_purego build tag, and every other platform, read
+// time.Since.
 //
 // # The table, without locks for a held key
 //

@@ -15,7 +15,7 @@
 //
 // The clock keeps one anchor: a counter value x₀, the monotonic reading m₀
 // taken just before it, and a scale k (nanoseconds per tick, 32.32 fixed
-// point). A reading x within span ticks of x₀ (32 µs) is
+// point). A reading x within span ticks of x₀ (16 µs) is
 //
 //	m₀ + ⌊(x − x₀)·k / 2^32⌋
 //
@@ -23,48 +23,66 @@
 // anchor is being replaced) is the monotonic clock's own; the first such
 // caller that finds the anchor's lock free re-anchors at the present. No
 // goroutine runs in the background: the callers that step past a span pay
-// for the next anchor (three clock reads, about 100 ns, once per 32 µs of
-// calls).
+// for the next anchor (three clock reads, about 100 ns, once per 16 µs of
+// calls: well under 1 ns a call in a busy loop).
 //
 // k is a lower bound of the counter's rate against the monotonic clock
 // over a baseline (the monotonic clock advanced at least m − b.mb while
 // the counter advanced x − b.x, each monotonic reading taken on the near
-// side of its counter read), lowered by 2^-10 (977 ppm). The baseline is at
-// least 100 µs and long enough that its ends' uncertainty is at most 2^-10
-// of it; once the process has run a while it is 256 to 512 ms old, so that
-// k follows the frequency corrections NTP makes to the monotonic clock.
-// Until the first baseline is long enough (about the first 100 µs after
-// Enable), every reading is the monotonic clock's own.
+// side of its counter read), lowered by 2^-8 (3906 ppm). The baseline is
+// at least 100 µs and long enough that its ends' uncertainty is at most
+// 2^-8 of it; while calls keep coming it is 256 to 512 ms old, so that k
+// follows the frequency corrections NTP makes to the monotonic clock.
+// After idle time (no anchor for 256 ms by the counter, or 512 ms by the
+// monotonic clock; a suspend stops only the latter) it is started afresh.
+// Until a baseline is long enough (about 100 µs after Enable or after idle
+// time), every reading is the monotonic clock's own.
 //
 // # What a reading promises
 //
-// A reading is never ahead of the monotonic clock, and at most about
-// 0.26 µs behind it (maxPair, the widest window between an anchor's two
-// monotonic reads, plus 2·32 µs·2^-10 of drift; 30–50 ns on average on the
-// project's machine). Why never ahead: m₀ is read before x₀ (the anchor's
-// counter read is ordered, RDTSCP), so the monotonic clock at x₀ is at
-// least m₀, and from there the extrapolation advances at k, below the
-// monotonic clock's rate as long as that rate, against the counter, has
-// not fallen by more than 977 ppm below its average over the baseline
-// (the kernel's NTP frequency corrections stay within 500 ppm). A reading
-// behind the true value is one taken a little earlier, which every limiter
-// here already treats as a stale reading that adds nothing.
+// In steady state a reading is never ahead of the monotonic clock and at
+// most about 0.33 µs behind it (maxPair, the widest window allowed between
+// an anchor's two monotonic reads, plus 2·16 µs·2^-8 of drift; 30–50 ns on
+// average on the project's machine). A reading behind the true value is
+// one taken a little earlier, which every limiter here already treats as
+// a stale reading that adds nothing. Readings are not monotonic, even in
+// one goroutine: one that reads the monotonic clock itself (past a span)
+// can be followed by an extrapolated one up to the lag earlier.
 //
-// Every re-anchoring checks the promise: if the old anchor's extrapolation
-// to the new counter value is ahead of a monotonic reading taken after it,
-// the assumption failed (the counter changed rate, as after a VM
-// migration, or the kernel slewed its clock faster than NTP does), and the
-// clock turns itself off for good: every later reading is the monotonic
-// clock's own. Off reports it.
+// Why never ahead: m₀ is read before x₀ (the anchor's counter read is
+// ordered, RDTSCP), so the monotonic clock at x₀ is at least m₀, and from
+// there the extrapolation advances at k. That holds under three
+// assumptions: every core's counter agrees with the one the kernel's
+// clock last read (the kernel checks at boot that they are synchronised,
+// and uses the counter as its clocksource only then); the counter's rate
+// does not change (invariant TSC; a VM migration without TSC scaling
+// breaks it); and the monotonic clock's rate against the counter does not
+// fall more than 3906 ppm below its average over the baseline. NTP's
+// frequency correction is capped at 500 ppm, but the kernel's phase-offset
+// slew and chrony's tick adjustments can exceed 3906 ppm for a while
+// after a large offset is found.
+//
+// When an assumption fails, a reading can be ahead by at most a span times
+// the excess rate (16 µs × 8% ≈ 1.3 µs for a clock slewed 8% slower), and
+// the next re-anchoring finds it: it checks the old anchor's extrapolation
+// to the new counter value against a monotonic reading taken after it,
+// and if it is ahead, the clock turns itself off for good: every later
+// reading is the monotonic clock's own (Off reports it). The check cannot
+// see a reading ahead by less than the time between the last reading
+// served and the re-anchoring (under load, a few tens of nanoseconds),
+// and after more than four spans without re-anchoring it checks only the
+// end of the old span, so that idle time is not blamed.
 //
 // # When it is used
 //
 // Only on linux/amd64 without the admit_purego build tag, on a processor
 // whose counter runs at a constant rate in every power state (CPUID's
-// invariant TSC bit), and only if the kernel itself uses the counter for
-// its clock (clocksource "tsc": the kernel has checked that the cores'
-// counters agree). Elsewhere Enable reports false and Now is the monotonic
-// clock.
+// invariant TSC bit) and has RDTSCP, in a process allowed to read it
+// (prctl PR_GET_TSC), and only if the kernel's clocksource is "tsc" when
+// Enable first runs. That is checked once: a kernel that later switches
+// clocksource (its watchdog found the counter unstable) is caught, if at
+// all, by the re-anchoring check. Elsewhere Enable reports false and
+// callers read the monotonic clock themselves.
 package tsc
 
 import (
@@ -76,10 +94,10 @@ import (
 
 const (
 	// spanNS is how long, in nanoseconds, one anchor serves.
-	spanNS = 32_000
+	spanNS = 16_000
 	// biasShift lowers the scale by 2^-biasShift, for changes in the
 	// monotonic clock's rate since the baseline.
-	biasShift = 10
+	biasShift = 8
 	// minBase is the shortest baseline the scale is measured over; the
 	// baseline must also be long enough that the uncertainty of its two
 	// ends is at most 2^-biasShift of it.
@@ -132,6 +150,9 @@ type Clock struct {
 func newClock(tick func() uint64, mono func() int64) *Clock {
 	c := &Clock{tick: tick, mono: mono}
 	p := c.point()
+	for i := 0; i < 8 && p.mb-p.m > maxPair; i++ {
+		p = c.point() // descheduled between the reads: a wide first point would delay calibration
+	}
 	c.b0, c.b1 = p, p
 	c.ready.Store(p.m + minBase)
 	return c
@@ -175,22 +196,47 @@ func (c *Clock) slow() int64 {
 // baseline b0 → p (the monotonic clock advanced at least p.m − b0.mb
 // while the counter advanced p.x − b0.x), lowered by 2^-biasShift.
 func (c *Clock) anchor() {
+	if c.off.Load() {
+		return // a caller that found it on before another turned it off
+	}
 	p := c.point()
 	if p.mb-p.m > maxPair {
 		c.ready.Store(p.m + minBase) // try again a little later
 		return
 	}
-	if c.span.Load() != 0 {
-		// The old anchor's extrapolation to p.x, however far past its
-		// span, must not be ahead of the monotonic clock there (at most
-		// p.mb).
+	idle := p.m-c.b1.m >= 2*rebase // by the monotonic clock
+	if span := c.span.Load(); span != 0 {
+		// The monotonic clock at p.x is at most p.mb. If the old anchor's
+		// extrapolation to p.x is ahead of that, the monotonic clock ran
+		// slower against the counter than the scale allows somewhere in
+		// the span, and readings served in it may have been ahead: the
+		// assumption failed. A gap of more than 4 spans since the anchor
+		// is idle time, in which no reading was served (suspend stops
+		// the monotonic clock, not the counter); the anchor is then only
+		// checked at the end of its span, which proves a reading served
+		// ahead, but cannot see one ahead by less than the idle time.
 		if d := int64(p.x - c.x0.Load()); d > 0 {
-			hi, lo := bits.Mul64(uint64(d), c.k.Load())
-			if hi >= 1<<31 || c.m0.Load()+int64(hi<<32|lo>>32) > p.mb {
+			// By the counter: a suspend stops the monotonic clock only.
+			idle = idle || uint64(d)/span >= uint64(rebase/spanNS)
+			if uint64(d) > 4*span {
+				d = int64(span)
+			}
+			// d·k <= 4·span·k < 2^49.
+			if ext := int64(uint64(d) * c.k.Load() >> 32); ext > p.mb-c.m0.Load() {
 				c.turnOff()
 				return
 			}
 		}
+	}
+	if idle {
+		// No anchor for rebase by the counter, or for 2·rebase by the
+		// monotonic clock: idle, or suspended. The baselines may span a
+		// change in the counter's rate against the monotonic clock;
+		// calibrate afresh from here.
+		c.b0, c.b1 = p, p
+		c.publish(0, 0, 0, 0)
+		c.ready.Store(p.m + minBase)
+		return
 	}
 	dx := p.x - c.b0.x
 	lo, hi := p.m-c.b0.mb, p.mb-c.b0.m // the monotonic clock's advance lies in [lo, hi]

@@ -3,9 +3,6 @@
 package tsc
 
 // Without the counter (other architectures, or the admit_purego build),
-// Enable reports false and Now reads the monotonic clock; these are never
-// called on the hot path.
+// Enable reports false, so Now is never called and these never run.
 func rdtsc() uint64  { return 0 }
 func rdtscp() uint64 { return 0 }
-
-func supported() bool { return false }
