@@ -84,10 +84,14 @@ bench-full: ## the committed comparison (~15-20 min): results/<date>-<host>-<com
 # go-limiter, tollbooth) at 1, 10k and 1M keys, -cpu 2, with heap bytes per
 # key at 1M keys; a few minutes. Prints the benchstat table; then keyed's
 # AllowN under one limit against AllowLimits under three, at 10k keys.
+# KEYED_ROUNDS passes over every case, one sample each, so that a slow
+# phase of a shared machine falls on all implementations alike (-count N
+# would take a case's N samples back to back).
+KEYED_ROUNDS ?= 6
 bench-keyed: ## keyed vs its peers at 1, 10k and 1M keys, -cpu 2; then 3 limits against 1
-	cd bench && $(GO) test -run '^$$' -bench '^BenchmarkKeyed$$' -benchtime 300000x -count 6 -cpu 2 . | tee keyed.tmp.txt
+	cd bench && $(GO) test -c -o keyed.test . && for i in $$(seq $(KEYED_ROUNDS)); do ./keyed.test -test.run '^$$' -test.bench '^BenchmarkKeyed$$' -test.benchtime 300000x -test.cpu 2; done | tee keyed.tmp.txt
 	cd bench && $(GO) run golang.org/x/perf/cmd/benchstat -col /impl keyed.tmp.txt
-	cd bench && $(GO) test -run '^$$' -bench '^BenchmarkKeyedLimits$$' -benchtime 300000x -count 6 -cpu 2 . | tee keyedlimits.tmp.txt
+	cd bench && for i in $$(seq $(KEYED_ROUNDS)); do ./keyed.test -test.run '^$$' -test.bench '^BenchmarkKeyedLimits$$' -test.benchtime 300000x -test.cpu 2; done | tee keyedlimits.tmp.txt
 	cd bench && $(GO) run golang.org/x/perf/cmd/benchstat -col /impl keyedlimits.tmp.txt
 
 # SVG charts of the newest full result, into results/plots/.
