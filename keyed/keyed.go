@@ -322,7 +322,7 @@ func (l *Limiter) Allow(key string) bool {
 		}
 	}
 	var d admit.Decision
-	_ = l.allowLimits(&d, key, 1, l.limits)
+	_ = l.allowLimits(&d, key, 1, l.limits, true)
 	return d.Allowed
 }
 
@@ -364,7 +364,7 @@ func (l *Limiter) AllowNInto(d *admit.Decision, key string, n int64) error {
 // allowN is AllowN's body.
 func (l *Limiter) allowN(d *admit.Decision, key string, n int64) error {
 	if !l.prim {
-		return l.allowLimits(d, key, n, l.limits)
+		return l.allowLimits(d, key, n, l.limits, true)
 	}
 	return l.allowPrimary(d, key, n)
 }
@@ -386,7 +386,7 @@ func (l *Limiter) allowPrimary(d *admit.Decision, key string, n int64) error {
 	need := l.p.Units(n)
 	o := l.decide(key, need)
 	if o.kind == multi {
-		return l.allowLimits(d, key, n, l.limits)
+		return l.allowLimits(d, key, n, l.limits, true)
 	}
 	if o.kind == refused {
 		w := l.until(o.t, o.z)

@@ -190,14 +190,10 @@ func (l *Limiter) AllowLimits(_ context.Context, key string, n int64, limits ...
 // AllowLimitsInto is AllowLimits writing its Decision into *d (which it
 // overwrites whole), for wrappers: see AllowNInto. d must not be nil.
 func (l *Limiter) AllowLimitsInto(d *admit.Decision, key string, n int64, limits ...admit.Limit) error {
-	if err := admit.ValidateLimits(limits); err != nil {
-		setDecision(d, false, 0, 0, 0, 0, "")
-		return err
-	}
-	if l.prim && len(limits) == 1 && limits[0] == l.limits[0] {
+	if l.prim && len(limits) == 1 && limits[0] == l.limits[0] { // valid: equal to a valid limit
 		return l.allowPrimary(d, key, n)
 	}
-	return l.allowLimits(d, key, n, limits)
+	return l.allowLimits(d, key, n, limits, false)
 }
 
 // callLimit is one limit's part of a call.
@@ -208,13 +204,17 @@ type callLimit struct {
 	ok   bool  // holds n
 }
 
-// allowLimits decides key against limits (validated) and writes every
-// field of *d.
-func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []admit.Limit) error {
-	for i := range limits {
-		if n < 0 || n > limits[i].Capacity {
-			setDecision(d, false, limits[i].Capacity, 0, 0, 0, limits[i].Name)
-			return fmt.Errorf("%w: n=%d is outside [0, capacity %d] of limit %q", admit.ErrUnsatisfiable, n, limits[i].Capacity, limits[i].Name)
+// allowLimits decides key against limits and writes every field of *d.
+// checked says that the limits were validated (n is checked here either
+// way). A call that is not checked is first tried on a held key
+// that holds every one of limits, in the same order, with the same
+// Capacity and Rate: those were valid when stored and their Names are
+// distinct, so the call is valid, which saves ValidateLimits on the usual
+// call. Anything else validates first.
+func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []admit.Limit, checked bool) error {
+	if checked {
+		if err := checkN(d, n, limits); err != nil {
+			return err
 		}
 	}
 	var stack [maxStackLimits]callLimit
@@ -234,8 +234,8 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 	if e := v.find(h, key); e != nil && e.st.Load() == multiTag {
 		m := asMulti(e)
 		m.mu.Lock()
-		if m.st.Load() == multiTag {
-			if tc, ok := l.decideMulti(m, t, n, limits, cl); ok {
+		if m.st.Load() == multiTag && (checked || n >= 0 && len(limits) > 0) {
+			if tc, ok := l.decideMulti(m, t, n, limits, cl, checked); ok {
 				m.mu.Unlock()
 				l.multiDecision(d, tc, n, limits, cl)
 				return nil
@@ -243,6 +243,15 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 		}
 		m.mu.Unlock()
 		clear(cl)
+	}
+	if !checked {
+		if err := admit.ValidateLimits(limits); err != nil {
+			setDecision(d, false, 0, 0, 0, 0, "")
+			return err
+		}
+		if err := checkN(d, n, limits); err != nil {
+			return err
+		}
 	}
 	// Every limit's arithmetic, before anything is stored, so that an
 	// unrepresentable one consumes nothing.
@@ -272,7 +281,7 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 			m.mu.Unlock()
 			continue
 		}
-		tc, _ := l.decideMulti(m, t, n, limits, cl) // every cl[i].lp is set: it decides
+		tc, _ := l.decideMulti(m, t, n, limits, cl, true) // every cl[i].lp is set: it decides
 		m.mu.Unlock()
 		l.multiDecision(d, tc, n, limits, cl)
 		return nil
@@ -284,8 +293,11 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 // limits[i]'s arithmetic, or is nil for a limit m holds under its Name with
 // the same Capacity and Rate (whose stored arithmetic serves); for a nil
 // one m does not hold so, decideMulti reports false before it changes
-// anything. Requires m.mu.
-func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, cl []callLimit) (int64, bool) {
+// anything. A call not checked (see allowLimits; n >= 0) is decided only
+// if m holds every limit at the same index with the same Capacity and
+// Rate, and n is within every Capacity; otherwise it reports false, having
+// changed nothing. Requires m.mu.
+func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, cl []callLimit, checked bool) (int64, bool) {
 	t = max(t, m.last)
 	allowed := true
 	for i := range limits {
@@ -294,6 +306,11 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 		c.j = -1
 		if i < len(m.lims) && m.lims[i].name == lim.Name {
 			c.j = int32(i) // a key called with the same limits holds them in the same order
+			if !checked && n > lim.Capacity {
+				return 0, false
+			}
+		} else if !checked {
+			return 0, false
 		} else {
 			for j := range m.lims {
 				if m.lims[j].name == lim.Name {
@@ -342,6 +359,18 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 		m.at.CompareAndSwap(a, a|refBit) // the CLOCK bit, as take sets it
 	}
 	return t, true
+}
+
+// checkN reports n < 0 or n above a limit's Capacity as an error wrapping
+// admit.ErrUnsatisfiable, with that limit's Decision in *d.
+func checkN(d *admit.Decision, n int64, limits []admit.Limit) error {
+	for i := range limits {
+		if n < 0 || n > limits[i].Capacity {
+			setDecision(d, false, limits[i].Capacity, 0, 0, 0, limits[i].Name)
+			return fmt.Errorf("%w: n=%d is outside [0, capacity %d] of limit %q", admit.ErrUnsatisfiable, n, limits[i].Capacity, limits[i].Name)
+		}
+	}
+	return nil
 }
 
 // carry returns the balance, in p's units, that old's bucket carries into a

@@ -3,6 +3,7 @@ package keyed_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -103,3 +104,46 @@ func limitsStorm(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldKeyBadCalls: a key that holds its limits is decided without
+// ValidateLimits when a call brings the same limits in the same order, so
+// every bad call on such a key must still fail as on a new key, with the
+// same error, and consume nothing.
+func TestHeldKeyBadCalls(t *testing.T) {
+	ctx := context.Background()
+	burst := admit.Limit{Name: "burst", Capacity: 10, Rate: 1}
+	daily := admit.Limit{Name: "daily", Capacity: 100, Rate: 0.001}
+	cases := []struct {
+		name   string
+		n      int64
+		limits []admit.Limit
+		want   error
+	}{
+		{"no limits", 1, nil, admit.ErrInvalidConfig},
+		{"duplicate", 1, []admit.Limit{burst, burst}, admit.ErrInvalidConfig},
+		{"duplicate second", 1, []admit.Limit{burst, daily, daily}, admit.ErrInvalidConfig},
+		{"capacity 0", 1, []admit.Limit{{Name: "burst", Capacity: 0, Rate: 1}, daily}, admit.ErrInvalidConfig},
+		{"NaN rate", 1, []admit.Limit{burst, {Name: "daily", Capacity: 100, Rate: nan()}}, admit.ErrInvalidConfig},
+		{"bad name", 1, []admit.Limit{burst, daily, {Name: "x\n", Capacity: 5, Rate: 1}}, admit.ErrInvalidConfig},
+		{"n above a capacity", 11, []admit.Limit{burst, daily}, admit.ErrUnsatisfiable},
+		{"n negative", -1, []admit.Limit{burst, daily}, admit.ErrUnsatisfiable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := keyed.NewLimits([]admit.Limit{burst})
+			require.NoError(t, err)
+			d, err := l.AllowLimits(ctx, "k", 1, burst, daily)
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			d, err = l.AllowLimits(ctx, "k", tc.n, tc.limits...)
+			require.ErrorIs(t, err, tc.want)
+			require.False(t, d.Allowed)
+			// Nothing consumed: a peek sees what the first call left.
+			d, err = l.AllowLimits(ctx, "k", 0, burst, daily)
+			require.NoError(t, err)
+			require.Equal(t, int64(9), d.Remaining, "the bad call consumed tokens")
+		})
+	}
+}
+
+func nan() float64 { return math.NaN() }
