@@ -345,7 +345,11 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 		}
 		switch {
 		case c.j >= 0:
-			m.lims[c.j] = limState{name: m.lims[c.j].name, lp: c.lp, z: c.z}
+			st := &m.lims[c.j]
+			if st.lp != c.lp {
+				st.lp = c.lp // a changed Capacity or Rate, or the same pair from another cache entry
+			}
+			st.z = c.z
 		case allowed && n > 0:
 			// A Name new to the key is stored only when taken from: a
 			// full bucket equals an absent one. The append allocates
