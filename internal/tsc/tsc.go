@@ -9,7 +9,8 @@
 // RDTSCP, which waits for every earlier instruction to finish, and Go
 // switches to the system stack around the call. A reading here costs
 // 10.6 ns, of which the unordered RDTSC is 10.4 (BenchmarkNow). A keyed
-// call on a held key was about 60 ns, so the clock was close to half of it.
+// call on a held key was about 60 ns, so the clock was close to half of it;
+// with this clock it is about 33 (docs/benchmarks.md).
 //
 // # How
 //
