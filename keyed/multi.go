@@ -206,11 +206,12 @@ type callLimit struct {
 
 // allowLimits decides key against limits and writes every field of *d.
 // checked says that the limits were validated (n is checked here either
-// way). A call that is not checked is first tried on a held key
-// that holds every one of limits, in the same order, with the same
-// Capacity and Rate: those were valid when stored and their Names are
-// distinct, so the call is valid, which saves ValidateLimits on the usual
-// call. Anything else validates first.
+// way). A call that is not checked is first tried on a held key that holds
+// every one of limits, each under its own state, with the same Capacity and
+// Rate: those were valid when stored and their Names are distinct, so the
+// call is valid, which saves ValidateLimits on the usual call. Anything
+// else validates first. (The clock is read before that: a call with bad
+// limits also reads it.)
 func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []admit.Limit, checked bool) error {
 	if checked {
 		if err := checkN(d, n, limits); err != nil {
@@ -294,23 +295,19 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 // the same Capacity and Rate (whose stored arithmetic serves); for a nil
 // one m does not hold so, decideMulti reports false before it changes
 // anything. A call not checked (see allowLimits; n >= 0) is decided only
-// if m holds every limit at the same index with the same Capacity and
-// Rate, and n is within every Capacity; otherwise it reports false, having
-// changed nothing. Requires m.mu.
+// if m holds every limit, each under a different one of its first 64
+// states, with the same Capacity and Rate, and n is within every Capacity;
+// otherwise it reports false, having changed nothing. Requires m.mu.
 func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, cl []callLimit, checked bool) (int64, bool) {
 	t = max(t, m.last)
 	allowed := true
+	var used uint64 // not checked: the states matched so far, which must differ
 	for i := range limits {
 		lim := &limits[i]
 		c := &cl[i]
 		c.j = -1
 		if i < len(m.lims) && m.lims[i].name == lim.Name {
 			c.j = int32(i) // a key called with the same limits holds them in the same order
-			if !checked && n > lim.Capacity {
-				return 0, false
-			}
-		} else if !checked {
-			return 0, false
 		} else {
 			for j := range m.lims {
 				if m.lims[j].name == lim.Name {
@@ -318,6 +315,14 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 					break
 				}
 			}
+		}
+		if !checked {
+			// Stored Names are valid and distinct, so limits matched to
+			// distinct states have valid, distinct Names.
+			if c.j < 0 || c.j >= 64 || used&(1<<c.j) != 0 || n > lim.Capacity {
+				return 0, false
+			}
+			used |= 1 << c.j
 		}
 		if c.j >= 0 && m.lims[c.j].lp.capacity == lim.Capacity && m.lims[c.j].lp.rate == lim.Rate {
 			c.lp = m.lims[c.j].lp // the same pair, perhaps another *limParams from a cache collision
@@ -347,7 +352,7 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 		case c.j >= 0:
 			st := &m.lims[c.j]
 			if st.lp != c.lp {
-				st.lp = c.lp // a changed Capacity or Rate, or the same pair from another cache entry
+				st.lp = c.lp // a changed Capacity or Rate
 			}
 			st.z = c.z
 		case allowed && n > 0:

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/keyed"
 	"github.com/admit-go/admit/keyedtest"
 )
@@ -106,13 +107,16 @@ func limitsStorm(t *testing.T) {
 }
 
 // TestHeldKeyBadCalls: a key that holds its limits is decided without
-// ValidateLimits when a call brings the same limits in the same order, so
-// every bad call on such a key must still fail as on a new key, with the
-// same error, and consume nothing.
+// ValidateLimits when a call brings limits it holds, each under its own
+// state, so every bad call on such a key must still fail exactly as on a
+// key never seen (which validates first): the same error text and the same
+// Decision, and nothing consumed. Good calls in another order or a subset
+// decide as usual.
 func TestHeldKeyBadCalls(t *testing.T) {
 	ctx := context.Background()
 	burst := admit.Limit{Name: "burst", Capacity: 10, Rate: 1}
 	daily := admit.Limit{Name: "daily", Capacity: 100, Rate: 0.001}
+	with := func(l admit.Limit, f func(*admit.Limit)) admit.Limit { f(&l); return l }
 	cases := []struct {
 		name   string
 		n      int64
@@ -120,24 +124,42 @@ func TestHeldKeyBadCalls(t *testing.T) {
 		want   error
 	}{
 		{"no limits", 1, nil, admit.ErrInvalidConfig},
+		{"no limits, peek", 0, []admit.Limit{}, admit.ErrInvalidConfig},
 		{"duplicate", 1, []admit.Limit{burst, burst}, admit.ErrInvalidConfig},
 		{"duplicate second", 1, []admit.Limit{burst, daily, daily}, admit.ErrInvalidConfig},
-		{"capacity 0", 1, []admit.Limit{{Name: "burst", Capacity: 0, Rate: 1}, daily}, admit.ErrInvalidConfig},
-		{"NaN rate", 1, []admit.Limit{burst, {Name: "daily", Capacity: 100, Rate: nan()}}, admit.ErrInvalidConfig},
-		{"bad name", 1, []admit.Limit{burst, daily, {Name: "x\n", Capacity: 5, Rate: 1}}, admit.ErrInvalidConfig},
+		{"duplicate out of order", 1, []admit.Limit{daily, burst, daily}, admit.ErrInvalidConfig},
+		{"capacity 0", 1, []admit.Limit{with(burst, func(l *admit.Limit) { l.Capacity = 0 }), daily}, admit.ErrInvalidConfig},
+		{"NaN rate", 1, []admit.Limit{burst, with(daily, func(l *admit.Limit) { l.Rate = math.NaN() })}, admit.ErrInvalidConfig},
+		{"+Inf rate", 1, []admit.Limit{burst, with(daily, func(l *admit.Limit) { l.Rate = math.Inf(1) })}, admit.ErrInvalidConfig},
+		{"negative rate", 1, []admit.Limit{with(burst, func(l *admit.Limit) { l.Rate = -1 })}, admit.ErrInvalidConfig},
+		{"rate above 1e9", 1, []admit.Limit{with(burst, func(l *admit.Limit) { l.Rate = 2e9 })}, admit.ErrInvalidConfig},
+		{"bad name after held ones", 1, []admit.Limit{burst, daily, {Name: "x\n", Capacity: 5, Rate: 1}}, admit.ErrInvalidConfig},
+		{"bad name, peek", 0, []admit.Limit{{Name: "x\n", Capacity: 5, Rate: 1}}, admit.ErrInvalidConfig},
 		{"n above a capacity", 11, []admit.Limit{burst, daily}, admit.ErrUnsatisfiable},
+		{"n above a capacity, out of order", 11, []admit.Limit{daily, burst}, admit.ErrUnsatisfiable},
 		{"n negative", -1, []admit.Limit{burst, daily}, admit.ErrUnsatisfiable},
+		{"reordered", 1, []admit.Limit{daily, burst}, nil},
+		{"subset", 1, []admit.Limit{daily}, nil},
+		{"same limits", 1, []admit.Limit{burst, daily}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := keyed.NewLimits([]admit.Limit{burst})
+			l, err := keyed.NewLimits([]admit.Limit{burst}, admit.WithClock(buckettest.NewFakeClock(0)))
 			require.NoError(t, err)
 			d, err := l.AllowLimits(ctx, "k", 1, burst, daily)
 			require.NoError(t, err)
 			require.True(t, d.Allowed)
-			d, err = l.AllowLimits(ctx, "k", tc.n, tc.limits...)
-			require.ErrorIs(t, err, tc.want)
-			require.False(t, d.Allowed)
+			held, heldErr := l.AllowLimits(ctx, "k", tc.n, tc.limits...)
+			fresh, freshErr := l.AllowLimits(ctx, "never seen", tc.n, tc.limits...)
+			if tc.want == nil {
+				require.NoError(t, heldErr)
+				require.True(t, held.Allowed)
+				return
+			}
+			require.ErrorIs(t, heldErr, tc.want)
+			require.Error(t, freshErr)
+			require.Equal(t, freshErr.Error(), heldErr.Error(), "a held key's error differs from a new key's")
+			require.Equal(t, fresh, held, "a held key's Decision differs from a new key's")
 			// Nothing consumed: a peek sees what the first call left.
 			d, err = l.AllowLimits(ctx, "k", 0, burst, daily)
 			require.NoError(t, err)
