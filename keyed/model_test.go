@@ -188,18 +188,46 @@ func FuzzModel(f *testing.F) {
 				}
 			}
 			// Every key that left the table was full at the call's time (a
-			// drop) or is the call's one eviction.
-			var drops, evictions uint64
+			// drop), or is the call's one eviction, or was dropped by the
+			// new key's insertion, whose hand looks at its shard's slots at
+			// the new bucket's time: at least the evicted key's time when
+			// the eviction was in that shard (a new bucket starts no
+			// earlier than the keys removed from its shard).
+			var removed, live []string
 			for _, k := range modelKeys {
-				mk := model[k]
-				if !mk.held || l.Held(k) {
-					continue
+				if mk := model[k]; mk.held && !l.Held(k) {
+					removed = append(removed, k)
+					if !isFull(mk, tc) {
+						live = append(live, k)
+					}
 				}
+			}
+			evicted := -1 // index in live ("" is a key)
+			for ei, e := range live {
+				t2 := tc
+				if l.ShardOf(e) == si {
+					t2 = max(tc, model[e].at)
+				}
+				lookDrops := true
+				for _, k := range live {
+					if k != e && (km.held || l.ShardOf(k) != si || !isFull(model[k], t2)) {
+						lookDrops = false
+					}
+				}
+				if lookDrops {
+					evicted = ei
+					break
+				}
+			}
+			require.True(t, len(live) == 0 || evicted >= 0, "op %d: %d keys left the table with buckets not full (%q): one eviction per call, and what the insertion drops is full", i/3, len(live), live)
+			var drops, evictions uint64
+			for _, k := range removed {
+				mk := model[k]
 				mk.held = false
 				removedAt[l.ShardOf(k)] = max(removedAt[l.ShardOf(k)], mk.at, tc)
 				mk.b, mk.spares = mk.spares[0], mk.spares[1:]
 				mk.inSync = true
-				if isFull(mk, tc) {
+				if evicted < 0 || k != live[evicted] {
 					drops++
 					continue
 				}
