@@ -167,5 +167,3 @@ func TestHeldKeyBadCalls(t *testing.T) {
 		})
 	}
 }
-
-func nan() float64 { return math.NaN() }
