@@ -21,6 +21,9 @@ type world struct {
 	jump     int64 // 0: never
 	segs     []seg
 	lat      int64
+	// latX and latM, when set, replace lat for counter and monotonic
+	// reads: a counter read that lands near one end of its pair.
+	latX, latM atomic.Int64
 }
 
 type seg struct{ from, ppm int64 }
@@ -46,8 +49,8 @@ func (w *world) monoAt(t int64) int64 {
 	return m + 1_000_000_000 // an origin that is not the counter's
 }
 
-func (w *world) tick() uint64 { return w.counterAt(w.t.Add(w.lat)) }
-func (w *world) mono() int64  { return w.monoAt(w.t.Add(w.lat)) }
+func (w *world) tick() uint64 { return w.counterAt(w.t.Add(w.lat + w.latX.Load())) }
+func (w *world) mono() int64  { return w.monoAt(w.t.Add(w.lat + w.latM.Load())) }
 
 // lagBound is the most a reading may be behind the monotonic clock: the
 // anchor's pair window, plus a span's drift at twice the bias (the bias,
@@ -176,11 +179,17 @@ func TestCalibration(t *testing.T) {
 	if c.span.Load() != 0 {
 		t.Fatal("calibrated from reads too slow to pair")
 	}
-	// Pairs 180 ns wide: the first scale must be the true one (2^32 ns per
-	// 2 ticks) lowered by the bias and by at most as much again for the
-	// baseline's uncertainty, which takes a baseline of 360·2^biasShift ns.
-	wide := &world{x0: 0, num: 2, den: 1, segs: []seg{{0, 0}}, lat: 90}
+	// Pairs 198 ns wide, the counter read at the near end of the first
+	// and at the far end of every later one: the worst case, where the
+	// baseline's advance is 396 ns more than its lower bound. The first
+	// scale must still be the true one (2^32 ns per 2 ticks) lowered by
+	// the bias and by at most as much again for that uncertainty, which
+	// takes a baseline of 396·2^biasShift ns, not minBase.
+	wide := &world{x0: 0, num: 2, den: 1, segs: []seg{{0, 0}}}
+	wide.latM.Store(198)
 	c = newClock(wide.tick, wide.mono)
+	wide.latM.Store(0)
+	wide.latX.Store(198)
 	for c.span.Load() == 0 {
 		wide.t.Add(500)
 		read(t, wide, c)
