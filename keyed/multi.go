@@ -204,20 +204,14 @@ type callLimit struct {
 	ok   bool  // holds n
 }
 
-// allowLimits decides key against limits and writes every field of *d.
-// checked says that the limits were validated (n is checked here either
-// way). A call that is not checked is first tried on a held key that holds
-// every one of limits, each under its own state, with the same Capacity and
-// Rate: those were valid when stored and their Names are distinct, so the
-// call is valid, which saves ValidateLimits on the usual call. Anything
-// else validates first. (The clock is read before that: a call with bad
-// limits also reads it.)
+// allowLimits decides key against limits and writes every field of *d;
+// checked says that the limits were validated. Every call is first tried
+// on a held key that holds every one of limits, each under its own state,
+// with the same Capacity and Rate, n within each: those limits were valid
+// when stored and their Names are distinct, so the call is valid, and
+// ValidateLimits is saved on the usual call. Anything else is checked
+// first. (The clock is read before that: a bad call also reads it.)
 func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []admit.Limit, checked bool) error {
-	if checked {
-		if err := checkN(d, n, limits); err != nil {
-			return err
-		}
-	}
 	var stack [maxStackLimits]callLimit
 	cl := stack[:0]
 	if len(limits) > maxStackLimits {
@@ -228,15 +222,14 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 	v := &l.views[h>>l.shift]
 	v.prefetch(h)
 	t := l.clk.Now()
-	// The usual call: a key that holds every one of limits with the same
-	// Capacity and Rate, whose stored states carry their arithmetic, so
-	// that no limit's is looked up. decideMulti gives up, changing
-	// nothing, on a limit the key does not hold so.
-	if e := v.find(h, key); e != nil && e.st.Load() == multiTag {
+	// The usual call: its stored states carry their arithmetic, so that no
+	// limit's is looked up. decideMulti gives up, changing nothing, on a
+	// limit the key does not hold so.
+	if e := v.find(h, key); e != nil && e.st.Load() == multiTag && n >= 0 && len(limits) > 0 {
 		m := asMulti(e)
 		m.mu.Lock()
-		if m.st.Load() == multiTag && (checked || n >= 0 && len(limits) > 0) {
-			if tc, ok := l.decideMulti(m, t, n, limits, cl, checked); ok {
+		if m.st.Load() == multiTag {
+			if tc, ok := l.decideMulti(m, t, n, limits, cl, true); ok {
 				m.mu.Unlock()
 				l.multiDecision(d, tc, n, limits, cl)
 				return nil
@@ -250,9 +243,9 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 			setDecision(d, false, 0, 0, 0, 0, "")
 			return err
 		}
-		if err := checkN(d, n, limits); err != nil {
-			return err
-		}
+	}
+	if err := checkN(d, n, limits); err != nil {
+		return err
 	}
 	// Every limit's arithmetic, before anything is stored, so that an
 	// unrepresentable one consumes nothing.
@@ -282,7 +275,7 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 			m.mu.Unlock()
 			continue
 		}
-		tc, _ := l.decideMulti(m, t, n, limits, cl, true) // every cl[i].lp is set: it decides
+		tc, _ := l.decideMulti(m, t, n, limits, cl, false) // every cl[i].lp is set: it decides
 		m.mu.Unlock()
 		l.multiDecision(d, tc, n, limits, cl)
 		return nil
@@ -294,14 +287,14 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 // limits[i]'s arithmetic, or is nil for a limit m holds under its Name with
 // the same Capacity and Rate (whose stored arithmetic serves); for a nil
 // one m does not hold so, decideMulti reports false before it changes
-// anything. A call not checked (see allowLimits; n >= 0) is decided only
-// if m holds every limit, each under a different one of its first 64
+// anything. held (a call not yet checked; n >= 0, limits not empty) decides
+// only if m holds every limit, each under a different one of its first 64
 // states, with the same Capacity and Rate, and n is within every Capacity;
 // otherwise it reports false, having changed nothing. Requires m.mu.
-func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, cl []callLimit, checked bool) (int64, bool) {
+func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, cl []callLimit, held bool) (int64, bool) {
 	t = max(t, m.last)
 	allowed := true
-	var used uint64 // not checked: the states matched so far, which must differ
+	var used uint64 // held: the states matched so far, which must differ
 	for i := range limits {
 		lim := &limits[i]
 		c := &cl[i]
@@ -316,7 +309,7 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 				}
 			}
 		}
-		if !checked {
+		if held {
 			// Stored Names are valid and distinct, so limits matched to
 			// distinct states have valid, distinct Names.
 			if c.j < 0 || c.j >= 64 || used&(1<<c.j) != 0 || n > lim.Capacity {
