@@ -68,7 +68,7 @@
 // the next re-anchoring finds it: it checks the old anchor's extrapolation
 // to the new counter value against a monotonic reading taken after it,
 // and if it is ahead, the clock turns itself off for good: every later
-// reading is the monotonic clock's own (Off reports it). The check cannot
+// reading is the monotonic clock's own. The check cannot
 // see a reading ahead by less than the time between the last reading
 // served and the re-anchoring (under load, a few tens of nanoseconds),
 // and after more than four spans without re-anchoring it checks only the
@@ -288,9 +288,8 @@ var start = time.Now()
 func monotonic() int64 { return int64(time.Since(start)) }
 
 var (
-	std     *Clock
+	std     *Clock // nil where the counter is not used
 	stdOnce sync.Once
-	stdOn   bool
 )
 
 // Enable starts the process's clock if this machine supports it (see the
@@ -301,21 +300,12 @@ func Enable() bool {
 	stdOnce.Do(func() {
 		if supported() {
 			std = newClock(rdtscp, monotonic)
-			stdOn = true
 		}
 	})
-	return stdOn
+	return std != nil
 }
 
 // Now returns the monotonic clock in nanoseconds from an arbitrary origin
 // fixed for the process, read through the counter. It may be called only
 // after Enable has reported true.
 func Now() int64 { return std.at(rdtsc()) }
-
-// Mono returns the monotonic clock's own reading, from the same origin as
-// Now's.
-func Mono() int64 { return monotonic() }
-
-// Off reports whether the process's clock turned itself off after finding
-// a reading ahead of the monotonic clock (see the package doc).
-func Off() bool { return std != nil && std.off.Load() }

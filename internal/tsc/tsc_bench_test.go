@@ -9,7 +9,7 @@ func BenchmarkNow(b *testing.B) {
 	b.Run("impl=monotonic", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			sink += Mono()
+			sink += monotonic()
 		}
 	})
 	b.Run("impl=counter", func(b *testing.B) {
