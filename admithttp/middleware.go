@@ -2,6 +2,7 @@ package admithttp
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -54,11 +55,17 @@ import (
 //     with no RateLimit fields, since no state exists;
 //   - no decision: the backend failed and its policy refused blind
 //     (redisbucket's default, fail closed), or the Decision has Limit 0, or
-//     any other limiter error (a cancelled request context, say): by
-//     default fail closed, 503 Service Unavailable with Retry-After (the
-//     Decision's RetryAfter rounded up, at least 1 second); with
-//     WithFailOpen the next handler runs unlimited. No RateLimit fields
-//     either way: no trustworthy state exists.
+//     any other limiter error: by default fail closed, 503 Service
+//     Unavailable with Retry-After (the Decision's RetryAfter rounded up,
+//     at least 1 second); with WithFailOpen the next handler runs
+//     unlimited. No RateLimit fields either way: no trustworthy state
+//     exists;
+//   - the request's own context ended while the limiter decided (its error
+//     matches context.Canceled or context.DeadlineExceeded and
+//     r.Context() is done: the client left, or a deadline set in front
+//     passed): 503 as above, whatever WithFailOpen says. That is no
+//     failure of the limiter, and a client that closes its connection
+//     right after sending must not reach the handler without a token.
 //
 // So a decision of the limiter's failure policy is obeyed whenever there is
 // one, and the middleware's own policy (WithFailOpen or not) applies only
@@ -261,7 +268,9 @@ func WithDenied(h http.Handler) Option {
 }
 
 // WithFailOpen makes a limiter error that comes without a decision (see
-// Middleware) run the next handler unlimited instead of answering 503. Fail
+// Middleware) run the next handler unlimited instead of answering 503,
+// unless the error is the request's own context ending (the client left):
+// that is answered 503 either way, since no limiter failed. Fail
 // open when an outage of the limiter's backend must not become an outage of
 // the service; stay closed (the default) when the limit protects something
 // that would fall over without it. A decision the limiter's own failure
@@ -510,12 +519,20 @@ func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, 
 		// passed it (a rate too small for its capacity): a server bug,
 		// whatever the failure policy.
 		http.Error(w, "500 internal server error", http.StatusInternalServerError)
-	case m.failOpen:
+	case m.failOpen && !ended(r, err):
 		h.next.ServeHTTP(w, r)
 	default:
 		w.Header().Set("Retry-After", strconv.FormatInt(ratelimit.RetryAfter(d.RetryAfter), 10))
 		http.Error(w, "503 rate limiter unavailable", http.StatusServiceUnavailable)
 	}
+}
+
+// ended reports whether err is the request's own context ending (the
+// client left, or a deadline set in front of the middleware passed) rather
+// than a failure of the limiter: no limiter failed, so WithFailOpen does not
+// serve such a request, whose client chose the path by leaving.
+func ended(r *http.Request, err error) bool {
+	return r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 // report passes err to the WithOnError function, if any.
