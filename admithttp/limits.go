@@ -2,11 +2,8 @@ package admithttp
 
 import (
 	"net/http"
-	"slices"
-	"sync/atomic"
 
 	"github.com/admit-go/admit"
-	"github.com/admit-go/admit/internal/ratelimit"
 )
 
 // WithLimits sets the function that chooses a request's limits: a tier
@@ -56,39 +53,13 @@ func WithSkip(f func(*http.Request) bool) Option {
 
 // LimitLister is an optional interface of an admit.KeyedLimiter: Limits
 // returns the limits its AllowN applies to every key, in order (a
-// keyed.Limiter from keyed.NewLimits, say). Middleware reads it once, when
-// WithLimits is not given: with two or more limits the RateLimit-Policy
+// keyed.Limiter from keyed.NewLimits, or a redisbucket.Limiter, say).
+// Middleware reads it once, when WithLimits is not given, from the limiter
+// or the nearest down its Unwrap chain, as it looks for a Refiller: with two or more limits the RateLimit-Policy
 // field lists them all and RateLimit names the one that decided
 // (Decision.Policy); with one, a limit with a Name gives the fields that
 // name in place of WithPolicyName's, and its Capacity ÷ Rate gives w when
 // neither WithFillTime nor a Refiller says.
 type LimitLister interface {
 	Limits() []admit.Limit
-}
-
-// policyCache holds the rendered sets of the last few distinct lists a
-// WithLimits function returned. Each slot is replaced whole, never written
-// into, so a reader sees a complete set or none.
-type policyCache struct {
-	slots [8]atomic.Pointer[ratelimit.Set]
-	next  atomic.Uint32 // the slot the next miss replaces, modulo 8
-}
-
-// get returns limits' rendered set, building and caching it on a miss (an
-// allocation per miss: a workload of more distinct lists than slots pays
-// it on every request, and stays correct).
-func (c *policyCache) get(limits []admit.Limit, unnamed string) (*ratelimit.Set, error) {
-	for i := range c.slots {
-		if p := c.slots[i].Load(); p != nil && slices.Equal(p.Limits, limits) {
-			return p, nil
-		}
-	}
-	// The set keeps a private copy: f may reuse its slice, and every
-	// lookup compares against the copy.
-	p, err := ratelimit.NewSet(slices.Clone(limits), unnamed)
-	if err != nil {
-		return nil, err
-	}
-	c.slots[c.next.Add(1)%uint32(len(c.slots))].Store(p)
-	return p, nil
 }

@@ -85,6 +85,8 @@ import (
 // WithFillTime if given, else from l's FillTime method if l is a Refiller,
 // else from the limit l lists if it is a LimitLister, and is left out (the
 // draft makes it optional) when none says or the bucket never refills.
+// Both optional interfaces are looked for on l and then down its Unwrap
+// chain, the nearest first (see Refiller).
 // Integers above the Structured Field maximum (999,999,999,999,999) are
 // clamped to it.
 //
@@ -118,7 +120,7 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 		panic("admithttp: Middleware with a nil limiter")
 	}
 	c := config{key: KeyByIP, cost: one, name: "default"}
-	rf, refiller := l.(Refiller)
+	rf, refiller := ratelimit.Find[Refiller](l)
 	if refiller {
 		c.fill = rf.FillTime()
 	}
@@ -142,7 +144,7 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 			panic("admithttp: WithFillTime with WithLimits: each limit's w is its own Capacity ÷ Rate")
 		}
 		m.pl = pl
-	} else if ll, ok := l.(LimitLister); ok {
+	} else if ll, ok := ratelimit.Find[LimitLister](l); ok {
 		listed := ll.Limits()
 		if len(listed) > 0 {
 			if err := admit.ValidateLimits(listed); err != nil {
@@ -183,7 +185,11 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 // Refiller is an optional interface of an admit.KeyedLimiter: FillTime
 // reports how long one of its buckets takes to refill from empty to full
 // (capacity ÷ rate), or 0 if it never refills. Middleware reads it once, for
-// the w parameter of RateLimit-Policy.
+// the w parameter of RateLimit-Policy, from the limiter or, if the limiter
+// has no FillTime, from the nearest limiter down its chain of
+// Unwrap() admit.KeyedLimiter methods that has one: a wrapper that only
+// counts (admitotel.Limiter) has neither method, so it neither hides the
+// wrapped limiter's nor claims one the wrapped limiter lacks.
 type Refiller interface {
 	FillTime() time.Duration
 }
@@ -323,7 +329,7 @@ type middleware struct {
 	// path.
 	static *ratelimit.Set
 	// cache renders the lists WithLimits returns.
-	cache policyCache
+	cache ratelimit.Cache
 	// policy caches the RateLimit-Policy value for the last capacity seen,
 	// so that the usual case, one capacity for every key, allocates nothing.
 	policy atomic.Pointer[policyValue]
@@ -454,7 +460,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// Rendered before the limiter is called, so that limits the
 		// fields cannot show consume nothing.
-		if ps, err = m.cache.get(limits, m.name); err != nil {
+		if ps, err = m.cache.Get(limits, m.name); err != nil {
 			m.report(r, fmt.Errorf("admithttp: WithLimits: %w", err))
 			http.Error(w, "500 internal server error", http.StatusInternalServerError)
 			return
