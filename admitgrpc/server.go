@@ -28,7 +28,7 @@ import (
 //   - denied: codes.ResourceExhausted, handler not called, with an
 //     errdetails.RetryInfo whose RetryDelay is the Decision's RetryAfter
 //     (exact: a client that waits that long is not early) and an
-//     errdetails.QuotaFailure naming the policy; the header metadata
+//     errdetails.QuotaFailure naming the policy; the trailer metadata
 //     carries ratelimit, ratelimit-policy and retry-after (whole seconds,
 //     rounded up, at least 1);
 //   - the key function (or WithLimits' function) fails:
@@ -50,6 +50,13 @@ import (
 //     fail closed): codes.Unavailable, or with WithFailOpen the handler runs
 //     unlimited. No ratelimit headers either way: no trustworthy state
 //     exists.
+//
+// Every refusal is sent trailers-only: no header metadata, its fields (if
+// any) in the trailer metadata, so that the call is not committed and a
+// client's retryPolicy (grpc-go's, gRFC A6) may retry it; a refusal with
+// header metadata would end every retry at the first attempt. So a client
+// reads the fields from the header metadata of an admitted call and from
+// the trailer of a refused one.
 //
 // The header values are admithttp's RateLimit and RateLimit-Policy fields.
 // Under one limit, ratelimit-policy is "<name>";q=<capacity>;w=<seconds to
@@ -73,11 +80,14 @@ func UnaryServerInterceptor(l admit.KeyedLimiter, opts ...Option) grpc.UnaryServ
 	in := newInterceptor(l, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		md, err := in.decide(ctx, info.FullMethod)
-		if md != nil {
-			_ = grpc.SetHeader(ctx, md) // fails only outside a server call, where there is nothing to send
-		}
 		if err != nil {
+			if md != nil {
+				_ = grpc.SetTrailer(ctx, md) // fails only outside a server call, where there is nothing to send
+			}
 			return nil, err
+		}
+		if md != nil {
+			_ = grpc.SetHeader(ctx, md)
 		}
 		return handler(ctx, req)
 	}
@@ -86,17 +96,21 @@ func UnaryServerInterceptor(l admit.KeyedLimiter, opts ...Option) grpc.UnaryServ
 // StreamServerInterceptor returns a server interceptor that admits each
 // stream against l once, when it opens, as UnaryServerInterceptor admits a
 // unary call: a denied stream ends with the same status before the handler
-// runs, and the messages of an admitted stream are not counted. The headers
-// are set with the stream's SetHeader, so the handler may add its own.
+// runs, trailers-only, and the messages of an admitted stream are not
+// counted. An admitted stream's headers are set with the stream's
+// SetHeader, so the handler may add its own.
 func StreamServerInterceptor(l admit.KeyedLimiter, opts ...Option) grpc.StreamServerInterceptor {
 	in := newInterceptor(l, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		md, err := in.decide(ss.Context(), info.FullMethod)
+		if err != nil {
+			if md != nil {
+				ss.SetTrailer(md)
+			}
+			return err
+		}
 		if md != nil {
 			_ = ss.SetHeader(md) // fails only once headers were sent, which nothing did yet
-		}
-		if err != nil {
-			return err
 		}
 		return handler(srv, ss)
 	}
