@@ -31,7 +31,7 @@ type server struct {
 	handled atomic.Int64
 }
 
-func startServer(t *testing.T, network string, unary grpc.UnaryServerInterceptor, stream grpc.StreamServerInterceptor) *server {
+func startServer(t testing.TB, network string, unary grpc.UnaryServerInterceptor, stream grpc.StreamServerInterceptor) *server {
 	t.Helper()
 	host := "127.0.0.1:0"
 	if network == "tcp6" {
@@ -66,7 +66,7 @@ func startServer(t *testing.T, network string, unary grpc.UnaryServerInterceptor
 	return s
 }
 
-func dial(t *testing.T, addr string, opts ...grpc.DialOption) healthpb.HealthClient {
+func dial(t testing.TB, addr string, opts ...grpc.DialOption) healthpb.HealthClient {
 	t.Helper()
 	cc, err := grpc.NewClient("passthrough:///"+addr, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
