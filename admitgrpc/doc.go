@@ -24,6 +24,11 @@
 //	m, _ := admitotel.Wrap(l, admitotel.WithName("grpc"))
 //	s := grpc.NewServer(grpc.UnaryInterceptor(admitgrpc.UnaryServerInterceptor(m)))
 //
+// The client interceptors wait on the limiter once per call, within the
+// call's deadline or the service config's method timeout; grpc-go's
+// retries of a call run below them and take no token of their own (see
+// UnaryClientInterceptor).
+//
 // Compared with go-grpc-middleware's ratelimit interceptor (one Limit(ctx)
 // error for every caller, no key, no retry hint), it limits each client
 // separately, says exactly when to come back, and moves from one process to
