@@ -10,7 +10,6 @@ import (
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/keyed"
 	"github.com/admit-go/admit/mutexbucket"
-	"github.com/admit-go/admit/redisbucket"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -90,10 +89,6 @@ func TestClientStatuses(t *testing.T) {
 		return ctx, cancel
 	}
 	background := func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }
-	dead, err := redisbucket.New(deadRedis(t), 1, 1, redisbucket.WithTimeout(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
 	cases := []struct {
 		name string
 		l    admit.Limiter
@@ -103,7 +98,6 @@ func TestClientStatuses(t *testing.T) {
 		{"never refills: ErrUnsatisfiable", drained(0), background, codes.ResourceExhausted},
 		{"deadline before the token: ErrDeadline", drained(1), shortDeadline, codes.ResourceExhausted},
 		{"cancelled while waiting", drained(0.01), cancelSoon, codes.Canceled},
-		{"backend down: ErrUnavailable", dead.Bucket("client"), background, codes.Unavailable},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

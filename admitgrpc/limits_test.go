@@ -14,6 +14,7 @@ import (
 	"github.com/admit-go/admit/admitgrpc"
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/keyed"
+	"github.com/admit-go/admit/keyedtest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -272,4 +273,22 @@ func TestUnknownClient(t *testing.T) {
 	if got := s.handled.Load(); got != 1 {
 		t.Fatalf("the handler ran %d times; want 1", got)
 	}
+}
+
+// TestLimitListerThroughWrapper: the limits (and fill time) of a limiter
+// behind a wrapper that only forwards (keyedtest.Wrapper, as admitotel's
+// wrapper does) are found down its Unwrap chain.
+func TestLimitListerThroughWrapper(t *testing.T) {
+	l, err := keyed.NewLimits([]admit.Limit{admit.Per(time.Second, 2).Named("burst"), admit.Per(time.Hour, 3).Named("hourly")},
+		admit.WithClock(buckettest.NewFakeClock(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "tcp", admitgrpc.UnaryServerInterceptor(keyedtest.Wrapper{L: l}), nil)
+	hd, err := check(t, dial(t, s.addr), context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHeader(t, hd, "ratelimit-policy", `"burst";q=2;w=1, "hourly";q=3;w=3600`)
+	wantHeader(t, hd, "ratelimit", `"burst";r=1;t=1200`)
 }

@@ -66,8 +66,12 @@ import (
 // The header values are admithttp's RateLimit and RateLimit-Policy fields.
 // Under one limit, ratelimit-policy is "<name>";q=<capacity>;w=<seconds to
 // refill from empty>, w taken from l's FillTime method if it has one
-// (keyed.Limiter, admitotel.Limiter), else from the one limit l lists
-// through a Limits method, else left out. Under several limits (WithLimits,
+// (keyed.Limiter), else from the one limit l lists through a Limits method
+// (keyed.Limiter, redisbucket.Limiter), else left out, and left out too for
+// a Decision whose Limit is not that listed limit's capacity (a fallback
+// limiter's). Both methods are looked for on l, then down its chain of
+// Unwrap() admit.KeyedLimiter methods, the nearest first: a wrapper that
+// only counts (admitotel.Limiter) has neither. Under several limits (WithLimits,
 // or a Limits method listing two or more, as a keyed.Limiter from
 // keyed.NewLimits has), ratelimit-policy lists every limit, each w its
 // Capacity ÷ Rate, and ratelimit names the one that decided
@@ -127,6 +131,7 @@ type interceptor struct {
 	config
 	quoted string          // the single limit's name as an sf-string
 	w      int64           // the single limit's w, or 0 to leave it out
+	listed int64           // the capacity of the one limit the limiter lists, or 0
 	static *ratelimit.Set  // the limits of a LimitLister of two or more, without WithLimits
 	cache  ratelimit.Cache // the rendered lists WithLimits returns
 	// policy caches the ratelimit-policy value for the last capacity seen
@@ -157,7 +162,7 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 	}
 	in := &interceptor{l: l, config: c}
 	name := c.name
-	f, refiller := l.(interface{ FillTime() time.Duration })
+	f, refiller := ratelimit.Find[interface{ FillTime() time.Duration }](l)
 	if refiller {
 		in.w = ratelimit.Seconds(f.FillTime())
 	}
@@ -167,7 +172,7 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 			panic(fmt.Sprintf("admitgrpc: WithLimits needs an admit.PolicyLimiter; %T is not one", l))
 		}
 		in.pl = pl
-	} else if ll, ok := l.(interface{ Limits() []admit.Limit }); ok {
+	} else if ll, ok := ratelimit.Find[interface{ Limits() []admit.Limit }](l); ok {
 		switch listed := ll.Limits(); {
 		case len(listed) >= 2:
 			p, err := ratelimit.NewSet(listed, c.name)
@@ -185,6 +190,7 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 			if !refiller {
 				in.w = ratelimit.FillSeconds(listed[0])
 			}
+			in.listed = listed[0].Capacity
 		}
 	}
 	in.quoted = ratelimit.Quote(name)
@@ -327,7 +333,13 @@ func (in *interceptor) policyFor(q int64) string {
 	if p := in.policy.Load(); p != nil && p.q == q {
 		return p.s
 	}
-	p := &policyValue{q: q, s: string(ratelimit.AppendPolicy(nil, in.quoted, q, in.w))}
+	w := in.w
+	if in.listed != 0 && q != in.listed {
+		// Not the listed limit's bucket (a failure policy's fallback
+		// decided): its rate is unknown, so no w.
+		w = 0
+	}
+	p := &policyValue{q: q, s: string(ratelimit.AppendPolicy(nil, in.quoted, q, w))}
 	in.policy.Store(p)
 	return p.s
 }

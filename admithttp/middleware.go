@@ -84,7 +84,9 @@ import (
 // rate, which admit.KeyedLimiter does not expose: it is taken from
 // WithFillTime if given, else from l's FillTime method if l is a Refiller,
 // else from the limit l lists if it is a LimitLister, and is left out (the
-// draft makes it optional) when none says or the bucket never refills.
+// draft makes it optional) when none says or the bucket never refills, and
+// for a Decision whose Limit is not the capacity of the one limit l lists
+// (a failure policy's fallback limiter decided: its rate is unknown).
 // Both optional interfaces are looked for on l and then down its Unwrap
 // chain, the nearest first (see Refiller).
 // Integers above the Structured Field maximum (999,999,999,999,999) are
@@ -168,6 +170,7 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 			if !c.fillSet && !refiller {
 				m.w = ratelimit.FillSeconds(listed[0])
 			}
+			m.listed = listed[0].Capacity
 		}
 	}
 	m.quoted = ratelimit.Quote(name)
@@ -324,6 +327,7 @@ type middleware struct {
 	config
 	quoted string // the single limit's name as an sf-string
 	w      int64  // the single limit's w, or 0 to leave it out
+	listed int64  // the capacity of the one limit the limiter lists, or 0
 	// static renders the limiter's own limits when it lists two or more
 	// (LimitLister) and WithLimits is not given; nil on the single-limit
 	// path.
@@ -612,8 +616,14 @@ func (m *middleware) policyFor(q int64) string {
 	if p := m.policy.Load(); p != nil && p.q == q {
 		return p.s
 	}
+	w := m.w
+	if m.listed != 0 && q != m.listed {
+		// Not the listed limit's bucket (a failure policy's fallback
+		// decided): its rate is unknown, so no w.
+		w = 0
+	}
 	var buf [96]byte
-	p := &policyValue{q: q, s: string(ratelimit.AppendPolicy(buf[:0], m.quoted, q, m.w))}
+	p := &policyValue{q: q, s: string(ratelimit.AppendPolicy(buf[:0], m.quoted, q, w))}
 	m.policy.Store(p)
 	return p.s
 }
