@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -99,39 +100,52 @@ func details(err error) (*errdetails.RetryInfo, *errdetails.QuotaFailure) {
 }
 
 // TestGRPCRedis runs the interceptor over redisbucket on a real
-// redis-server: the same answers as over keyed, the wait from the server's
-// clock, w from the one limit redisbucket lists.
+// redis-server, bare and through admitotel's wrapper: the same answers as
+// over keyed, the wait from the server's clock, w from the one limit
+// redisbucket lists (the wrapper, which used to report a FillTime of 0 for
+// a limiter without one, hid it).
 func TestGRPCRedis(t *testing.T) {
-	l, err := redisbucket.New(startRedis(t), 2, 10) // a burst of 2, then 10 per second
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := startGRPC(t, admitgrpc.UnaryServerInterceptor(l, admitgrpc.WithPolicyName("shared")))
-	c := dialGRPC(t, s.addr)
-	for i := range 2 {
-		md, err := check(t, c)
-		if err != nil {
-			t.Fatalf("call %d: %v", i, err)
-		}
-		wantMD(t, md, "ratelimit-policy", `"shared";q=2;w=1`)
-	}
-	md, err := check(t, c)
-	if status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("third call: %v; want ResourceExhausted", err)
-	}
-	wantMD(t, md, "retry-after", "1")
-	ri, _ := details(err)
-	if ri == nil || ri.RetryDelay.AsDuration() <= 0 || ri.RetryDelay.AsDuration() > 100*time.Millisecond {
-		t.Fatalf("RetryInfo %v; want a delay in (0, 100ms]", ri)
-	}
-	// Waiting the delay is enough (the server's clock has moved at least
-	// as far as ours).
-	time.Sleep(ri.RetryDelay.AsDuration())
-	if _, err := check(t, c); err != nil {
-		t.Fatalf("after RetryDelay: %v", err)
-	}
-	if got := s.handled.Load(); got != 3 {
-		t.Fatalf("the handler ran %d times; want 3", got)
+	rdb := startRedis(t)
+	for _, wrapped := range []bool{false, true} {
+		t.Run(fmt.Sprint("admitotel=", wrapped), func(t *testing.T) {
+			l, err := redisbucket.New(rdb, 2, 10, redisbucket.WithPrefix(fmt.Sprint("grpc-", wrapped))) // a burst of 2, then 10 per second
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kl admit.KeyedLimiter = l
+			if wrapped {
+				if kl, err = admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider())); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := startGRPC(t, admitgrpc.UnaryServerInterceptor(kl, admitgrpc.WithPolicyName("shared")))
+			c := dialGRPC(t, s.addr)
+			for i := range 2 {
+				md, err := check(t, c)
+				if err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+				wantMD(t, md, "ratelimit-policy", `"shared";q=2;w=1`)
+			}
+			md, err := check(t, c)
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("third call: %v; want ResourceExhausted", err)
+			}
+			wantMD(t, md, "retry-after", "1")
+			ri, _ := details(err)
+			if ri == nil || ri.RetryDelay.AsDuration() <= 0 || ri.RetryDelay.AsDuration() > 100*time.Millisecond {
+				t.Fatalf("RetryInfo %v; want a delay in (0, 100ms]", ri)
+			}
+			// Waiting the delay is enough (the server's clock has moved at
+			// least as far as ours).
+			time.Sleep(ri.RetryDelay.AsDuration())
+			if _, err := check(t, c); err != nil {
+				t.Fatalf("after RetryDelay: %v", err)
+			}
+			if got := s.handled.Load(); got != 3 {
+				t.Fatalf("the handler ran %d times; want 3", got)
+			}
+		})
 	}
 }
 
