@@ -76,7 +76,7 @@ func (w *Limiter) AllowN(ctx context.Context, key string, n int64) (d admit.Deci
 		if p := pin(); p < uint(len(c.slots)-1) {
 			s := &c.slots[p]
 			s.decisions[r]++
-			s.tokens[r] += uint64(n)
+			s.tokens[r] = saturate(s.tokens[r], uint64(n))
 			unpin()
 			return
 		}
