@@ -7,7 +7,7 @@ import (
 )
 
 // WithLimits sets the function that chooses a request's limits: a tier
-// from an API key, a claim, a header. The middleware then decides each
+// from an API key, a token's claim. The middleware then decides each
 // request with the limiter's AllowLimits under those limits, all or
 // nothing, so the limiter must be an admit.PolicyLimiter (keyed,
 // redisbucket); Middleware panics if it is not.
@@ -17,10 +17,20 @@ import (
 // the request unlimited, with no RateLimit fields and no limiter call: a
 // health check, an internal route. An error from f is answered with 400
 // Bad Request (the request does not say which limits apply, as a missing
-// key does not say who sent it) and passed to the WithOnError function; to
-// fall back to a default tier instead, return that tier. Limits that fail
+// key does not say who sent it), or with 403 Forbidden if it wraps
+// admit.ErrUnknownClient (an API key the server does not know: refused
+// before it can become a bucket), and passed to the WithOnError function;
+// to fall back to a default tier instead, return that tier. Limits that fail
 // admit.ValidateLimits are a bug in the server: 500 Internal Server Error,
 // nothing consumed, the error passed to WithOnError.
+//
+// Choose the tier from what authenticates the client (the API key looked
+// up in your accounts, a verified token's claim, a header your
+// authenticating proxy sets and strips from client requests), never from a
+// header any client can write. A 401 with its WWW-Authenticate challenge
+// is the job of an authentication middleware in front of this one, which
+// can hand the verified client on in the request's context for f and the
+// key function to read (docs/per-client.md shows one).
 //
 // f runs before the key and cost functions, on the request's goroutine,
 // concurrently with other requests. It may return the same slice to many

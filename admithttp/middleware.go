@@ -25,7 +25,9 @@ import (
 //   - WithSkip's function exempts the request: the next handler runs, with
 //     no other function called, no limiter call, no RateLimit fields;
 //   - WithLimits's function fails: 400 Bad Request (the request does not say
-//     which limits apply), no limiter call, no fields; it returns no limits:
+//     which limits apply), or 403 Forbidden if its error wraps
+//     admit.ErrUnknownClient (the request names a client the server does
+//     not serve), no limiter call, no fields; it returns no limits:
 //     the next handler runs unlimited, no limiter call, no fields; it
 //     returns limits admit.ValidateLimits rejects (or an unnamed limit shown
 //     under another limit's name, below): 500 Internal Server Error, nothing
@@ -36,7 +38,8 @@ import (
 //     fields and Retry-After, the wait in whole seconds rounded up, at least
 //     1, so a client that honours it is never early;
 //   - the key function fails: 400 Bad Request (the request does not say who
-//     sent it), no limiter call, no RateLimit fields;
+//     sent it), or 403 Forbidden if its error wraps admit.ErrUnknownClient,
+//     no limiter call, no RateLimit fields;
 //   - the cost function returns a negative cost: 500 Internal Server Error (a
 //     bug in the server, not the client), no limiter call, no fields;
 //   - the cost is above the key's capacity, or some limit's (the limiter's
@@ -221,8 +224,9 @@ func (c *config) fail(format string, args ...any) {
 }
 
 // WithKey sets the function that names a request's client; the default is
-// KeyByIP. An error from f is answered with 400 Bad Request. To fall back to
-// a shared key instead, wrap f in a function that returns one.
+// KeyByIP. An error from f is answered with 400 Bad Request, or 403
+// Forbidden if it wraps admit.ErrUnknownClient. To fall back to a shared
+// key instead, wrap f in a function that returns one.
 func WithKey(f func(*http.Request) (string, error)) Option {
 	return func(c *config) {
 		if f == nil {
@@ -455,7 +459,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var err error
 		if limits, err = m.limits(r); err != nil {
 			m.report(r, fmt.Errorf("admithttp: WithLimits: %w", err))
-			http.Error(w, "400 bad request: cannot tell which limits apply", http.StatusBadRequest)
+			badRequest(w, err, "400 bad request: cannot tell which limits apply")
 			return
 		}
 		if len(limits) == 0 {
@@ -472,7 +476,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	key, err := m.key(r)
 	if err != nil {
-		http.Error(w, "400 bad request: cannot identify the client", http.StatusBadRequest)
+		badRequest(w, err, "400 bad request: cannot identify the client")
 		return
 	}
 	n := m.cost(r)
@@ -506,6 +510,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTooManyRequests)
 		w.Write(tooManyBody)
 	}
+}
+
+// badRequest answers an error of the key or limits function: 403 Forbidden
+// for a client the server does not serve (err wraps admit.ErrUnknownClient),
+// else 400 with msg (the request does not say who sent it, or which limits
+// apply).
+func badRequest(w http.ResponseWriter, err error, msg string) {
+	if errors.Is(err, admit.ErrUnknownClient) {
+		http.Error(w, "403 forbidden: unknown client", http.StatusForbidden)
+		return
+	}
+	http.Error(w, msg, http.StatusBadRequest)
 }
 
 // undecided answers a limiter error that comes without a Decision from a
