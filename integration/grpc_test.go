@@ -14,6 +14,7 @@ import (
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/keyed"
 	"github.com/admit-go/admit/redisbucket"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,7 +23,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // grpcServer is a real grpc-go server on a loopback port serving the
