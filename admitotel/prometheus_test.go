@@ -49,17 +49,26 @@ func scrape(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily
 	return fams
 }
 
-// TestPrometheusScrape serves the OpenTelemetry Prometheus exporter's
-// client_golang registry with promhttp on a loopback port, fetches it over
-// HTTP as Prometheus would, and reads admit_decisions_total per result.
-func TestPrometheusScrape(t *testing.T) {
+// promProvider is a MeterProvider whose reader is the OpenTelemetry
+// Prometheus exporter registered on the registry it returns; it is shut
+// down when the test ends.
+func promProvider(t *testing.T) (*prometheus.Registry, *sdkmetric.MeterProvider) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-	defer mp.Shutdown(context.Background())
+	t.Cleanup(func() { mp.Shutdown(context.Background()) })
+	return reg, mp
+}
+
+// TestPrometheusScrape serves the OpenTelemetry Prometheus exporter's
+// client_golang registry with promhttp on a loopback port, fetches it over
+// HTTP as Prometheus would, and reads admit_decisions_total per result.
+func TestPrometheusScrape(t *testing.T) {
+	reg, mp := promProvider(t)
 
 	l, err := keyed.New(2, 1, admit.WithClock(buckettest.NewFakeClock(0)))
 	if err != nil {
@@ -126,13 +135,7 @@ func TestPrometheusScrape(t *testing.T) {
 // brings its series in; the others stay out. Before any decision, with no
 // name seen yet, each result has its series without admit_policy, at 0.
 func TestPrometheusOneSeriesPerResult(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-	defer mp.Shutdown(context.Background())
+	reg, mp := promProvider(t)
 	l, err := keyed.NewLimits([]admit.Limit{admit.Per(time.Second, 2).Named("burst"), admit.Per(time.Hour, 10).Named("hourly")},
 		admit.WithClock(buckettest.NewFakeClock(0)))
 	if err != nil {

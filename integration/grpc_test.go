@@ -14,6 +14,7 @@ import (
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/keyed"
 	"github.com/admit-go/admit/redisbucket"
+	"github.com/redis/go-redis/v9"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -161,20 +162,7 @@ func TestGRPCRedisLimits(t *testing.T) {
 			name = "admitotel"
 		}
 		t.Run(name, func(t *testing.T) {
-			l, err := redisbucket.NewLimits(rdb, []admit.Limit{
-				admit.Per(time.Hour, 2).Named("burst"),
-				admit.Per(24*time.Hour, 1000).Named("daily"),
-			}, redisbucket.WithPrefix("limits-"+name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var kl admit.KeyedLimiter = l
-			if wrapped {
-				kl, err = admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider()))
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
+			kl := burstDaily(t, rdb, "grpc-"+name, wrapped)
 			s := startGRPC(t, admitgrpc.UnaryServerInterceptor(kl))
 			c := dialGRPC(t, s.addr)
 			const policy = `"burst";q=2;w=3600, "daily";q=1000;w=86400`
@@ -202,6 +190,28 @@ func TestGRPCRedisLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// burstDaily is redisbucket.NewLimits with a burst of 2 an hour and 1000 a
+// day, on its own prefix, wrapped in admitotel's counting Limiter if
+// wrapped.
+func burstDaily(t *testing.T, rdb *redis.Client, prefix string, wrapped bool) admit.KeyedLimiter {
+	t.Helper()
+	l, err := redisbucket.NewLimits(rdb, []admit.Limit{
+		admit.Per(time.Hour, 2).Named("burst"),
+		admit.Per(24*time.Hour, 1000).Named("daily"),
+	}, redisbucket.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !wrapped {
+		return l
+	}
+	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // TestGRPCLimiterFailure covers the answers to a failed backend: no

@@ -11,13 +11,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/admithttp"
-	"github.com/admit-go/admit/admitotel"
 	"github.com/admit-go/admit/redisbucket"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // TestHTTPRedisLimits: admithttp over redisbucket.NewLimits, bare and
@@ -32,20 +28,7 @@ func TestHTTPRedisLimits(t *testing.T) {
 			name = "admitotel"
 		}
 		t.Run(name, func(t *testing.T) {
-			l, err := redisbucket.NewLimits(rdb, []admit.Limit{
-				admit.Per(time.Hour, 2).Named("burst"),
-				admit.Per(24*time.Hour, 1000).Named("daily"),
-			}, redisbucket.WithPrefix("http-"+name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var kl admit.KeyedLimiter = l
-			if wrapped {
-				kl, err = admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider()))
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
+			kl := burstDaily(t, rdb, "http-"+name, wrapped)
 			srv := httptest.NewServer(admithttp.Middleware(kl)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 			defer srv.Close()
 			for i, want := range []int{200, 200, 429} {
