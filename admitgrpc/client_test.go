@@ -121,17 +121,17 @@ func TestClientStatuses(t *testing.T) {
 	}
 }
 
-// timeoutConfig gives the health service's methods a timeout of 100 ms.
-const timeoutConfig = `{"methodConfig": [{"name": [{"service": "grpc.health.v1.Health"}], "timeout": "0.1s"}]}`
+// timeoutConfig gives the health service's methods a timeout of 2 s.
+const timeoutConfig = `{"methodConfig": [{"name": [{"service": "grpc.health.v1.Health"}], "timeout": "2s"}]}`
 
 // TestClientMethodTimeout: the service config's method timeout bounds the
 // wait on the limiter as a deadline of the call's own would. With the next
-// token a second away, a method whose timeout is 100 ms fails at once
-// (admit.ErrDeadline: ResourceExhausted), and nothing is sent; with a
-// token there, the call goes through.
+// token 10 s away, a method whose timeout is 2 s fails at once
+// (admit.ErrDeadline: ResourceExhausted), and nothing is sent (it used to
+// wait the 10 s, then send); with a token there, the call goes through.
 func TestClientMethodTimeout(t *testing.T) {
 	s := startServer(t, "tcp", nil, nil)
-	l, err := mutexbucket.New(1, 1)
+	l, err := mutexbucket.New(1, 0.1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestClientMethodTimeout(t *testing.T) {
 		"stream": func() error { return watch(c, ctx) },
 	} {
 		if err := call(); status.Code(err) != codes.ResourceExhausted {
-			t.Errorf("%s, the token 1 s away, timeout 100 ms: %v; want ResourceExhausted at once", name, err)
+			t.Errorf("%s, the token 10 s away, timeout 2 s: %v; want ResourceExhausted at once", name, err)
 		}
 	}
 	if got := s.handled.Load(); got != 1 {
