@@ -87,6 +87,14 @@ var (
 	ErrQueueFull = errors.New("admit: too many callers already waiting")
 )
 
+// ErrUnknownClient is for the key and limits functions of admithttp and
+// admitgrpc to wrap when a request names a client the server knows it does
+// not serve (an unknown or revoked API key), as apart from a request that
+// does not say who sent it: admithttp answers it 403 Forbidden rather than
+// 400 Bad Request, admitgrpc codes.PermissionDenied rather than
+// codes.InvalidArgument. No limiter returns it.
+var ErrUnknownClient = errors.New("admit: unknown client")
+
 // Decision is the outcome of one keyed admission. Under several limits
 // (PolicyLimiter) Policy, Limit and Remaining describe the deciding limit, as
 // PolicyLimiter's rule 4 says.

@@ -12,8 +12,12 @@ import (
 
 // UnaryClientInterceptor returns a client interceptor that waits its turn
 // on l (AcquireN(ctx, 1)) before each call, so a client keeps to a server's
-// published rate instead of learning it from denials. When the wait fails,
-// the call is not sent and the error is a gRPC status:
+// published rate instead of learning it from denials. The wait is part of
+// the call: a timeout the ClientConn's service config gives the method
+// bounds it, and the call after it, from the moment the interceptor runs,
+// as the call's own deadline does (grpc-go applies that timeout only once
+// the interceptor hands the call on). When the wait fails, the call is not
+// sent and the error is a gRPC status:
 //
 //   - the call's context ended while it waited: the context's status
 //     (status.FromContextError: codes.Canceled or codes.DeadlineExceeded);
@@ -24,12 +28,24 @@ import (
 //   - any other error (admit.ErrUnavailable from a shared backend):
 //     codes.Unavailable.
 //
+// A call takes one token however many attempts grpc-go makes of it: the
+// interceptor runs once per call, above grpc-go's retries (a service
+// config's retryPolicy; grpc-go implements no hedgingPolicy), so a call
+// retried on RESOURCE_EXHAUSTED up to maxAttempts times sends that many
+// requests for one token. grpc-go offers no hook that runs before each
+// attempt and may refuse it: a stats handler is told of an attempt but
+// cannot stop it. To bound what retries add, keep maxAttempts small and
+// set the service config's retryThrottling, which stops retrying while
+// most calls fail; a server's denial consumes nothing there.
+//
 // It panics if l is nil. The interceptor is safe for concurrent use.
 func UnaryClientInterceptor(l admit.Limiter) grpc.UnaryClientInterceptor {
 	if l == nil {
 		panic("admitgrpc: UnaryClientInterceptor with a nil limiter")
 	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		ctx, cancel := methodTimeout(ctx, cc, method)
+		defer cancel()
 		if err := l.AcquireN(ctx, 1); err != nil {
 			return waitStatus(ctx, err)
 		}
@@ -39,17 +55,37 @@ func UnaryClientInterceptor(l admit.Limiter) grpc.UnaryClientInterceptor {
 
 // StreamClientInterceptor returns a client interceptor that waits its turn
 // on l before opening each stream, as UnaryClientInterceptor does before
-// each call; the stream's messages are not counted. It panics if l is nil.
+// each call, under the method's service-config timeout too; the stream's
+// messages are not counted. It panics if l is nil.
 func StreamClientInterceptor(l admit.Limiter) grpc.StreamClientInterceptor {
 	if l == nil {
 		panic("admitgrpc: StreamClientInterceptor with a nil limiter")
 	}
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		ctx, cancel := methodTimeout(ctx, cc, method)
 		if err := l.AcquireN(ctx, 1); err != nil {
+			cancel()
 			return nil, waitStatus(ctx, err)
 		}
-		return streamer(ctx, desc, cc, method, opts...)
+		// The stream outlives this function: its context is released when
+		// it ends (OnFinish runs once, also when opening it fails).
+		s, err := streamer(ctx, desc, cc, method, append(opts, grpc.OnFinish(func(error) { cancel() }))...)
+		if err != nil {
+			cancel()
+		}
+		return s, err
 	}
+}
+
+// methodTimeout returns ctx bounded by the timeout the ClientConn's service
+// config gives method, if any, and the function that releases it.
+func methodTimeout(ctx context.Context, cc *grpc.ClientConn, method string) (context.Context, context.CancelFunc) {
+	if cc != nil {
+		if t := cc.GetMethodConfig(method).Timeout; t != nil && *t >= 0 {
+			return context.WithTimeout(ctx, *t)
+		}
+	}
+	return ctx, func() {}
 }
 
 // waitStatus maps a failed wait to the status the client interceptors

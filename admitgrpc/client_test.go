@@ -8,8 +8,8 @@ import (
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/admitgrpc"
 	"github.com/admit-go/admit/buckettest"
+	"github.com/admit-go/admit/keyed"
 	"github.com/admit-go/admit/mutexbucket"
-	"github.com/admit-go/admit/redisbucket"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -89,10 +89,6 @@ func TestClientStatuses(t *testing.T) {
 		return ctx, cancel
 	}
 	background := func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }
-	dead, err := redisbucket.New(deadRedis(t), 1, 1, redisbucket.WithTimeout(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
 	cases := []struct {
 		name string
 		l    admit.Limiter
@@ -102,7 +98,6 @@ func TestClientStatuses(t *testing.T) {
 		{"never refills: ErrUnsatisfiable", drained(0), background, codes.ResourceExhausted},
 		{"deadline before the token: ErrDeadline", drained(1), shortDeadline, codes.ResourceExhausted},
 		{"cancelled while waiting", drained(0.01), cancelSoon, codes.Canceled},
-		{"backend down: ErrUnavailable", dead.Bucket("client"), background, codes.Unavailable},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -123,5 +118,64 @@ func TestClientStatuses(t *testing.T) {
 				t.Fatalf("%d calls reached the server; want none", got-before)
 			}
 		})
+	}
+}
+
+// timeoutConfig gives the health service's methods a timeout of 2 s.
+const timeoutConfig = `{"methodConfig": [{"name": [{"service": "grpc.health.v1.Health"}], "timeout": "2s"}]}`
+
+// TestClientMethodTimeout: the service config's method timeout bounds the
+// wait on the limiter as a deadline of the call's own would. With the next
+// token 10 s away, a method whose timeout is 2 s fails at once
+// (admit.ErrDeadline: ResourceExhausted), and nothing is sent (it used to
+// wait the 10 s, then send); with a token there, the call goes through.
+func TestClientMethodTimeout(t *testing.T) {
+	s := startServer(t, "tcp", nil, nil)
+	l, err := mutexbucket.New(1, 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, s.addr, grpc.WithDefaultServiceConfig(timeoutConfig),
+		grpc.WithUnaryInterceptor(admitgrpc.UnaryClientInterceptor(l)),
+		grpc.WithStreamInterceptor(admitgrpc.StreamClientInterceptor(l)))
+	ctx := context.Background()
+	if _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("with a token: %v", err)
+	}
+	for name, call := range map[string]func() error{
+		"unary":  func() error { _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); return err },
+		"stream": func() error { return watch(c, ctx) },
+	} {
+		if err := call(); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("%s, the token 10 s away, timeout 2 s: %v; want ResourceExhausted at once", name, err)
+		}
+	}
+	if got := s.handled.Load(); got != 1 {
+		t.Fatalf("%d calls reached the server; want 1", got)
+	}
+}
+
+// TestClientRetriesOneToken: the client interceptors run once per call,
+// above grpc-go's retries, so a call that grpc-go's retryPolicy attempts
+// five times takes one token (the rule the package doc states).
+func TestClientRetriesOneToken(t *testing.T) {
+	server, err := keyed.New(1, 1e-3, admit.WithClock(buckettest.NewFakeClock(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, attempts := attemptServer(t, admitgrpc.UnaryServerInterceptor(server), nil)
+	l, err := mutexbucket.New(10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, addr, grpc.WithDefaultServiceConfig(retryConfig), grpc.WithUnaryInterceptor(admitgrpc.UnaryClientInterceptor(l)))
+	if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second call: %v; want ResourceExhausted", err)
+	}
+	if got, tokens := attempts.Load(), l.Tokens(); got != 1+5 || tokens != 8 {
+		t.Fatalf("%d attempts for %v tokens; want 6 attempts (1 + 5 retried) for 2 tokens", got, 10-tokens)
 	}
 }

@@ -10,9 +10,12 @@
 // gRPC client can act on: an errdetails.RetryInfo whose RetryDelay is the
 // exact wait until the call would be admitted (never early), and an
 // errdetails.QuotaFailure naming the policy. Every decided call carries the
-// IETF RateLimit and RateLimit-Policy fields in its response header metadata
-// (ratelimit, ratelimit-policy, with the values admithttp writes), and a
-// denial also retry-after in whole seconds, rounded up.
+// IETF RateLimit and RateLimit-Policy fields (ratelimit, ratelimit-policy,
+// with the values admithttp writes): an admitted call in its response
+// header metadata, a denial, with retry-after in whole seconds rounded up,
+// in its trailer metadata. Every refusal is sent trailers-only, so a
+// client's retryPolicy on RESOURCE_EXHAUSTED retries it (a header frame
+// would commit the call to its first attempt).
 //
 // For metrics, put the admitotel module's wrapper between the limiter and
 // the interceptor; the interceptor reads the limits through its Unwrap:
@@ -20,6 +23,11 @@
 //	l, _ := redisbucket.NewLimits(rdb, limits) // or keyed.NewLimits(limits)
 //	m, _ := admitotel.Wrap(l, admitotel.WithName("grpc"))
 //	s := grpc.NewServer(grpc.UnaryInterceptor(admitgrpc.UnaryServerInterceptor(m)))
+//
+// The client interceptors wait on the limiter once per call, within the
+// call's deadline or the service config's method timeout; grpc-go's
+// retries of a call run below them and take no token of their own (see
+// UnaryClientInterceptor).
 //
 // Compared with go-grpc-middleware's ratelimit interceptor (one Limit(ctx)
 // error for every caller, no key, no retry hint), it limits each client

@@ -44,8 +44,13 @@ func ExampleUnaryServerInterceptor() {
 	defer cc.Close()
 	client := healthpb.NewHealthClient(cc)
 	for range 3 {
-		var hd metadata.MD
-		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&hd))
+		// An admitted call carries the fields in its header metadata; a
+		// refused one, trailers-only, in its trailer.
+		var hd, tr metadata.MD
+		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&hd), grpc.Trailer(&tr))
+		if err != nil {
+			hd = tr
+		}
 		st := status.Convert(err)
 		fmt.Println(st.Code())
 		fmt.Println("  ratelimit-policy:", hd.Get("ratelimit-policy"))

@@ -4,12 +4,8 @@ go 1.26.0
 
 replace github.com/admit-go/admit => ../
 
-replace github.com/admit-go/admit/redisbucket => ../redisbucket
-
 require (
 	github.com/admit-go/admit v0.1.0
-	github.com/admit-go/admit/redisbucket v0.1.0
-	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
 	google.golang.org/grpc v1.85.0
@@ -17,10 +13,7 @@ require (
 )
 
 require (
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/redis/rueidis v1.0.79 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect
-	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect

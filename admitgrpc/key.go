@@ -19,8 +19,9 @@ import (
 //
 // An IPv4 address is its own key ("192.0.2.1"). An IPv6 address is keyed by
 // its /64 ("2001:db8:1:2::/64"): one subscriber usually holds a whole /64.
-// An IPv4-mapped IPv6 address counts as the IPv4 address it maps, and a zone
-// is dropped, as admithttp.KeyByIP does. A peer that is not an IP address (a
+// An IPv4-mapped IPv6 address counts as the IPv4 address it maps, as does
+// a NAT64 address in RFC 6052's well-known prefix (64:ff9b::192.0.2.1), and
+// a zone is dropped, as admithttp.KeyByIP does. A peer that is not an IP address (a
 // Unix socket, an in-memory listener) is an error.
 func KeyByPeer() func(ctx context.Context, fullMethod string) (string, error) {
 	return keyByPeer

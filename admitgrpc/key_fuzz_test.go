@@ -20,6 +20,7 @@ func FuzzKeyByPeer(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 51, 100, 7}, uint16(1), "")
 	f.Add([]byte{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, uint16(9), "eth0")
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, uint16(0), "")
+	f.Add([]byte{0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0, 192, 0, 2, 1}, uint16(80), "")
 	f.Fuzz(func(t *testing.T, ip []byte, port uint16, zone string) {
 		if len(ip) != 4 && len(ip) != 16 {
 			return

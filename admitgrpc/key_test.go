@@ -22,6 +22,8 @@ func TestKeyByPeer(t *testing.T) {
 		{tcp("[2001:db8:1:2:ffff::1]:443"), "2001:db8:1:2::/64"}, // same /64, same key
 		{tcp("[::ffff:192.0.2.1]:80"), "192.0.2.1"},              // IPv4-mapped counts as IPv4
 		{&net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 80, Zone: "eth0"}, "fe80::/64"},
+		{tcp("[64:ff9b::192.0.2.1]:80"), "192.0.2.1"}, // NAT64: the IPv4 address it embeds
+		{tcp("[64:ff9b::198.51.100.7]:80"), "198.51.100.7"},
 		{&net.UDPAddr{IP: net.ParseIP("198.51.100.7"), Port: 9}, "198.51.100.7"}, // any host:port form
 		{&net.UnixAddr{Name: "/run/app.sock", Net: "unix"}, ""},
 		{nil, ""},

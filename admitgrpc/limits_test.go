@@ -3,8 +3,10 @@ package admitgrpc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/admit-go/admit/admitgrpc"
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/keyed"
+	"github.com/admit-go/admit/keyedtest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -187,4 +190,105 @@ func TestWithLimitsCostAboveCapacity(t *testing.T) {
 	}
 	wantHeader(t, hd, "ratelimit-policy", `"burst";q=2;w=2, "daily";q=5;w=86400`)
 	wantHeader(t, hd, "retry-after", "")
+}
+
+// TestExemptNeedsNoKey: the limits are asked for first, as admithttp asks,
+// so a call WithLimits exempts (a health probe: no limits) is served
+// without the key the key function needs; a limited call without it is
+// refused InvalidArgument, and its message says so once, without the
+// package's prefix repeated.
+func TestExemptNeedsNoKey(t *testing.T) {
+	l, err := keyed.New(1, 1, admit.WithClock(buckettest.NewFakeClock(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keyCalls atomic.Int64
+	keyOf := admitgrpc.KeyByMetadata("x-api-key")
+	s := startServer(t, "tcp", admitgrpc.UnaryServerInterceptor(l, admitgrpc.WithLimits(tiers),
+		admitgrpc.WithKey(func(ctx context.Context, m string) (string, error) {
+			keyCalls.Add(1)
+			return keyOf(ctx, m)
+		})), nil)
+	c := dial(t, s.addr)
+	probe := metadata.AppendToOutgoingContext(context.Background(), "x-tier", "internal")
+	for range 3 {
+		if _, err := check(t, c, probe); err != nil {
+			t.Fatalf("exempt call without a key: %v; want it served", err)
+		}
+	}
+	if got := keyCalls.Load(); got != 0 {
+		t.Fatalf("the key function ran %d times for exempt calls; want 0", got)
+	}
+	_, err = check(t, c, context.Background()) // free tier, no key
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("limited call without a key: %v; want InvalidArgument", err)
+	}
+	if msg, want := status.Convert(err).Message(), "admitgrpc: cannot identify the client: the call has no x-api-key metadata"; msg != want {
+		t.Fatalf("message %q; want %q", msg, want)
+	}
+	_, err = check(t, c, metadata.AppendToOutgoingContext(context.Background(), "x-tier", "gold", "x-api-key", "k"))
+	if msg, want := status.Convert(err).Message(), "admitgrpc: cannot choose the limits: unknown tier"; status.Code(err) != codes.InvalidArgument || msg != want {
+		t.Fatalf("unknown tier: %v; want InvalidArgument %q", err, want)
+	}
+	if got := s.handled.Load(); got != 3 {
+		t.Fatalf("the handler ran %d times; want 3", got)
+	}
+}
+
+// TestUnknownClient: a key or limits function that knows the client is not
+// one the server serves says so by wrapping admit.ErrUnknownClient, and the
+// call is refused codes.PermissionDenied instead of InvalidArgument.
+func TestUnknownClient(t *testing.T) {
+	l, err := keyed.New(1, 1, admit.WithClock(buckettest.NewFakeClock(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts := map[string][]admit.Limit{"k1": {admit.Per(time.Second, 1).Named("burst")}}
+	keyOf := admitgrpc.KeyByMetadata("x-api-key")
+	byKey := func(ctx context.Context, m string) ([]admit.Limit, error) {
+		key, err := keyOf(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		if limits, ok := accounts[key]; ok {
+			return limits, nil
+		}
+		return nil, fmt.Errorf("%w: API key %q", admit.ErrUnknownClient, key)
+	}
+	s := startServer(t, "tcp", admitgrpc.UnaryServerInterceptor(l, admitgrpc.WithLimits(byKey), admitgrpc.WithKey(keyOf)), nil)
+	c := dial(t, s.addr)
+	for _, cs := range []struct {
+		md   []string
+		code codes.Code
+	}{
+		{[]string{"x-api-key", "k1"}, codes.OK},
+		{[]string{"x-api-key", "k2"}, codes.PermissionDenied},
+		{nil, codes.InvalidArgument},
+	} {
+		_, err := check(t, c, metadata.AppendToOutgoingContext(context.Background(), cs.md...))
+		if status.Code(err) != cs.code {
+			t.Errorf("metadata %q: %v; want %v", cs.md, err, cs.code)
+		}
+	}
+	if got := s.handled.Load(); got != 1 {
+		t.Fatalf("the handler ran %d times; want 1", got)
+	}
+}
+
+// TestLimitListerThroughWrapper: the limits (and fill time) of a limiter
+// behind a wrapper that only forwards (keyedtest.Wrapper, as admitotel's
+// wrapper does) are found down its Unwrap chain.
+func TestLimitListerThroughWrapper(t *testing.T) {
+	l, err := keyed.NewLimits([]admit.Limit{admit.Per(time.Second, 2).Named("burst"), admit.Per(time.Hour, 3).Named("hourly")},
+		admit.WithClock(buckettest.NewFakeClock(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "tcp", admitgrpc.UnaryServerInterceptor(keyedtest.Wrapper{L: l}), nil)
+	hd, err := check(t, dial(t, s.addr), context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHeader(t, hd, "ratelimit-policy", `"burst";q=2;w=1, "hourly";q=3;w=3600`)
+	wantHeader(t, hd, "ratelimit", `"burst";r=1;t=1200`)
 }

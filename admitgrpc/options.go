@@ -26,8 +26,10 @@ func (c *config) fail(format string, args ...any) {
 }
 
 // WithKey sets the function that names a call's client; the default is
-// KeyByPeer(). An error from f is answered with codes.InvalidArgument and the
-// handler is not called. fullMethod is "/package.Service/Method".
+// KeyByPeer(). An error from f is answered with codes.InvalidArgument (or
+// codes.PermissionDenied if it wraps admit.ErrUnknownClient) and the handler
+// is not called. It is not called for a call that WithLimits' function
+// exempts. fullMethod is "/package.Service/Method".
 func WithKey(f func(ctx context.Context, fullMethod string) (string, error)) Option {
 	return func(c *config) {
 		if f == nil {
@@ -55,10 +57,14 @@ func WithCost(f func(ctx context.Context, fullMethod string) int64) Option {
 // limiter's AllowLimits; the limiter must be an admit.PolicyLimiter, or the
 // interceptor constructors panic. The ratelimit-policy header lists every
 // limit (the Name of each, or WithPolicyName's name for an unnamed one), and
-// ratelimit names the deciding one. A function that returns no limits lets
-// the call through unlimited, with no headers (health checks, internal
-// methods); an error from it is answered like a key function's,
-// codes.InvalidArgument.
+// ratelimit names the deciding one. f runs before the key and cost
+// functions: a call it returns no limits for goes through unlimited, with
+// no key needed and no headers (health checks, internal methods). An error
+// from it is answered like a key function's, codes.InvalidArgument, or
+// codes.PermissionDenied if it wraps admit.ErrUnknownClient. The rendered
+// headers of the last 8 distinct lists it returned are kept, so a handful
+// of tiers cost no more per call than one limit; return the same slices
+// (package-level tiers) or equal ones.
 func WithLimits(f func(ctx context.Context, fullMethod string) ([]admit.Limit, error)) Option {
 	return func(c *config) {
 		if f == nil {

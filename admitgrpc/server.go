@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -28,11 +29,15 @@ import (
 //   - denied: codes.ResourceExhausted, handler not called, with an
 //     errdetails.RetryInfo whose RetryDelay is the Decision's RetryAfter
 //     (exact: a client that waits that long is not early) and an
-//     errdetails.QuotaFailure naming the policy; the header metadata
+//     errdetails.QuotaFailure naming the policy; the trailer metadata
 //     carries ratelimit, ratelimit-policy and retry-after (whole seconds,
 //     rounded up, at least 1);
-//   - the key function (or WithLimits' function) fails:
-//     codes.InvalidArgument, no limiter call, handler not called;
+//   - WithLimits' function returns no limits: the handler runs unlimited,
+//     with no key function or limiter call and no headers;
+//   - the key function (or WithLimits' function, which runs first) fails:
+//     codes.InvalidArgument, or codes.PermissionDenied if its error wraps
+//     admit.ErrUnknownClient (a client the server does not serve), no
+//     limiter call, handler not called;
 //   - a negative cost, or WithLimits' limits fail admit.ValidateLimits:
 //     codes.Internal (a bug in the server), no limiter call;
 //   - the cost is above the capacity (the limiter's error wraps
@@ -51,11 +56,22 @@ import (
 //     unlimited. No ratelimit headers either way: no trustworthy state
 //     exists.
 //
+// Every refusal is sent trailers-only: no header metadata, its fields (if
+// any) in the trailer metadata, so that the call is not committed and a
+// client's retryPolicy (grpc-go's, gRFC A6) may retry it; a refusal with
+// header metadata would end every retry at the first attempt. So a client
+// reads the fields from the header metadata of an admitted call and from
+// the trailer of a refused one.
+//
 // The header values are admithttp's RateLimit and RateLimit-Policy fields.
 // Under one limit, ratelimit-policy is "<name>";q=<capacity>;w=<seconds to
 // refill from empty>, w taken from l's FillTime method if it has one
-// (keyed.Limiter, admitotel.Limiter), else from the one limit l lists
-// through a Limits method, else left out. Under several limits (WithLimits,
+// (keyed.Limiter), else from the one limit l lists through a Limits method
+// (keyed.Limiter, redisbucket.Limiter), else left out, and left out too for
+// a Decision whose Limit is not that listed limit's capacity (a fallback
+// limiter's). Both methods are looked for on l, then down its chain of
+// Unwrap() admit.KeyedLimiter methods, the nearest first: a wrapper that
+// only counts (admitotel.Limiter) has neither. Under several limits (WithLimits,
 // or a Limits method listing two or more, as a keyed.Limiter from
 // keyed.NewLimits has), ratelimit-policy lists every limit, each w its
 // Capacity ÷ Rate, and ratelimit names the one that decided
@@ -73,11 +89,14 @@ func UnaryServerInterceptor(l admit.KeyedLimiter, opts ...Option) grpc.UnaryServ
 	in := newInterceptor(l, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		md, err := in.decide(ctx, info.FullMethod)
-		if md != nil {
-			_ = grpc.SetHeader(ctx, md) // fails only outside a server call, where there is nothing to send
-		}
 		if err != nil {
+			if md != nil {
+				_ = grpc.SetTrailer(ctx, md) // fails only outside a server call, where there is nothing to send
+			}
 			return nil, err
+		}
+		if md != nil {
+			_ = grpc.SetHeader(ctx, md)
 		}
 		return handler(ctx, req)
 	}
@@ -86,17 +105,21 @@ func UnaryServerInterceptor(l admit.KeyedLimiter, opts ...Option) grpc.UnaryServ
 // StreamServerInterceptor returns a server interceptor that admits each
 // stream against l once, when it opens, as UnaryServerInterceptor admits a
 // unary call: a denied stream ends with the same status before the handler
-// runs, and the messages of an admitted stream are not counted. The headers
-// are set with the stream's SetHeader, so the handler may add its own.
+// runs, trailers-only, and the messages of an admitted stream are not
+// counted. An admitted stream's headers are set with the stream's
+// SetHeader, so the handler may add its own.
 func StreamServerInterceptor(l admit.KeyedLimiter, opts ...Option) grpc.StreamServerInterceptor {
 	in := newInterceptor(l, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		md, err := in.decide(ss.Context(), info.FullMethod)
+		if err != nil {
+			if md != nil {
+				ss.SetTrailer(md)
+			}
+			return err
+		}
 		if md != nil {
 			_ = ss.SetHeader(md) // fails only once headers were sent, which nothing did yet
-		}
-		if err != nil {
-			return err
 		}
 		return handler(srv, ss)
 	}
@@ -106,9 +129,11 @@ type interceptor struct {
 	l  admit.KeyedLimiter
 	pl admit.PolicyLimiter // l, when WithLimits is given
 	config
-	quoted string         // the single limit's name as an sf-string
-	w      int64          // the single limit's w, or 0 to leave it out
-	static *ratelimit.Set // the limits of a LimitLister of two or more, without WithLimits
+	quoted string          // the single limit's name as an sf-string
+	w      int64           // the single limit's w, or 0 to leave it out
+	listed int64           // the capacity of the one limit the limiter lists, or 0
+	static *ratelimit.Set  // the limits of a LimitLister of two or more, without WithLimits
+	cache  ratelimit.Cache // the rendered lists WithLimits returns
 	// policy caches the ratelimit-policy value for the last capacity seen
 	// without WithLimits: one capacity for every key is the usual case.
 	policy atomic.Pointer[policyValue]
@@ -137,7 +162,7 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 	}
 	in := &interceptor{l: l, config: c}
 	name := c.name
-	f, refiller := l.(interface{ FillTime() time.Duration })
+	f, refiller := ratelimit.Find[interface{ FillTime() time.Duration }](l)
 	if refiller {
 		in.w = ratelimit.Seconds(f.FillTime())
 	}
@@ -147,7 +172,7 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 			panic(fmt.Sprintf("admitgrpc: WithLimits needs an admit.PolicyLimiter; %T is not one", l))
 		}
 		in.pl = pl
-	} else if ll, ok := l.(interface{ Limits() []admit.Limit }); ok {
+	} else if ll, ok := ratelimit.Find[interface{ Limits() []admit.Limit }](l); ok {
 		switch listed := ll.Limits(); {
 		case len(listed) >= 2:
 			p, err := ratelimit.NewSet(listed, c.name)
@@ -165,6 +190,7 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 			if !refiller {
 				in.w = ratelimit.FillSeconds(listed[0])
 			}
+			in.listed = listed[0].Capacity
 		}
 	}
 	in.quoted = ratelimit.Quote(name)
@@ -175,27 +201,30 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 // send (nil for none) and, for a call that must not be served, its status
 // error.
 func (in *interceptor) decide(ctx context.Context, method string) (metadata.MD, error) {
-	key, err := in.key(ctx, method)
-	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "admitgrpc: cannot identify the client: %v", err)
-	}
-	n := in.cost(ctx, method)
-	if n < 0 {
-		return nil, status.Error(codes.Internal, "admitgrpc: negative cost")
-	}
+	// The limits first, as admithttp asks for them: a call they exempt
+	// needs no key (a health probe without credentials).
 	var limits []admit.Limit
 	ps := in.static
 	if in.limits != nil {
+		var err error
 		if limits, err = in.limits(ctx, method); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "admitgrpc: cannot choose the limits: %v", err)
+			return nil, callerError("cannot choose the limits", err)
 		}
 		if len(limits) == 0 {
 			return nil, nil // not limited
 		}
-		if ps, err = ratelimit.NewSet(limits, in.name); err != nil {
+		if ps, err = in.cache.Get(limits, in.name); err != nil {
 			// Limits that cannot be enforced are a bug in the server.
 			return nil, status.Errorf(codes.Internal, "admitgrpc: the call's limits: %v", err)
 		}
+	}
+	key, err := in.key(ctx, method)
+	if err != nil {
+		return nil, callerError("cannot identify the client", err)
+	}
+	n := in.cost(ctx, method)
+	if n < 0 {
+		return nil, status.Error(codes.Internal, "admitgrpc: negative cost")
 	}
 	d, err := in.allow(ctx, key, n, limits)
 	if err != nil && (!errors.Is(err, admit.ErrUnavailable) || !ratelimit.FromBucket(d)) {
@@ -203,12 +232,25 @@ func (in *interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 	}
 	// No error, or the backend failed and its failure policy decided from
 	// a bucket (a fallback limiter's): that Decision is the answer.
-	md, name := in.headers(ps, d)
+	md, name := in.headers(ps, d, !d.Allowed)
 	if d.Allowed {
 		return md, nil
 	}
-	md["retry-after"] = []string{strconv.FormatInt(ratelimit.RetryAfter(d.RetryAfter), 10)}
 	return md, exhausted(name, d, true)
+}
+
+// callerError is the status for an error of the key or limits function:
+// codes.PermissionDenied for a client the server does not serve (the error
+// wraps admit.ErrUnknownClient), else codes.InvalidArgument (the call does
+// not say who sent it, or which limits apply). The message carries the
+// package's prefix once, whether or not err's text begins with it (the
+// package's own key functions' errors do).
+func callerError(what string, err error) error {
+	code := codes.InvalidArgument
+	if errors.Is(err, admit.ErrUnknownClient) {
+		code = codes.PermissionDenied
+	}
+	return status.Error(code, "admitgrpc: "+what+": "+strings.TrimPrefix(err.Error(), "admitgrpc: "))
 }
 
 func (in *interceptor) allow(ctx context.Context, key string, n int64, limits []admit.Limit) (admit.Decision, error) {
@@ -232,7 +274,7 @@ func (in *interceptor) undecided(ctx context.Context, key string, n int64, limit
 		p, perr := in.allow(ctx, key, 0, limits)
 		name := in.name
 		if perr == nil && p.Limit >= 1 {
-			md, name = in.headers(ps, p)
+			md, name = in.headers(ps, p, false)
 		}
 		q := p.Limit
 		if ps != nil {
@@ -253,40 +295,51 @@ func (in *interceptor) undecided(ctx context.Context, key string, n int64, limit
 	}
 }
 
-// headers returns ratelimit-policy and ratelimit for d, and the name of
-// the limit that decided, as admithttp shows them: one limit under the
-// interceptor's name (or the one limit a LimitLister names), or the whole
-// set with ratelimit naming the deciding limit; a limit outside the set (a
-// failure policy's fallback limiter) is shown alone, its name and q.
-func (in *interceptor) headers(ps *ratelimit.Set, d admit.Decision) (metadata.MD, string) {
-	if ps == nil {
-		return metadata.MD{
-			"ratelimit-policy": {in.policyFor(d.Limit)},
-			"ratelimit":        {rateLimit(in.quoted, d)},
-		}, ratelimit.Unquote(in.quoted)
+// headers returns ratelimit-policy and ratelimit for d (and retry-after,
+// for a denial), and the name of the limit that decided, as admithttp shows
+// them: one limit under the interceptor's name (or the one limit a
+// LimitLister names), or the whole set with ratelimit naming the deciding
+// limit; a limit outside the set (a failure policy's fallback limiter) is
+// shown alone, its name and q.
+func (in *interceptor) headers(ps *ratelimit.Set, d admit.Decision, retry bool) (metadata.MD, string) {
+	var policy, quoted, name string
+	switch q, ok := ps.Name(d.Policy); {
+	case ps == nil:
+		policy, quoted = in.policyFor(d.Limit), in.quoted
+		name = ratelimit.Unquote(quoted)
+	case ok:
+		policy, quoted, name = ps.Policy, q, ratelimit.Unquote(q)
+	default:
+		name = in.name
+		if d.Policy != "" && (admit.Limit{Name: d.Policy, Capacity: 1}).Validate() == nil {
+			name = d.Policy
+		}
+		quoted = ratelimit.Quote(name)
+		policy = string(ratelimit.AppendPolicy(nil, quoted, d.Limit, 0))
 	}
-	if q, ok := ps.Name(d.Policy); ok {
-		return metadata.MD{
-			"ratelimit-policy": {ps.Policy},
-			"ratelimit":        {rateLimit(q, d)},
-		}, ratelimit.Unquote(q)
+	// The values share one allocation, each capped at length 1 so that an
+	// append to one cannot write into its neighbour.
+	vals := make([]string, 3)
+	vals[0], vals[1] = policy, rateLimit(quoted, d)
+	md := metadata.MD{"ratelimit-policy": vals[0:1:1], "ratelimit": vals[1:2:2]}
+	if retry {
+		vals[2] = strconv.FormatInt(ratelimit.RetryAfter(d.RetryAfter), 10)
+		md["retry-after"] = vals[2:3:3]
 	}
-	name := in.name
-	if d.Policy != "" && (admit.Limit{Name: d.Policy, Capacity: 1}).Validate() == nil {
-		name = d.Policy
-	}
-	q := ratelimit.Quote(name)
-	return metadata.MD{
-		"ratelimit-policy": {string(ratelimit.AppendPolicy(nil, q, d.Limit, 0))},
-		"ratelimit":        {rateLimit(q, d)},
-	}, name
+	return md, name
 }
 
 func (in *interceptor) policyFor(q int64) string {
 	if p := in.policy.Load(); p != nil && p.q == q {
 		return p.s
 	}
-	p := &policyValue{q: q, s: string(ratelimit.AppendPolicy(nil, in.quoted, q, in.w))}
+	w := in.w
+	if in.listed != 0 && q != in.listed {
+		// Not the listed limit's bucket (a failure policy's fallback
+		// decided): its rate is unknown, so no w.
+		w = 0
+	}
+	p := &policyValue{q: q, s: string(ratelimit.AppendPolicy(nil, in.quoted, q, w))}
 	in.policy.Store(p)
 	return p.s
 }

@@ -31,7 +31,7 @@ type server struct {
 	handled atomic.Int64
 }
 
-func startServer(t *testing.T, network string, unary grpc.UnaryServerInterceptor, stream grpc.StreamServerInterceptor) *server {
+func startServer(t testing.TB, network string, unary grpc.UnaryServerInterceptor, stream grpc.StreamServerInterceptor) *server {
 	t.Helper()
 	host := "127.0.0.1:0"
 	if network == "tcp6" {
@@ -66,7 +66,7 @@ func startServer(t *testing.T, network string, unary grpc.UnaryServerInterceptor
 	return s
 }
 
-func dial(t *testing.T, addr string, opts ...grpc.DialOption) healthpb.HealthClient {
+func dial(t testing.TB, addr string, opts ...grpc.DialOption) healthpb.HealthClient {
 	t.Helper()
 	cc, err := grpc.NewClient("passthrough:///"+addr, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
@@ -76,12 +76,24 @@ func dial(t *testing.T, addr string, opts ...grpc.DialOption) healthpb.HealthCli
 	return healthpb.NewHealthClient(cc)
 }
 
-// check makes one Check call and returns its header metadata and error.
+// check makes one Check call and returns the metadata carrying its
+// ratelimit fields and its error: an admitted call's header metadata, or a
+// refused call's trailer metadata, which must then come without header
+// metadata (trailers-only, so that grpc-go's retryPolicy may retry it).
 func check(t *testing.T, c healthpb.HealthClient, ctx context.Context) (metadata.MD, error) {
 	t.Helper()
-	var hd metadata.MD
-	_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&hd))
-	return hd, err
+	var hd, tr metadata.MD
+	_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&hd), grpc.Trailer(&tr))
+	if err == nil {
+		if len(tr.Get("ratelimit")) != 0 {
+			t.Errorf("an admitted call has ratelimit in its trailer: %v", tr)
+		}
+		return hd, nil
+	}
+	if len(hd) != 0 {
+		t.Errorf("a refused call (%v) sent header metadata %v; want trailers only", err, hd)
+	}
+	return tr, err
 }
 
 func wantHeader(t *testing.T, hd metadata.MD, name, want string) {
@@ -197,8 +209,10 @@ func TestStreamDecidedOnce(t *testing.T) {
 	if ri, _ := details(t, err); ri == nil || ri.RetryDelay.AsDuration() != time.Second {
 		t.Fatalf("RetryInfo %v; want 1s", ri)
 	}
-	hd, _ = w2.Header()
-	wantHeader(t, hd, "retry-after", "1")
+	if hd, _ := w2.Header(); len(hd) != 0 {
+		t.Errorf("a denied stream sent header metadata %v; want trailers only", hd)
+	}
+	wantHeader(t, w2.Trailer(), "retry-after", "1")
 	if got := s.handled.Load(); got != 1 {
 		t.Fatalf("the stream handler ran %d times; want 1", got)
 	}

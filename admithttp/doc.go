@@ -11,8 +11,10 @@
 //
 // A client may be held to several limits at once, a burst and a daily
 // quota say, decided all or nothing: a keyed.Limiter from keyed.NewLimits
-// applies its own, and WithLimits chooses them per request (a tier from an
-// API key, a claim, a header) for any admit.PolicyLimiter. RateLimit-Policy
+// applies its own, and WithLimits chooses them per request (a tier from the
+// client's authenticated API key or token claim, never from a header the
+// client writes; an error wrapping admit.ErrUnknownClient answers 403 for a
+// key the server never issued) for any admit.PolicyLimiter. RateLimit-Policy
 // then lists every limit and RateLimit names the one that decided.
 // WithSkip exempts requests (health checks) from any limiter, and a
 // WithLimits function that returns no limits serves its request unlimited. Middleware

@@ -70,8 +70,10 @@ func ExampleKeyByForwardedFor() {
 	// 203.0.113.9 <nil>
 }
 
-// Tiers: the limits come from a header that the authenticating proxy sets,
-// free by default, and a health check is not limited at all.
+// Tiers: the limits come from the client's API key, looked up in the
+// server's accounts (never from a header the client could write itself),
+// an unknown key is refused 403 before it can become a bucket, and a
+// health check is not limited at all.
 func ExampleWithLimits() {
 	free := []admit.Limit{
 		admit.Per(time.Second, 1).WithBurst(2).Named("burst"),
@@ -81,17 +83,20 @@ func ExampleWithLimits() {
 		admit.Per(time.Second, 50).WithBurst(100).Named("burst"),
 		admit.Per(24*time.Hour, 100_000).Named("daily"),
 	}
+	accounts := map[string][]admit.Limit{"alice": free, "bob": paid} // your account store
+	apiKey := admithttp.KeyByHeader("X-API-Key")
 	tier := func(r *http.Request) ([]admit.Limit, error) {
 		if r.URL.Path == "/healthz" {
 			return nil, nil // unlimited
 		}
-		switch r.Header.Get("X-Tier") {
-		case "", "free":
-			return free, nil
-		case "paid":
-			return paid, nil
+		key, err := apiKey(r)
+		if err != nil {
+			return nil, err // no key: 400
 		}
-		return nil, fmt.Errorf("unknown tier %q", r.Header.Get("X-Tier")) // 400
+		if limits, ok := accounts[key]; ok {
+			return limits, nil
+		}
+		return nil, fmt.Errorf("%w: API key %q", admit.ErrUnknownClient, key) // 403
 	}
 	// Any admit.PolicyLimiter: keyed in one process, redisbucket across
 	// servers. Its own limits apply to its Allow and AllowN callers; the
@@ -102,17 +107,22 @@ func ExampleWithLimits() {
 		panic(err)
 	}
 	h := admithttp.Middleware(l,
-		admithttp.WithKey(admithttp.KeyByHeader("X-API-Key")),
+		admithttp.WithKey(apiKey),
 		admithttp.WithLimits(tier),
 	)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 
-	send := func(path, apiKey, tier string) {
+	send := func(path, key string) {
 		r := httptest.NewRequest(http.MethodGet, path, nil)
-		r.Header.Set("X-API-Key", apiKey)
-		r.Header.Set("X-Tier", tier)
+		if key != "" {
+			r.Header.Set("X-API-Key", key)
+		}
+		r.Header.Set("X-Tier", "paid") // written by the client: read by nobody
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		fmt.Println(w.Code, path, tier)
+		if key == "" {
+			key = "(no key)"
+		}
+		fmt.Println(w.Code, path, key)
 		for _, f := range []string{"RateLimit-Policy", "RateLimit", "Retry-After"} {
 			if v := w.Header().Get(f); v != "" {
 				fmt.Printf("  %s: %s\n", f, v)
@@ -120,27 +130,29 @@ func ExampleWithLimits() {
 		}
 	}
 	for range 3 {
-		send("/", "alice", "free")
+		send("/", "alice")
 	}
-	send("/", "bob", "paid")
-	send("/", "carol", "gold")
-	send("/healthz", "", "")
+	send("/", "bob")
+	send("/", "mallory")
+	send("/", "")
+	send("/healthz", "")
 	// Output:
-	// 200 / free
+	// 200 / alice
 	//   RateLimit-Policy: "burst";q=2;w=2, "daily";q=1000;w=86400
 	//   RateLimit: "burst";r=1;t=87
-	// 200 / free
+	// 200 / alice
 	//   RateLimit-Policy: "burst";q=2;w=2, "daily";q=1000;w=86400
 	//   RateLimit: "burst";r=0;t=173
-	// 429 / free
+	// 429 / alice
 	//   RateLimit-Policy: "burst";q=2;w=2, "daily";q=1000;w=86400
 	//   RateLimit: "burst";r=0;t=173
 	//   Retry-After: 1
-	// 200 / paid
+	// 200 / bob
 	//   RateLimit-Policy: "burst";q=100;w=2, "daily";q=100000;w=86400
 	//   RateLimit: "burst";r=99;t=1
-	// 400 / gold
-	// 200 /healthz
+	// 403 / mallory
+	// 400 / (no key)
+	// 200 /healthz (no key)
 }
 
 // Burst + daily: a limiter that lists its limits (LimitLister, as

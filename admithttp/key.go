@@ -20,7 +20,10 @@ import (
 // keying single IPv6 addresses would give each client 2^64 buckets. An
 // IPv4-mapped IPv6 address (::ffff:192.0.2.1, what a dual-stack listener
 // reports for an IPv4 peer) counts as the IPv4 address it maps, so one client
-// has one key whichever socket family accepted it. A zone (fe80::1%eth0) is
+// has one key whichever socket family accepted it; so does an address in
+// RFC 6052's well-known NAT64 prefix (64:ff9b::192.0.2.1, how a translator
+// in front of an IPv6-only server shows an IPv4 client), which by its /64
+// would give every IPv4 client one shared key. A zone (fe80::1%eth0) is
 // dropped. An address that does not parse is an error.
 func KeyByIP(r *http.Request) (string, error) {
 	// Fast path: an IPv4 "host:port" is keyed by its host substring, with
@@ -71,7 +74,10 @@ func KeyByHeader(name string) func(*http.Request) (string, error) {
 // trusted proxy passed it on, so that is an error rather than a guess.
 // Addresses are keyed as by KeyByIP and unmapped (::ffff:10.0.0.1 is 10.0.0.1)
 // before they are matched; a trusted IPv4-mapped prefix of /96 or longer is
-// read as the IPv4 prefix it maps.
+// read as the IPv4 prefix it maps. A NAT64 address (64:ff9b::10.0.0.1) is
+// keyed as its IPv4 address but matched as it is written: a translator
+// stands between it and the IPv4 host, so only a trusted prefix inside
+// 64:ff9b::/96 vouches for it, never an IPv4 one.
 //
 // With no trusted prefix it is KeyByIP. It panics if a prefix is not valid (the zero netip.Prefix, say): the
 // trusted set is configuration, not request data.

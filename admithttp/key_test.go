@@ -36,6 +36,11 @@ func TestKeyByIP(t *testing.T) {
 		{"fe80::1%eth1", "fe80::/64"},
 		{"[::1]:80", "::/64"},
 		{"127.0.0.1:0", "127.0.0.1"},
+		// NAT64 (RFC 6052's well-known prefix 64:ff9b::/96): each IPv4
+		// client seen through a translator has its own key, its address.
+		{"[64:ff9b::192.0.2.1]:80", "192.0.2.1"},
+		{"[64:ff9b::198.51.100.7]:80", "198.51.100.7"},
+		{"64:ff9b::c000:201", "192.0.2.1"},
 	}
 	for _, c := range cases {
 		// A forwarding header must change nothing.
@@ -103,6 +108,8 @@ func TestKeyByForwardedFor(t *testing.T) {
 		{"mapped trusted prefix", "172.16.0.9:5", []string{"198.51.100.3"}, "198.51.100.3"},
 		{"mapped prefix covers only its /12", "172.32.0.9:5", []string{"198.51.100.3"}, "172.32.0.9"},
 		{"mapped client is keyed as IPv4", "10.0.0.1:5", []string{"::ffff:198.51.100.3"}, "198.51.100.3"},
+		{"NAT64 client is keyed as its IPv4 address", "10.0.0.1:5", []string{"[64:ff9b::198.51.100.3]:7"}, "198.51.100.3"},
+		{"NAT64 peer is matched as written, not as IPv4", "[64:ff9b::10.0.0.1]:5", []string{"198.51.100.3"}, "10.0.0.1"},
 		{"all trusted: the leftmost", "10.0.0.1:5", []string{"10.3.3.3, 10.2.2.2"}, "10.3.3.3"},
 		{"no header from a trusted peer: the peer", "10.0.0.1:5", nil, "10.0.0.1"},
 		{"garbage written by a trusted proxy", "10.0.0.1:5", []string{"203.0.113.7, unknown"}, ""},
@@ -195,9 +202,15 @@ func oracleIPv4(s string) (net.IP, bool) {
 	return net.IPv4(b[0], b[1], b[2], b[3]), true
 }
 
+// oracleNAT64 is RFC 6052's well-known prefix.
+var _, oracleNAT64, _ = net.ParseCIDR("64:ff9b::/96")
+
 func oracleKey(ip net.IP) string {
 	if v4 := ip.To4(); v4 != nil {
 		return v4.String()
+	}
+	if oracleNAT64.Contains(ip) {
+		return net.IPv4(ip[12], ip[13], ip[14], ip[15]).String()
 	}
 	m := net.CIDRMask(64, 128)
 	return (&net.IPNet{IP: ip.Mask(m), Mask: m}).String()
@@ -249,6 +262,8 @@ func FuzzKeyByForwardedFor(f *testing.F) {
 	f.Add("[::ffff:10.0.0.1]:80", "garbage, 10.2.3.4:99", "", uint8(1))
 	f.Add("10.0.0.1:80", " , ,\t", "1.2.3.4%x", uint8(2))
 	f.Add("10.0.0.1", "[1.2.3.4]:5,[::1]", "::ffff:192.168.0.1", uint8(2))
+	f.Add("[64:ff9b::10.0.0.1]:80", "64:ff9b::1.2.3.4", "", uint8(1))
+	f.Add("10.0.0.1:80", "[64:ff9b::c633:6407]:9", "", uint8(1))
 	key := admithttp.KeyByForwardedFor(mustPrefixes(f, fuzzTrusted...)...)
 	var nets []*net.IPNet
 	for _, s := range fuzzTrusted {
@@ -282,7 +297,7 @@ func FuzzKeyByForwardedFor(f *testing.F) {
 }
 
 func FuzzKeyByIP(f *testing.F) {
-	for _, s := range []string{"192.0.2.1:80", "[2001:db8::1]:80", "[::ffff:1.2.3.4]:1", "fe80::1%x", "1.2.3.4", "[1.2.3.4]:1", ""} {
+	for _, s := range []string{"192.0.2.1:80", "[2001:db8::1]:80", "[::ffff:1.2.3.4]:1", "fe80::1%x", "1.2.3.4", "[1.2.3.4]:1", "", "[64:ff9b::1.2.3.4]:1", "64:ff9b::1:0:0"} {
 		f.Add(s, "9.9.9.9")
 	}
 	noTrust := admithttp.KeyByForwardedFor()

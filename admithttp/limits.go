@@ -2,15 +2,12 @@ package admithttp
 
 import (
 	"net/http"
-	"slices"
-	"sync/atomic"
 
 	"github.com/admit-go/admit"
-	"github.com/admit-go/admit/internal/ratelimit"
 )
 
 // WithLimits sets the function that chooses a request's limits: a tier
-// from an API key, a claim, a header. The middleware then decides each
+// from an API key, a token's claim. The middleware then decides each
 // request with the limiter's AllowLimits under those limits, all or
 // nothing, so the limiter must be an admit.PolicyLimiter (keyed,
 // redisbucket); Middleware panics if it is not.
@@ -20,10 +17,20 @@ import (
 // the request unlimited, with no RateLimit fields and no limiter call: a
 // health check, an internal route. An error from f is answered with 400
 // Bad Request (the request does not say which limits apply, as a missing
-// key does not say who sent it) and passed to the WithOnError function; to
-// fall back to a default tier instead, return that tier. Limits that fail
+// key does not say who sent it), or with 403 Forbidden if it wraps
+// admit.ErrUnknownClient (an API key the server does not know: refused
+// before it can become a bucket), and passed to the WithOnError function;
+// to fall back to a default tier instead, return that tier. Limits that fail
 // admit.ValidateLimits are a bug in the server: 500 Internal Server Error,
 // nothing consumed, the error passed to WithOnError.
+//
+// Choose the tier from what authenticates the client (the API key looked
+// up in your accounts, a verified token's claim, a header your
+// authenticating proxy sets and strips from client requests), never from a
+// header any client can write. A 401 with its WWW-Authenticate challenge
+// is the job of an authentication middleware in front of this one, which
+// can hand the verified client on in the request's context for f and the
+// key function to read (docs/per-client.md shows one).
 //
 // f runs before the key and cost functions, on the request's goroutine,
 // concurrently with other requests. It may return the same slice to many
@@ -56,39 +63,13 @@ func WithSkip(f func(*http.Request) bool) Option {
 
 // LimitLister is an optional interface of an admit.KeyedLimiter: Limits
 // returns the limits its AllowN applies to every key, in order (a
-// keyed.Limiter from keyed.NewLimits, say). Middleware reads it once, when
-// WithLimits is not given: with two or more limits the RateLimit-Policy
+// keyed.Limiter from keyed.NewLimits, or a redisbucket.Limiter, say).
+// Middleware reads it once, when WithLimits is not given, from the limiter
+// or the nearest down its Unwrap chain, as it looks for a Refiller: with two or more limits the RateLimit-Policy
 // field lists them all and RateLimit names the one that decided
 // (Decision.Policy); with one, a limit with a Name gives the fields that
 // name in place of WithPolicyName's, and its Capacity ÷ Rate gives w when
 // neither WithFillTime nor a Refiller says.
 type LimitLister interface {
 	Limits() []admit.Limit
-}
-
-// policyCache holds the rendered sets of the last few distinct lists a
-// WithLimits function returned. Each slot is replaced whole, never written
-// into, so a reader sees a complete set or none.
-type policyCache struct {
-	slots [8]atomic.Pointer[ratelimit.Set]
-	next  atomic.Uint32 // the slot the next miss replaces, modulo 8
-}
-
-// get returns limits' rendered set, building and caching it on a miss (an
-// allocation per miss: a workload of more distinct lists than slots pays
-// it on every request, and stays correct).
-func (c *policyCache) get(limits []admit.Limit, unnamed string) (*ratelimit.Set, error) {
-	for i := range c.slots {
-		if p := c.slots[i].Load(); p != nil && slices.Equal(p.Limits, limits) {
-			return p, nil
-		}
-	}
-	// The set keeps a private copy: f may reuse its slice, and every
-	// lookup compares against the copy.
-	p, err := ratelimit.NewSet(slices.Clone(limits), unnamed)
-	if err != nil {
-		return nil, err
-	}
-	c.slots[c.next.Add(1)%uint32(len(c.slots))].Store(p)
-	return p, nil
 }

@@ -2,6 +2,7 @@ package admithttp
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -24,7 +25,9 @@ import (
 //   - WithSkip's function exempts the request: the next handler runs, with
 //     no other function called, no limiter call, no RateLimit fields;
 //   - WithLimits's function fails: 400 Bad Request (the request does not say
-//     which limits apply), no limiter call, no fields; it returns no limits:
+//     which limits apply), or 403 Forbidden if its error wraps
+//     admit.ErrUnknownClient (the request names a client the server does
+//     not serve), no limiter call, no fields; it returns no limits:
 //     the next handler runs unlimited, no limiter call, no fields; it
 //     returns limits admit.ValidateLimits rejects (or an unnamed limit shown
 //     under another limit's name, below): 500 Internal Server Error, nothing
@@ -35,7 +38,8 @@ import (
 //     fields and Retry-After, the wait in whole seconds rounded up, at least
 //     1, so a client that honours it is never early;
 //   - the key function fails: 400 Bad Request (the request does not say who
-//     sent it), no limiter call, no RateLimit fields;
+//     sent it), or 403 Forbidden if its error wraps admit.ErrUnknownClient,
+//     no limiter call, no RateLimit fields;
 //   - the cost function returns a negative cost: 500 Internal Server Error (a
 //     bug in the server, not the client), no limiter call, no fields;
 //   - the cost is above the key's capacity, or some limit's (the limiter's
@@ -54,11 +58,17 @@ import (
 //     with no RateLimit fields, since no state exists;
 //   - no decision: the backend failed and its policy refused blind
 //     (redisbucket's default, fail closed), or the Decision has Limit 0, or
-//     any other limiter error (a cancelled request context, say): by
-//     default fail closed, 503 Service Unavailable with Retry-After (the
-//     Decision's RetryAfter rounded up, at least 1 second); with
-//     WithFailOpen the next handler runs unlimited. No RateLimit fields
-//     either way: no trustworthy state exists.
+//     any other limiter error: by default fail closed, 503 Service
+//     Unavailable with Retry-After (the Decision's RetryAfter rounded up,
+//     at least 1 second); with WithFailOpen the next handler runs
+//     unlimited. No RateLimit fields either way: no trustworthy state
+//     exists;
+//   - the request's own context ended while the limiter decided (its error
+//     matches context.Canceled or context.DeadlineExceeded and
+//     r.Context() is done: the client left, or a deadline set in front
+//     passed): 503 as above, whatever WithFailOpen says. That is no
+//     failure of the limiter, and a client that closes its connection
+//     right after sending must not reach the handler without a token.
 //
 // So a decision of the limiter's failure policy is obeyed whenever there is
 // one, and the middleware's own policy (WithFailOpen or not) applies only
@@ -77,7 +87,11 @@ import (
 // rate, which admit.KeyedLimiter does not expose: it is taken from
 // WithFillTime if given, else from l's FillTime method if l is a Refiller,
 // else from the limit l lists if it is a LimitLister, and is left out (the
-// draft makes it optional) when none says or the bucket never refills.
+// draft makes it optional) when none says or the bucket never refills, and
+// for a Decision whose Limit is not the capacity of the one limit l lists
+// (a failure policy's fallback limiter decided: its rate is unknown).
+// Both optional interfaces are looked for on l and then down its Unwrap
+// chain, the nearest first (see Refiller).
 // Integers above the Structured Field maximum (999,999,999,999,999) are
 // clamped to it.
 //
@@ -111,7 +125,7 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 		panic("admithttp: Middleware with a nil limiter")
 	}
 	c := config{key: KeyByIP, cost: one, name: "default"}
-	rf, refiller := l.(Refiller)
+	rf, refiller := ratelimit.Find[Refiller](l)
 	if refiller {
 		c.fill = rf.FillTime()
 	}
@@ -135,7 +149,7 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 			panic("admithttp: WithFillTime with WithLimits: each limit's w is its own Capacity ÷ Rate")
 		}
 		m.pl = pl
-	} else if ll, ok := l.(LimitLister); ok {
+	} else if ll, ok := ratelimit.Find[LimitLister](l); ok {
 		listed := ll.Limits()
 		if len(listed) > 0 {
 			if err := admit.ValidateLimits(listed); err != nil {
@@ -159,6 +173,7 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 			if !c.fillSet && !refiller {
 				m.w = ratelimit.FillSeconds(listed[0])
 			}
+			m.listed = listed[0].Capacity
 		}
 	}
 	m.quoted = ratelimit.Quote(name)
@@ -176,7 +191,11 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 // Refiller is an optional interface of an admit.KeyedLimiter: FillTime
 // reports how long one of its buckets takes to refill from empty to full
 // (capacity ÷ rate), or 0 if it never refills. Middleware reads it once, for
-// the w parameter of RateLimit-Policy.
+// the w parameter of RateLimit-Policy, from the limiter or, if the limiter
+// has no FillTime, from the nearest limiter down its chain of
+// Unwrap() admit.KeyedLimiter methods that has one: a wrapper that only
+// counts (admitotel.Limiter) has neither method, so it neither hides the
+// wrapped limiter's nor claims one the wrapped limiter lacks.
 type Refiller interface {
 	FillTime() time.Duration
 }
@@ -205,8 +224,9 @@ func (c *config) fail(format string, args ...any) {
 }
 
 // WithKey sets the function that names a request's client; the default is
-// KeyByIP. An error from f is answered with 400 Bad Request. To fall back to
-// a shared key instead, wrap f in a function that returns one.
+// KeyByIP. An error from f is answered with 400 Bad Request, or 403
+// Forbidden if it wraps admit.ErrUnknownClient. To fall back to a shared
+// key instead, wrap f in a function that returns one.
 func WithKey(f func(*http.Request) (string, error)) Option {
 	return func(c *config) {
 		if f == nil {
@@ -261,7 +281,9 @@ func WithDenied(h http.Handler) Option {
 }
 
 // WithFailOpen makes a limiter error that comes without a decision (see
-// Middleware) run the next handler unlimited instead of answering 503. Fail
+// Middleware) run the next handler unlimited instead of answering 503,
+// unless the error is the request's own context ending (the client left):
+// that is answered 503 either way, since no limiter failed. Fail
 // open when an outage of the limiter's backend must not become an outage of
 // the service; stay closed (the default) when the limit protects something
 // that would fall over without it. A decision the limiter's own failure
@@ -309,12 +331,13 @@ type middleware struct {
 	config
 	quoted string // the single limit's name as an sf-string
 	w      int64  // the single limit's w, or 0 to leave it out
+	listed int64  // the capacity of the one limit the limiter lists, or 0
 	// static renders the limiter's own limits when it lists two or more
 	// (LimitLister) and WithLimits is not given; nil on the single-limit
 	// path.
 	static *ratelimit.Set
 	// cache renders the lists WithLimits returns.
-	cache policyCache
+	cache ratelimit.Cache
 	// policy caches the RateLimit-Policy value for the last capacity seen,
 	// so that the usual case, one capacity for every key, allocates nothing.
 	policy atomic.Pointer[policyValue]
@@ -436,7 +459,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var err error
 		if limits, err = m.limits(r); err != nil {
 			m.report(r, fmt.Errorf("admithttp: WithLimits: %w", err))
-			http.Error(w, "400 bad request: cannot tell which limits apply", http.StatusBadRequest)
+			badRequest(w, err, "400 bad request: cannot tell which limits apply")
 			return
 		}
 		if len(limits) == 0 {
@@ -445,7 +468,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// Rendered before the limiter is called, so that limits the
 		// fields cannot show consume nothing.
-		if ps, err = m.cache.get(limits, m.name); err != nil {
+		if ps, err = m.cache.Get(limits, m.name); err != nil {
 			m.report(r, fmt.Errorf("admithttp: WithLimits: %w", err))
 			http.Error(w, "500 internal server error", http.StatusInternalServerError)
 			return
@@ -453,7 +476,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	key, err := m.key(r)
 	if err != nil {
-		http.Error(w, "400 bad request: cannot identify the client", http.StatusBadRequest)
+		badRequest(w, err, "400 bad request: cannot identify the client")
 		return
 	}
 	n := m.cost(r)
@@ -489,6 +512,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// badRequest answers an error of the key or limits function: 403 Forbidden
+// for a client the server does not serve (err wraps admit.ErrUnknownClient),
+// else 400 with msg (the request does not say who sent it, or which limits
+// apply).
+func badRequest(w http.ResponseWriter, err error, msg string) {
+	if errors.Is(err, admit.ErrUnknownClient) {
+		http.Error(w, "403 forbidden: unknown client", http.StatusForbidden)
+		return
+	}
+	http.Error(w, msg, http.StatusBadRequest)
+}
+
 // undecided answers a limiter error that comes without a Decision from a
 // bucket, as Middleware lists.
 func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, limits []admit.Limit, ps *ratelimit.Set, d admit.Decision, err error) {
@@ -510,12 +545,20 @@ func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, 
 		// passed it (a rate too small for its capacity): a server bug,
 		// whatever the failure policy.
 		http.Error(w, "500 internal server error", http.StatusInternalServerError)
-	case m.failOpen:
+	case m.failOpen && !ended(r, err):
 		h.next.ServeHTTP(w, r)
 	default:
 		w.Header().Set("Retry-After", strconv.FormatInt(ratelimit.RetryAfter(d.RetryAfter), 10))
 		http.Error(w, "503 rate limiter unavailable", http.StatusServiceUnavailable)
 	}
+}
+
+// ended reports whether err is the request's own context ending (the
+// client left, or a deadline set in front of the middleware passed) rather
+// than a failure of the limiter: no limiter failed, so WithFailOpen does not
+// serve such a request, whose client chose the path by leaving.
+func ended(r *http.Request, err error) bool {
+	return r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 // report passes err to the WithOnError function, if any.
@@ -589,8 +632,14 @@ func (m *middleware) policyFor(q int64) string {
 	if p := m.policy.Load(); p != nil && p.q == q {
 		return p.s
 	}
+	w := m.w
+	if m.listed != 0 && q != m.listed {
+		// Not the listed limit's bucket (a failure policy's fallback
+		// decided): its rate is unknown, so no w.
+		w = 0
+	}
 	var buf [96]byte
-	p := &policyValue{q: q, s: string(ratelimit.AppendPolicy(buf[:0], m.quoted, q, m.w))}
+	p := &policyValue{q: q, s: string(ratelimit.AppendPolicy(buf[:0], m.quoted, q, w))}
 	m.policy.Store(p)
 	return p.s
 }

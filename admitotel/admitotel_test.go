@@ -14,9 +14,6 @@ import (
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/keyed"
 	"github.com/admit-go/admit/mutexbucket"
-	"github.com/admit-go/admit/redisbucket"
-	"github.com/admit-go/admit/redisbucket/redistest"
-	"github.com/redis/go-redis/v9"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -193,38 +190,6 @@ func TestWrapLimiterCounts(t *testing.T) {
 		"admit.tokens{" + lim + ",admit.result=allowed}":    2,
 		"admit.tokens{" + lim + ",admit.result=denied}":     3,
 		"admit.tokens{" + lim + ",admit.result=error}":      6,
-	})
-}
-
-// TestWrapRedisBackendErrors points redisbucket at a loopback port nothing
-// listens on: every decision fails on the backend (connection refused), and
-// the failure policy (closed, the default) denies.
-func TestWrapRedisBackendErrors(t *testing.T) {
-	addr, err := redistest.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	defer c.Close()
-	l, err := redisbucket.New(c, 10, 1, redisbucket.WithTimeout(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reader := sdkmetric.NewManualReader()
-	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))), admitotel.WithName("redis"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		if d, err := w.AllowN(context.Background(), "k", 2); d.Allowed || !errors.Is(err, admit.ErrUnavailable) {
-			t.Fatalf("AllowN = %+v, %v; want a denial wrapping ErrUnavailable", d, err)
-		}
-	}
-	const lim = "admit.limiter=redis"
-	expect(t, collect(t, reader), map[string]int64{
-		"admit.decisions{" + lim + ",admit.result=error}": 3,
-		"admit.tokens{" + lim + ",admit.result=error}":    6,
-		"admit.backend.errors{" + lim + "}":               3,
 	})
 }
 

@@ -78,12 +78,34 @@ func (c *counters) add(result int, n int64, backend bool, policy string) {
 	if plainAdds && p < uint(len(c.slots)-1) && policy == "" && !backend && n >= 0 {
 		s := &c.slots[p]
 		s.decisions[result]++
-		s.tokens[result] += uint64(n)
+		s.tokens[result] = saturate(s.tokens[result], uint64(n))
 		unpin()
 		return
 	}
 	unpin()
 	c.addSlow(result, n, backend, policy)
+}
+
+// saturate returns a+b, or the largest uint64 if that overflows. Token
+// counts are sums of costs that callers choose, so they saturate instead of
+// wrapping: a counter never decreases. A count stuck at the top is a
+// counter that lost nothing it could report, since each is reported as an
+// int64, clamped.
+func saturate(a, b uint64) uint64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxUint64
+}
+
+// addSaturating adds v to *p atomically, saturating as saturate does.
+func addSaturating(p *uint64, v uint64) {
+	for {
+		old := atomic.LoadUint64(p)
+		if atomic.CompareAndSwapUint64(p, old, saturate(old, v)) {
+			return
+		}
+	}
 }
 
 func (c *counters) addSlow(result int, n int64, backend bool, policy string) {
@@ -100,7 +122,7 @@ func (c *counters) addSlow(result int, n int64, backend bool, policy string) {
 		} else {
 			s.decisions[result]++
 		}
-		s.tokens[result] += tokens
+		s.tokens[result] = saturate(s.tokens[result], tokens)
 		if backend {
 			s.backend++
 		}
@@ -116,7 +138,7 @@ func (c *counters) addSlow(result int, n int64, backend bool, policy string) {
 		atomic.AddUint64(&s.decisions[result], 1)
 	}
 	if tokens > 0 {
-		atomic.AddUint64(&s.tokens[result], tokens)
+		addSaturating(&s.tokens[result], tokens)
 	}
 	if backend {
 		atomic.AddUint64(&s.backend, 1)
@@ -155,9 +177,10 @@ type totals struct {
 	backend   int64
 }
 
-// sum reads every slot. Each counter only grows, so a sum read later is
-// never below one read earlier, whatever adds run meanwhile: the reported
-// counters are monotonic.
+// sum reads every slot. Each counter only grows (token counts saturate),
+// and the sums saturate too, so a sum read later is never below one read
+// earlier, whatever adds run meanwhile: the reported counters are
+// monotonic.
 func (c *counters) sum() totals {
 	var t totals
 	var d, k [nResults]uint64
@@ -165,10 +188,10 @@ func (c *counters) sum() totals {
 	for i := range c.slots {
 		s := &c.slots[i]
 		for r := range nResults {
-			d[r] += atomic.LoadUint64(&s.decisions[r])
-			k[r] += atomic.LoadUint64(&s.tokens[r])
+			d[r] = saturate(d[r], atomic.LoadUint64(&s.decisions[r]))
+			k[r] = saturate(k[r], atomic.LoadUint64(&s.tokens[r]))
 		}
-		b += atomic.LoadUint64(&s.backend)
+		b = saturate(b, atomic.LoadUint64(&s.backend))
 	}
 	for r := range nResults {
 		t.decisions[r], t.tokens[r] = clamp(d[r]), clamp(k[r])
@@ -181,7 +204,7 @@ func (p *policyCounts) sum() [nResults]int64 {
 	var d [nResults]uint64
 	for i := range p.slots {
 		for r := range nResults {
-			d[r] += atomic.LoadUint64(&p.slots[i].decisions[r])
+			d[r] = saturate(d[r], atomic.LoadUint64(&p.slots[i].decisions[r]))
 		}
 	}
 	var out [nResults]int64
@@ -192,5 +215,6 @@ func (p *policyCounts) sum() [nResults]int64 {
 }
 
 // clamp converts a count for an Int64 instrument (2^63 decisions is
-// centuries away, but a token count is a sum of caller-chosen n).
+// centuries away, but a token count is a sum of caller-chosen n: it
+// saturates there).
 func clamp(v uint64) int64 { return int64(min(v, math.MaxInt64)) }

@@ -12,7 +12,7 @@
 // admit.limiter = WithName's name:
 //
 //	admit.decisions       counter {decision}  admit.result, admit.policy (when the deciding limit has a Name)
-//	admit.tokens          counter {token}     admit.result (the tokens the calls asked for)
+//	admit.tokens          counter {token}     admit.result (the tokens the calls asked for; saturates at 2^63-1)
 //	admit.keys            gauge   {key}       keys held (limiters with keyed's Stats method)
 //	admit.keys.evicted    counter {key}       live keys forgotten to make room (keyed's Stats)
 //	admit.keys.refused    counter {key}       new keys refused for want of room (keyed's Stats)
@@ -24,7 +24,9 @@
 // admit.result is "allowed", "denied" or "error": "error" for every call
 // that returned an error (a backend outage, a cost above the capacity, a
 // cancelled wait), whatever Decision came with it; "allowed" and "denied"
-// follow Decision.Allowed, or for a bucket whether the call admitted. A
+// follow Decision.Allowed, or for a bucket whether the call admitted.
+// Costs can come from request data, so admit.tokens adds them saturating:
+// it stops at the largest int64 rather than wrap, and never decreases. A
 // Prometheus exporter names them admit_decisions_total, admit_tokens_total
 // and so on.
 //
@@ -48,6 +50,9 @@
 //
 // Policy names (Decision.Policy) are labels: the first 64 distinct names a
 // wrapper sees get counters of their own, and later ones are counted without
-// the admit.policy attribute. Names come from the limits the server passes,
+// the admit.policy attribute. Each result of admit.decisions is one series
+// per policy that decided it: the series without admit.policy is reported
+// once a decision without a name has been counted, or while no name has
+// been seen, never as a second, all-zero series beside the named ones. Names come from the limits the server passes,
 // never from request data, so a service has a handful.
 package admitotel

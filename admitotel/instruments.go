@@ -82,14 +82,25 @@ func newInstruments(cfg config, c *counters, stats statser) (*instruments, error
 
 // observe is the collection callback: it sums the per-processor counters
 // and reports them, then keyed's Stats if the limiter has them.
+//
+// admit.decisions has one series per (policy, result) that can be told
+// apart: a decision counts under its policy's name or under none, so the
+// series without admit.policy of a result is observed only once it has
+// counted something, or while no named policy has been seen (a limiter
+// without names shows each result at 0 from the first collection). Under
+// named limits it would otherwise be a second series per result, all 0.
+// A series, once observed with a count, is observed at every collection.
 func (in *instruments) observe(_ context.Context, o metric.Observer) error {
+	policies := *in.c.policies.Load()
 	t := in.c.sum()
 	for r := range nResults {
-		o.ObserveInt64(in.decisions, t.decisions[r], in.results[r])
+		if t.decisions[r] != 0 || len(policies) == 0 {
+			o.ObserveInt64(in.decisions, t.decisions[r], in.results[r])
+		}
 		o.ObserveInt64(in.tokens, t.tokens[r], in.results[r])
 	}
 	o.ObserveInt64(in.backend, t.backend, in.limiter)
-	for _, p := range *in.c.policies.Load() {
+	for _, p := range policies {
 		d := p.sum()
 		opts := in.policyOptions(p.name)
 		for r := range nResults {

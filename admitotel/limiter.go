@@ -3,7 +3,6 @@ package admitotel
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/keyed"
@@ -77,7 +76,7 @@ func (w *Limiter) AllowN(ctx context.Context, key string, n int64) (d admit.Deci
 		if p := pin(); p < uint(len(c.slots)-1) {
 			s := &c.slots[p]
 			s.decisions[r]++
-			s.tokens[r] += uint64(n)
+			s.tokens[r] = saturate(s.tokens[r], uint64(n))
 			unpin()
 			return
 		}
@@ -105,25 +104,10 @@ func (w *Limiter) AllowLimits(ctx context.Context, key string, n int64, limits .
 	return
 }
 
-// FillTime reports the wrapped limiter's FillTime if it has one (as
-// *keyed.Limiter does, for admithttp's RateLimit-Policy), else 0.
-func (w *Limiter) FillTime() time.Duration {
-	if f, ok := w.l.(interface{ FillTime() time.Duration }); ok {
-		return f.FillTime()
-	}
-	return 0
-}
-
-// Limits reports the wrapped limiter's Limits if it has them (a
-// keyed.Limiter from keyed.NewLimits, for admithttp's and admitgrpc's
-// headers), else nil.
-func (w *Limiter) Limits() []admit.Limit {
-	if ll, ok := w.l.(interface{ Limits() []admit.Limit }); ok {
-		return ll.Limits()
-	}
-	return nil
-}
-
-// Unwrap returns the wrapped limiter. admitgrpc reads it to tell whether
-// what the wrapper wraps is an admit.PolicyLimiter.
+// Unwrap returns the wrapped limiter. admithttp and admitgrpc read it to
+// tell whether what the wrapper wraps is an admit.PolicyLimiter, and to
+// find its optional methods: the wrapper has no FillTime or Limits of its
+// own, so that it neither hides the wrapped limiter's nor claims one the
+// wrapped limiter lacks (a FillTime of 0, say, which a middleware would
+// read as "never refills").
 func (w *Limiter) Unwrap() admit.KeyedLimiter { return w.l }

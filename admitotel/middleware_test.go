@@ -1,6 +1,7 @@
 package admitotel_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -90,4 +91,43 @@ func TestThroughMiddlewareLimits(t *testing.T) {
 		"admit.tokens{" + lim + ",admit.result=denied}":                        1,
 		"admit.keys{" + lim + "}":                                              1,
 	})
+}
+
+// listsOnly is a keyed.Limiter seen through AllowN, AllowLimits and Limits
+// only: a limiter that lists its one limit and has no FillTime (as
+// redisbucket's does).
+type listsOnly struct{ k *keyed.Limiter }
+
+func (l listsOnly) AllowN(ctx context.Context, key string, n int64) (admit.Decision, error) {
+	return l.k.AllowN(ctx, key, n)
+}
+
+func (l listsOnly) Limits() []admit.Limit { return l.k.Limits() }
+
+// TestWrapperHidesNothing: the wrapper has neither FillTime nor Limits of
+// its own, so it cannot report a FillTime the wrapped limiter lacks (one of
+// 0 made the middleware leave w out, though the one listed limit gives
+// it); the middleware finds what the wrapped limiter has through Unwrap.
+func TestWrapperHidesNothing(t *testing.T) {
+	k, err := keyed.NewLimits([]admit.Limit{admit.Per(4*time.Second, 2)}, admit.WithClock(buckettest.NewFakeClock(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := admitotel.Wrap(listsOnly{k}, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := any(w).(interface{ FillTime() time.Duration }); ok {
+		t.Error("the wrapper has a FillTime method; the wrapped limiter has none")
+	}
+	srv := httptest.NewServer(admithttp.Middleware(w, admithttp.WithPolicyName("api"))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got, want := resp.Header.Get("RateLimit-Policy"), `"api";q=2;w=4`; got != want {
+		t.Errorf("RateLimit-Policy %q; want %q (w from the one listed limit)", got, want)
+	}
 }

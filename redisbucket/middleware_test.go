@@ -145,7 +145,9 @@ func testMiddlewareOutage(t *testing.T, policy string, mwOpen bool) {
 	}
 
 	// Redis up: Redis decides, 3 admitted, then 429 with Redis's fields.
-	redisPolicy := `"default";q=3`
+	// w is 3000 s, from the one limit redisbucket lists (Limits); the
+	// fallback's bucket is another, so its fields below have no w.
+	redisPolicy := `"default";q=3;w=3000`
 	start := time.Now()
 	for i, want := range []answer{
 		{200, redisPolicy, 2, 1000, -1},

@@ -31,7 +31,7 @@ type Stats struct {
 	Redirects int   // redirects received; each Location was offered as a link
 	Waited    int64 // times a worker waited for its host's bucket
 	Blocked   int64 // times a worker waited for room in the queue (back-pressure)
-	Dropped   int64 // links dropped because waiting for room would have deadlocked
+	Deferred  int64 // links set aside because waiting for room would have deadlocked; each is queued later
 	MaxQueued int   // the most URLs queued at once
 }
 
@@ -56,23 +56,30 @@ type Stats struct {
 //     finds it full waits for room, so discovery slows to the pace at which
 //     fetches drain the queue instead of the queue growing. A crawl graph
 //     branches, so if every worker waited at once nobody would drain it:
-//     the last worker that would wait drops the link instead (counted in
-//     Stats.Dropped). The seen set, one entry per distinct URL, is the one
-//     structure that grows with the site.
+//     the last worker that would wait sets the link aside instead (counted
+//     in Stats.Deferred), and every worker that finishes a fetch moves set
+//     aside links into the queue while it has room. Nothing found is lost:
+//     Run returns once every reachable page is fetched (or ctx ends). The
+//     seen set, one entry per distinct URL, is the one structure that grows
+//     with the site; the links set aside are a part of it (their strings
+//     are the seen set's), never more entries than it has.
 type Crawler struct {
 	limiter admit.KeyedLimiter
 	client  *http.Client
 	cfg     Config
 	allowed map[string]bool // hosts the crawl may visit
 
-	queue       chan string
-	outstanding atomic.Int64 // URLs queued or being fetched
+	queue chan string
+	// outstanding counts the URLs queued, set aside, being offered or
+	// being fetched: it reaches 0 only when every URL found is fetched.
+	outstanding atomic.Int64
 	waiting     atomic.Int64 // workers blocked on a full queue
 	done        chan struct{}
 	doneOnce    sync.Once
 
 	mu    sync.Mutex
 	seen  map[string]bool
+	aside []string // set aside for want of room, oldest first; all in seen
 	stats Stats
 }
 
@@ -109,7 +116,8 @@ func New(l admit.KeyedLimiter, client *http.Client, cfg Config, seeds []string) 
 	return c, nil
 }
 
-// Run crawls until every reachable page is fetched or ctx ends.
+// Run crawls until every reachable page is fetched or ctx ends, each page
+// once.
 func (c *Crawler) Run(ctx context.Context) Stats {
 	if c.outstanding.Load() == 0 {
 		c.finish()
@@ -135,6 +143,7 @@ func (c *Crawler) work(ctx context.Context) {
 			return
 		case u := <-c.queue:
 			c.fetch(ctx, u)
+			c.requeue()
 			if c.outstanding.Add(-1) == 0 {
 				c.finish()
 			}
@@ -172,7 +181,7 @@ func (c *Crawler) offer(ctx context.Context, raw string, canWait bool) {
 		if canWait {
 			c.waiting.Add(-1)
 		}
-		c.drop(s)
+		c.setAside(s)
 		return
 	}
 	defer c.waiting.Add(-1)
@@ -183,16 +192,43 @@ func (c *Crawler) offer(ctx context.Context, raw string, canWait bool) {
 	case c.queue <- s:
 		c.noteQueued()
 	case <-ctx.Done():
-		c.drop(s)
+		c.setAside(s) // the crawl is over; Run returns without it
 	}
 }
 
-func (c *Crawler) drop(s string) {
-	c.outstanding.Add(-1) // never reaches 0 here: the caller's own URL is outstanding
+// setAside keeps s, still outstanding, until a worker finds room for it.
+// The worker offering it is in the middle of a fetch, after which it runs
+// requeue: a link set aside always has a requeue coming. requeue leaves
+// links aside only when the queue is full, and a worker that takes from a
+// full queue runs requeue after its fetch, so every link set aside is
+// queued in the end.
+func (c *Crawler) setAside(s string) {
 	c.mu.Lock()
-	c.stats.Dropped++
-	delete(c.seen, s) // it may be found again later, when there is room
+	c.stats.Deferred++
+	c.aside = append(c.aside, s)
 	c.mu.Unlock()
+}
+
+// requeue moves links set aside into the queue, oldest first, while it has
+// room; it never blocks.
+func (c *Crawler) requeue() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	moved := 0
+	for _, s := range c.aside {
+		select {
+		case c.queue <- s:
+			moved++
+			c.stats.MaxQueued = max(c.stats.MaxQueued, len(c.queue))
+			continue
+		default:
+		}
+		break
+	}
+	c.aside = c.aside[moved:]
+	if len(c.aside) == 0 {
+		c.aside = nil // let the backing array go
+	}
 }
 
 func (c *Crawler) noteQueued() {

@@ -140,8 +140,8 @@ func run(ctx context.Context, o Options, out io.Writer) (*Site, Stats, error) {
 		fmt.Fprintf(tw, "%s\t%d\t%v\t%s\t%s\t%g\t%d\t\n", h, n, span.Round(time.Millisecond), achieved, steady, o.Rate, o.Burst)
 	}
 	tw.Flush()
-	fmt.Fprintf(out, "%d workers, queue %d: %v; waited for a token %d times, for queue room %d times (max queued %d), dropped %d links, %d redirects, %d errors\n",
-		o.Workers, o.Queue, elapsed.Round(time.Millisecond), st.Waited, st.Blocked, st.MaxQueued, st.Dropped, st.Redirects, st.Errors)
+	fmt.Fprintf(out, "%d workers, queue %d: %v; waited for a token %d times, for queue room %d times (max queued %d), set aside %d links (all fetched later), %d redirects, %d errors\n",
+		o.Workers, o.Queue, elapsed.Round(time.Millisecond), st.Waited, st.Blocked, st.MaxQueued, st.Deferred, st.Redirects, st.Errors)
 	return site, st, nil
 }
 

@@ -5,16 +5,28 @@ package addrkey
 
 import "net/netip"
 
+// nat64 is RFC 6052's well-known prefix, 64:ff9b::/96: a translator shows
+// the IPv4 host a.b.c.d to IPv6 peers as 64:ff9b::a.b.c.d.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
 // Of returns the key of a valid address a. An IPv4 address is its own key
 // ("192.0.2.1"). An IPv6 address is keyed by its /64 ("2001:db8:1:2::/64"):
 // one subscriber usually holds a whole /64, so keying single IPv6
-// addresses would give each client 2^64 buckets. An IPv4-mapped IPv6
-// address (::ffff:192.0.2.1, what a dual-stack listener reports for an IPv4
-// peer) is keyed as the IPv4 address it maps, and a zone is dropped.
+// addresses would give each client 2^64 buckets. Two kinds of IPv6 address
+// stand for one IPv4 host and are keyed as that IPv4 address: an
+// IPv4-mapped address (::ffff:192.0.2.1, what a dual-stack listener reports
+// for an IPv4 peer), and an address in RFC 6052's well-known NAT64 prefix
+// (64:ff9b::192.0.2.1, what a translator in front of an IPv6-only server
+// shows for an IPv4 client; by its /64 every IPv4 client would share one
+// key). A zone is dropped.
 func Of(a netip.Addr) string {
 	a = a.WithZone("").Unmap()
 	if a.Is4() {
 		return a.String()
+	}
+	if nat64.Contains(a) {
+		b := a.As16()
+		return netip.AddrFrom4([4]byte(b[12:])).String()
 	}
 	p, _ := a.Prefix(64) // cannot fail: a is a valid IPv6 address
 	return p.String()

@@ -20,3 +20,22 @@ func Policy(l admit.KeyedLimiter) (admit.PolicyLimiter, bool) {
 	}
 	return nil, false
 }
+
+// Find returns the nearest limiter in l's Unwrap chain, l first, that
+// implements T: an optional interface (FillTime, Limits) that a wrapper
+// which only counts (admitotel.Limiter) does not have, so that it neither
+// hides the wrapped limiter's nor claims one the wrapped limiter lacks.
+func Find[T any](l admit.KeyedLimiter) (T, bool) {
+	for l != nil {
+		if t, ok := l.(T); ok {
+			return t, true
+		}
+		u, wraps := l.(interface{ Unwrap() admit.KeyedLimiter })
+		if !wraps {
+			break
+		}
+		l = u.Unwrap()
+	}
+	var zero T
+	return zero, false
+}

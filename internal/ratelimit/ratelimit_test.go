@@ -195,3 +195,45 @@ func TestPolicy(t *testing.T) {
 		}
 	}
 }
+
+// filler has a FillTime of its own; fillerWrapper has one too and wraps.
+type filler struct {
+	plain
+	d time.Duration
+}
+
+func (f filler) FillTime() time.Duration { return f.d }
+
+type fillerWrapper struct {
+	keyedtest.Wrapper
+	d time.Duration
+}
+
+func (f fillerWrapper) FillTime() time.Duration { return f.d }
+
+type refiller interface{ FillTime() time.Duration }
+
+// TestFind: the nearest limiter down the Unwrap chain that has the method.
+func TestFind(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		l    admit.KeyedLimiter
+		want time.Duration // -1: none
+	}{
+		{"plain", plain{}, -1},
+		{"filler", filler{d: 1}, 1},
+		{"wrapper of plain", keyedtest.Wrapper{L: plain{}}, -1},
+		{"wrapper of filler", keyedtest.Wrapper{L: filler{d: 2}}, 2},
+		{"wrapper of wrapper of filler", keyedtest.Wrapper{L: keyedtest.Wrapper{L: filler{d: 3}}}, 3},
+		{"the nearest wins", fillerWrapper{Wrapper: keyedtest.Wrapper{L: filler{d: 4}}, d: 5}, 5},
+		{"a nil wrapped limiter", keyedtest.Wrapper{}, -1},
+	} {
+		f, ok := ratelimit.Find[refiller](c.l)
+		switch {
+		case ok != (c.want >= 0):
+			t.Errorf("%s: found %v; want %v", c.name, ok, c.want >= 0)
+		case ok && f.FillTime() != c.want:
+			t.Errorf("%s: FillTime %v; want %v", c.name, f.FillTime(), c.want)
+		}
+	}
+}

@@ -47,8 +47,12 @@ func NewSet(limits []admit.Limit, unnamed string) (*Set, error) {
 }
 
 // Name returns the quoted name of the limit named policy, and false if the
-// set has none (a Decision from a failure policy's fallback limiter).
+// set has none (a Decision from a failure policy's fallback limiter) or is
+// nil.
 func (s *Set) Name(policy string) (string, bool) {
+	if s == nil {
+		return "", false
+	}
 	for i := range s.Limits {
 		if s.Limits[i].Name == policy {
 			return s.Names[i], true

@@ -1,0 +1,140 @@
+package admitgrpc_test
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/admitgrpc"
+	"github.com/admit-go/admit/buckettest"
+	"github.com/admit-go/admit/keyed"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// retryConfig is a service config whose retryPolicy retries
+// RESOURCE_EXHAUSTED up to 5 attempts in all, 10 ms apart.
+const retryConfig = `{"methodConfig": [{
+	"name": [{"service": "grpc.health.v1.Health"}],
+	"retryPolicy": {
+		"maxAttempts": 5,
+		"initialBackoff": "0.01s",
+		"maxBackoff": "0.01s",
+		"backoffMultiplier": 1,
+		"retryableStatusCodes": ["RESOURCE_EXHAUSTED"]
+	}
+}]}`
+
+// attemptServer is a real server with an interceptor in front of the one
+// under test that counts every attempt reaching the server and runs
+// onAttempt (with the attempt's number, from 1) before the interceptor
+// under test decides it.
+func attemptServer(t *testing.T, unary grpc.UnaryServerInterceptor, onAttempt func(int64)) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attempts atomic.Int64
+	count := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		n := attempts.Add(1)
+		if onAttempt != nil {
+			onAttempt(n)
+		}
+		return h(ctx, req)
+	}
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(count, unary))
+	healthpb.RegisterHealthServer(gs, health.NewServer())
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	return ln.Addr().String(), &attempts
+}
+
+// TestRetryPolicy: grpc-go's own retryPolicy retries a denial, since the
+// denial is sent trailers-only (its fields in the trailer metadata, no
+// header frame that would commit the call). A denied call is attempted 5
+// times, each attempt decided by the limiter; with the clock moved past the
+// RetryDelay during the third attempt, that attempt is admitted.
+func TestRetryPolicy(t *testing.T) {
+	clk := buckettest.NewFakeClock(0)
+	l, err := keyed.New(1, 1, admit.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var advanceAt atomic.Int64 // the attempt that moves the clock on by 1 s; 0: none
+	addr, attempts := attemptServer(t, admitgrpc.UnaryServerInterceptor(l, admitgrpc.WithPolicyName("api")), func(n int64) {
+		if n == advanceAt.Load() {
+			clk.Advance(time.Second)
+		}
+	})
+	c := dial(t, addr, grpc.WithDefaultServiceConfig(retryConfig))
+	ctx := context.Background()
+	if _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	// Denied five times: five attempts, and the last denial's status and
+	// fields (in the trailer) reach the caller.
+	var hd, tr metadata.MD
+	_, err = c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&hd), grpc.Trailer(&tr))
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second call: %v; want ResourceExhausted", err)
+	}
+	if got := attempts.Load(); got != 1+5 {
+		t.Fatalf("%d attempts reached the server; want 1 + 5 (the retry policy's maxAttempts)", got)
+	}
+	if ri, _ := details(t, err); ri == nil || ri.RetryDelay.AsDuration() != time.Second {
+		t.Fatalf("RetryInfo %v; want 1s", ri)
+	}
+	wantHeader(t, tr, "ratelimit-policy", `"api";q=1;w=1`)
+	wantHeader(t, tr, "ratelimit", `"api";r=0;t=1`)
+	wantHeader(t, tr, "retry-after", "1")
+	if len(hd) != 0 {
+		t.Errorf("a denial sent header metadata %v; want trailers only", hd)
+	}
+	// The third attempt of the next call finds the token due: admitted.
+	advanceAt.Store(attempts.Load() + 3)
+	hd = nil
+	if _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&hd)); err != nil {
+		t.Fatalf("third call: %v; want admitted on its third attempt", err)
+	}
+	if got := attempts.Load(); got != 1+5+3 {
+		t.Fatalf("%d attempts; want 1 + 5 + 3", got)
+	}
+	wantHeader(t, hd, "ratelimit", `"api";r=0;t=1`)
+}
+
+// TestStreamDenialTrailersOnly: a denied stream too ends trailers-only,
+// its fields in the trailer, so a retryPolicy retries it as well.
+func TestStreamDenialTrailersOnly(t *testing.T) {
+	l, err := keyed.New(1, 1e-3, admit.WithClock(buckettest.NewFakeClock(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "tcp", nil, admitgrpc.StreamServerInterceptor(l))
+	c := dial(t, s.addr, grpc.WithDefaultServiceConfig(retryConfig))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := watch(c, ctx); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second stream: %v; want ResourceExhausted", err)
+	}
+	tr := w.Trailer()
+	wantHeader(t, tr, "ratelimit", `"default";r=0;t=1000`)
+	wantHeader(t, tr, "retry-after", "1000")
+	if got := s.handled.Load(); got != 1 {
+		t.Fatalf("the stream handler ran %d times; want 1", got)
+	}
+}

@@ -1,0 +1,112 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/admit-go/admit/admithttp"
+	"github.com/admit-go/admit/redisbucket"
+)
+
+// TestHTTPRedisLimits: admithttp over redisbucket.NewLimits, bare and
+// through admitotel's wrapper, lists both limits in RateLimit-Policy and
+// names the deciding one in RateLimit (it named "default", redisbucket
+// having no Limits method).
+func TestHTTPRedisLimits(t *testing.T) {
+	rdb := startRedis(t)
+	for _, wrapped := range []bool{false, true} {
+		name := "bare"
+		if wrapped {
+			name = "admitotel"
+		}
+		t.Run(name, func(t *testing.T) {
+			kl := burstDaily(t, rdb, "http-"+name, wrapped)
+			srv := httptest.NewServer(admithttp.Middleware(kl)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+			defer srv.Close()
+			for i, want := range []int{200, 200, 429} {
+				resp, err := srv.Client().Get(srv.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Fatalf("request %d: %s; want %d", i, resp.Status, want)
+				}
+				if got, want := resp.Header.Get("RateLimit-Policy"), `"burst";q=2;w=3600, "daily";q=1000;w=86400`; got != want {
+					t.Fatalf("request %d: RateLimit-Policy %s; want %s", i, got, want)
+				}
+				if got := resp.Header.Get("RateLimit"); !strings.HasPrefix(got, `"burst";r=`) {
+					t.Fatalf("request %d: RateLimit %s; want burst to decide", i, got)
+				}
+			}
+		})
+	}
+}
+
+// TestHTTPCancelledRequestRedis: with redisbucket on a real redis-server,
+// a request whose client closed its connection before the limiter was
+// asked is not served, whatever the failure policies: redisbucket returns
+// the request's context.Canceled, which no policy turns into an admission.
+func TestHTTPCancelledRequestRedis(t *testing.T) {
+	rdb := startRedis(t)
+	for _, open := range []bool{false, true} {
+		t.Run(fmt.Sprint("failOpen=", open), func(t *testing.T) {
+			var ropts []redisbucket.Option
+			var hopts []admithttp.Option
+			var reported atomic.Int64
+			hopts = append(hopts, admithttp.WithOnError(func(_ *http.Request, err error) {
+				if errors.Is(err, context.Canceled) {
+					reported.Add(1)
+				}
+			}))
+			if open {
+				ropts = append(ropts, redisbucket.WithFailOpen())
+				hopts = append(hopts, admithttp.WithFailOpen())
+			}
+			l, err := redisbucket.New(rdb, 1, 1e-3, append(ropts, redisbucket.WithPrefix(fmt.Sprint("cancel-", open)))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var served atomic.Int64
+			limited := admithttp.Middleware(l, hopts...)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) }))
+			decided := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				defer func() { decided <- struct{}{} }()
+				<-r.Context().Done() // the client has gone
+				limited.ServeHTTP(w, r)
+			}))
+			defer srv.Close()
+			const requests = 20
+			for range requests {
+				c, err := net.Dial("tcp", srv.Listener.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: test\r\n\r\n")); err != nil {
+					t.Fatal(err)
+				}
+				c.Close()
+				<-decided
+			}
+			if got := served.Load(); got != 0 {
+				t.Errorf("the handler ran for %d of %d cancelled requests; want none", got, requests)
+			}
+			if got := reported.Load(); got != requests {
+				t.Errorf("%d context.Canceled errors reported; want %d", got, requests)
+			}
+			// Nothing was taken from the bucket of 1.
+			if d, err := l.AllowN(context.Background(), "127.0.0.1", 0); err != nil || d.Remaining != 1 {
+				t.Errorf("the client's bucket: %+v, %v; want its one token", d, err)
+			}
+		})
+	}
+}
