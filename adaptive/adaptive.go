@@ -237,7 +237,11 @@ func (l *Limiter) end(p *Permit, o outcome) {
 		} else {
 			l.drops++
 		}
-		if need := max(l.cfg.minSamples, 2*l.limit); l.hist.n+l.drops >= need {
+		// A window closes with enough outcomes to span about two round
+		// trips, or as soon as minSamples were drops: losses need no
+		// statistics, and a limit far too high must come down before its
+		// long windows would end.
+		if l.hist.n+l.drops >= max(l.cfg.minSamples, 2*l.limit) || l.drops >= l.cfg.minSamples {
 			l.update(now)
 		}
 	}
@@ -304,9 +308,6 @@ func (l *Limiter) update(now int64) {
 	}
 	w.base = l.base
 	next := l.cfg.alg.next(&w)
-	if debugUpdate != nil {
-		debugUpdate(l, &w, next)
-	}
 	switch {
 	case l.probing && w.drops == 0 && m > 0 && m < 0.6*l.probeFrom && (l.probes == 0 || m < 0.85*l.probeBase) && w.limit > float64(l.cfg.minLimit):
 		// Halving the limit more than halved... nearly halved the latency:
@@ -318,7 +319,11 @@ func (l *Limiter) update(now int64) {
 		l.probing = false
 		l.probes++
 		if w.drops == 0 {
-			next = math.Max(next, l.restore)
+			// Back to the limit before the probe, but no further than
+			// twice the last step's: a probe that had to go deeper found
+			// the estimate too high, and the limit that rested on it with
+			// it.
+			next = math.Max(next, math.Min(l.restore, 2*w.limit))
 		}
 	case usesLatency && l.base > 0 && l.baseAge >= probeEvery && w.saturated && w.drops == 0:
 		l.probing = true
@@ -399,5 +404,3 @@ func (l *Limiter) Stats() Stats {
 	l.mu.Unlock()
 	return s
 }
-
-var debugUpdate func(l *Limiter, w *window, next float64)

@@ -81,6 +81,11 @@ type window struct {
 func (a Algorithm) next(w *window) float64 {
 	L := w.limit
 	lossy := w.drops > 0
+	if lossy && w.successes == 0 {
+		// Every call was lost (timeouts of a limit far too high, a backend
+		// refusing everything): halve.
+		return L / 2
+	}
 	switch a.kind {
 	case kindAIMD:
 		if lossy {

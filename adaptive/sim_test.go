@@ -74,6 +74,10 @@ var (
 // noLoad returns the mean, median and 99th percentile of d, from 200,000
 // draws of a fixed seed: the no-load latencies the targets are multiples of.
 func noLoad(d dist) (mean, p50, p99 float64) {
+	if v, ok := noLoadCache[d.String()]; ok {
+		return v[0], v[1], v[2]
+	}
+	defer func() { noLoadCache[d.String()] = [3]float64{mean, p50, p99} }()
 	r := rand.New(rand.NewPCG(7, 7))
 	xs := make([]float64, 200_000)
 	sum := 0.0
@@ -85,17 +89,26 @@ func noLoad(d dist) (mean, p50, p99 float64) {
 	return sum / float64(len(xs)), xs[len(xs)/2], xs[len(xs)*99/100]
 }
 
+// noLoadCache holds noLoad's results by distribution. Tests in this
+// package do not run in parallel.
+var noLoadCache = map[string][3]float64{}
+
 // model is a backend: workers serving FIFO, or processor sharing.
 type model struct {
 	name    string
 	ps      bool // processor sharing: n jobs each progress at min(1, workers/n)
 	workers int
 	d       dist
+	// maxQueue, when positive, makes a FIFO backend refuse a job at once
+	// (1 ms later, as a 503 would come back) when that many wait: the
+	// caller reports it Dropped.
+	maxQueue int
 }
 
 type classLoad struct {
 	factor float64 // offered load as a multiple of capacity
 	prio   Priority
+	from   int64 // arrivals start at this time
 }
 
 // step changes the backend's workers at a time.
@@ -124,6 +137,7 @@ const (
 	reqInBackend                 // admitted, not done
 	reqDone                      // done within its deadline
 	reqAbandoned                 // its caller gave up at the deadline
+	reqRefused                   // the backend refused it (maxQueue)
 )
 
 type request struct {
@@ -155,6 +169,7 @@ const (
 	evDeadline
 	evWake // a sleeper's timer
 	evStep
+	evRefused // the backend's refusal reaches the caller
 )
 
 type event struct {
@@ -212,6 +227,7 @@ type simMsg struct {
 type limitPoint struct {
 	t     int64
 	limit int
+	base  float64 // the no-load estimate after the update, ns
 }
 
 type sim struct {
@@ -275,12 +291,14 @@ func runSim(sc *scenario) *sim {
 		if err != nil {
 			panic(err)
 		}
-		l.testHookUpdate = func(now int64, limit int) { s.updates = append(s.updates, limitPoint{now, limit}) }
+		l.testHookUpdate = func(now int64, limit int) { s.updates = append(s.updates, limitPoint{now, limit, l.base}) }
 		s.l = l
 	}
-	for i := range sc.classes {
+	for i, c := range sc.classes {
+		s.now = c.from
 		s.push(event{t: s.nextGap(i), kind: evArrive, n: i})
 	}
+	s.now = 0
 	for _, st := range sc.steps {
 		s.push(event{t: st.at, kind: evStep, n: st.workers})
 	}
@@ -337,7 +355,7 @@ func (s *sim) handle(e event) {
 		r := e.r
 		switch r.state {
 		case reqWaiting:
-			r.cancel() // settle resumes its sleeper
+			r.cancel() // settle resumes its sleeper (only backlog runs wait)
 		case reqInBackend:
 			r.state = reqAbandoned
 			if r.p != nil {
@@ -348,6 +366,13 @@ func (s *sim) handle(e event) {
 		if i := slices.Index(s.sleepers, e.sl); i >= 0 {
 			s.sleepers = slices.Delete(s.sleepers, i, i+1)
 			s.resume(e.sl, nil)
+		}
+	case evRefused:
+		if r := e.r; r.state == reqInBackend {
+			r.state = reqRefused
+			if r.p != nil {
+				r.p.Dropped()
+			}
 		}
 	case evStep:
 		if s.sc.m.ps {
@@ -364,22 +389,30 @@ func (s *sim) handle(e event) {
 func (s *sim) arrive(class int) {
 	r := &request{class: class, arrive: s.now}
 	s.reqs = append(s.reqs, r)
-	s.push(event{t: s.now + s.sc.deadline, kind: evDeadline, r: r})
 	if s.l == nil {
+		s.push(event{t: s.now + s.sc.deadline, kind: evDeadline, r: r})
 		r.state = reqInBackend
 		r.admitted = s.now
 		s.submit(r)
 		return
 	}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
+	ctx := context.Background()
 	if p := s.sc.classes[class].prio; p != Normal {
-		r.ctx = ContextWithPriority(r.ctx, p)
+		ctx = ContextWithPriority(ctx, p)
 	}
 	if s.l.cfg.backlog == 0 {
+		// Acquire decides at once: a shed request needs no context of its
+		// own and no deadline event.
+		r.ctx = ctx
 		r.p, r.err = s.l.Acquire(r.ctx)
+		if r.err == nil {
+			s.push(event{t: s.now + s.sc.deadline, kind: evDeadline, r: r})
+		}
 		s.acquired(r)
 		return
 	}
+	s.push(event{t: s.now + s.sc.deadline, kind: evDeadline, r: r})
+	r.ctx, r.cancel = context.WithCancel(ctx)
 	go func() {
 		r.p, r.err = s.l.Acquire(r.ctx)
 		s.yield <- simMsg{r: r, finished: true}
@@ -441,6 +474,10 @@ func (s *sim) submit(r *request) {
 		s.schedulePS()
 		return
 	}
+	if s.sc.m.maxQueue > 0 && s.busy >= s.workers && len(s.fifo)-s.head >= s.sc.m.maxQueue {
+		s.push(event{t: s.now + ms, kind: evRefused, r: r})
+		return
+	}
 	s.fifo = append(s.fifo, j)
 	s.startFIFO()
 }
@@ -498,10 +535,12 @@ func (s *sim) complete(r *request) {
 
 // metrics is what the requests that arrived in [from, to) saw.
 type metrics struct {
-	offered, good, shed, expired, abandoned int
+	offered, good, shed, expired, abandoned, refused int
 	goodput                                 float64 // completions within deadline ÷ capacity
 	p50, p99                                float64 // admitted latency ÷ no-load p50, p99
 	rawP50, rawP99                          float64 // admitted latency, ns
+	// The latency from admission (a backlog wait left out), ÷ no-load.
+	svcP50, svcP99 float64
 	rejected                                float64 // shed and expired ÷ offered
 }
 
@@ -515,7 +554,7 @@ func (m metrics) String() string {
 // if none) that arrived in [from, to); capacity is in completions per ns.
 func (s *sim) measure(from, to int64, capacity float64, classes ...int) metrics {
 	var m metrics
-	var lat []float64
+	var lat, svc []float64
 	for _, r := range s.reqs {
 		if r.arrive < from || r.arrive >= to || (len(classes) > 0 && !slices.Contains(classes, r.class)) {
 			continue
@@ -529,9 +568,13 @@ func (s *sim) measure(from, to int64, capacity float64, classes ...int) metrics 
 		case reqDone:
 			m.good++
 			lat = append(lat, float64(r.done-r.arrive))
+			svc = append(svc, float64(r.done-r.admitted))
 		case reqAbandoned, reqInBackend:
 			m.abandoned++
 			lat = append(lat, math.Inf(1))
+			svc = append(svc, math.Inf(1))
+		case reqRefused:
+			m.refused++
 		}
 	}
 	m.goodput = float64(m.good) / (capacity * float64(to-from))
@@ -543,6 +586,8 @@ func (s *sim) measure(from, to int64, capacity float64, classes ...int) metrics 
 		m.rawP50 = lat[(len(lat)-1)/2]
 		m.rawP99 = lat[(len(lat)-1)*99/100]
 		m.p50, m.p99 = m.rawP50/s.p50, m.rawP99/s.p99
+		slices.Sort(svc)
+		m.svcP50, m.svcP99 = svc[(len(svc)-1)/2]/s.p50, svc[(len(svc)-1)*99/100]/s.p99
 	}
 	return m
 }
