@@ -536,12 +536,12 @@ func (s *sim) complete(r *request) {
 // metrics is what the requests that arrived in [from, to) saw.
 type metrics struct {
 	offered, good, shed, expired, abandoned, refused int
-	goodput                                 float64 // completions within deadline ÷ capacity
-	p50, p99                                float64 // admitted latency ÷ no-load p50, p99
-	rawP50, rawP99                          float64 // admitted latency, ns
+	goodput                                          float64 // completions within deadline ÷ capacity
+	p50, p99                                         float64 // admitted latency ÷ no-load p50, p99
+	rawP50, rawP99                                   float64 // admitted latency, ns
 	// The latency from admission (a backlog wait left out), ÷ no-load.
 	svcP50, svcP99 float64
-	rejected                                float64 // shed and expired ÷ offered
+	rejected       float64 // shed and expired ÷ offered
 }
 
 func (m metrics) String() string {
