@@ -128,7 +128,7 @@ func WithAlgorithm(a Algorithm) Option {
 
 // WithMinSamples sets the fewest outcomes (successes and drops of permits
 // taken since the limit last changed) an update window needs before the
-// limit is updated, 20 by default. A window also needs twice the limit's
+// limit is updated, 40 by default. A window also needs twice the limit's
 // worth of outcomes, so that it spans about two round trips when the
 // limiter is saturated. n below 1 or above 1<<20 is a configuration error.
 func WithMinSamples(n int) Option {

@@ -226,11 +226,12 @@ func TestTarget5Priorities(t *testing.T) {
 			if hiShare < 0.95 || hi.svcP50 > 2 || hi.svcP99 > 2.5 {
 				t.Errorf("high: %.3f of its demand, p50 %.2fx p99 %.2fx from admission; want >= 0.95, <= 2x, <= 2.5x", hiShare, hi.svcP50, hi.svcP99)
 			}
-			// The "low gets at least 80% of what is left" is not
-			// met here: high leaves 1.3-3.6% of the capacity and low gets
-			// 53-81% of that, because the limiter itself leaves about 1%
-			// idle (probe windows at half the limit). It is logged above
-			// and asserted below where high leaves a real share.
+			// "Low gets at least 80% of what is left" is not asserted
+			// here: high leaves 1.0-2.2% of the capacity, and low gets
+			// 22-129% of that (logged above) depending on how much of the
+			// limiter's own idle time (probe windows at half the limit,
+			// about 1%) falls into it. It is asserted below, where high
+			// leaves a real share.
 			hl := &scenario{m: m, classes: []classLoad{{factor: 0.5, prio: High}, {factor: 1, prio: Low}}, duration: simDuration, deadline: simDeadline, seed: 1, opts: opts}
 			s2 := runSim(hl)
 			hi2 := s2.measure(simWarmup, simDuration, capacity, 0)
