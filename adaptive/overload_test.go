@@ -82,47 +82,52 @@ func noLimitRun(m model, factor float64, seed uint64) metrics {
 	return s.measure(simWarmup, simDuration, s.capacity(m.workers))
 }
 
-// Target 1: goodput at least 90% of capacity at 2× to 5× offered load, on
-// every backend model, with the defaults. Without a limiter the same loads
-// collapse (checked too, so that the scenario is known to be hard).
-func TestTarget1Goodput(t *testing.T) {
+// eachOverload runs check on the default-option run of every model at
+// 2×, 3× and 5× for every seed, in a subtest per model and load; after
+// runs once per subtest.
+func eachOverload(t *testing.T, check func(t *testing.T, seed uint64, me metrics), after func(t *testing.T, m model, f float64)) {
 	for _, m := range simModels {
 		for _, f := range []float64{2, 3, 5} {
 			t.Run(fmt.Sprintf("model=%s/load=%gx", m.name, f), func(t *testing.T) {
 				for _, seed := range simSeeds {
 					me := cachedLoad(m, f, seed)
 					t.Logf("seed %d: %v", seed, me)
-					if me.goodput < 0.90 {
-						t.Errorf("seed %d: goodput %.3f of capacity, want >= 0.90", seed, me.goodput)
-					}
+					check(t, seed, me)
 				}
-				base := noLimit(m, f, simSeeds[0])
-				t.Logf("no limiter: %v", base)
-				if base.goodput > 0.5 {
-					t.Errorf("without a limiter goodput is %.3f: the scenario does not overload", base.goodput)
+				if after != nil {
+					after(t, m, f)
 				}
 			})
 		}
 	}
 }
 
+// Target 1: goodput at least 90% of capacity at 2× to 5× offered load, on
+// every backend model, with the defaults. Without a limiter the same loads
+// collapse (checked too, so that the scenario is known to be hard).
+func TestTarget1Goodput(t *testing.T) {
+	eachOverload(t, func(t *testing.T, seed uint64, me metrics) {
+		if me.goodput < 0.90 {
+			t.Errorf("seed %d: goodput %.3f of capacity, want >= 0.90", seed, me.goodput)
+		}
+	}, func(t *testing.T, m model, f float64) {
+		base := noLimit(m, f, simSeeds[0])
+		t.Logf("no limiter: %v", base)
+		if base.goodput > 0.5 {
+			t.Errorf("without a limiter goodput is %.3f: the scenario does not overload", base.goodput)
+		}
+	})
+}
+
 // Target 2: admitted p99 at most 2.5× and p50 at most 2× the no-load p99
 // and p50, at 2× to 5×, on every backend model. A request admitted and
 // then abandoned at its deadline counts as infinitely slow.
 func TestTarget2Latency(t *testing.T) {
-	for _, m := range simModels {
-		for _, f := range []float64{2, 3, 5} {
-			t.Run(fmt.Sprintf("model=%s/load=%gx", m.name, f), func(t *testing.T) {
-				for _, seed := range simSeeds {
-					me := cachedLoad(m, f, seed)
-					t.Logf("seed %d: %v", seed, me)
-					if me.p99 > 2.5 || me.p50 > 2 {
-						t.Errorf("seed %d: p50 %.2fx p99 %.2fx of no-load, want <= 2x and <= 2.5x", seed, me.p50, me.p99)
-					}
-				}
-			})
+	eachOverload(t, func(t *testing.T, seed uint64, me metrics) {
+		if me.p99 > 2.5 || me.p50 > 2 {
+			t.Errorf("seed %d: p50 %.2fx p99 %.2fx of no-load, want <= 2x and <= 2.5x", seed, me.p50, me.p99)
 		}
-	}
+	}, nil)
 }
 
 // Target 3: at half the capacity at most 0.5% rejected, and p99 within
