@@ -218,9 +218,9 @@ func TestBacklog(t *testing.T) {
 	require.Same(t, context.Canceled, r3.err)
 
 	// A full backlog sheds the next caller at once.
-	w4, w5 := acquireAsync(l, bg), make(<-chan result)
+	w4 := acquireAsync(l, bg)
 	require.NoError(t, clk.WaitForSleepers(bg, 1))
-	w5 = acquireAsync(l, bg)
+	w5 := acquireAsync(l, bg)
 	require.NoError(t, clk.WaitForSleepers(bg, 2))
 	_, err = l.Acquire(bg)
 	require.ErrorIs(t, err, admit.ErrOverloaded)

@@ -3,8 +3,8 @@ package adaptive
 import "math/bits"
 
 // histogram counts latencies in log-linear buckets: 16 per power of two, so
-// a bucket spans at most 1/16 of its lower bound and a quantile read from
-// its midpoint is within ±3.2% of a sample of that bucket. It covers every
+// a bucket spans at most 1/16 of its lower bound and its midpoint is within
+// ±3.2% of any value counted in it. It covers every
 // int64 of nanoseconds in histBuckets buckets (3.9 KiB of uint32 counts). A
 // window clears only the range [lo, hi] it touched.
 type histogram struct {
@@ -51,23 +51,6 @@ func (h *histogram) add(v int64) {
 	h.n++
 	h.lo = min(h.lo, i)
 	h.hi = max(h.hi, i)
-}
-
-// quantile returns the q-quantile (0 < q < 1) of the counted values, the
-// midpoint of the bucket holding the ⌈q·n⌉-th smallest; 0 when empty.
-func (h *histogram) quantile(q float64) float64 {
-	if h.n == 0 {
-		return 0
-	}
-	rank := uint32(max(1, int(q*float64(h.n)+0.999999)))
-	var seen uint32
-	for i := h.lo; i <= h.hi; i++ {
-		seen += h.counts[i]
-		if seen >= rank {
-			return bucketMid(i)
-		}
-	}
-	return bucketMid(h.hi)
 }
 
 // lowerMean returns the mean of the smallest ⌈q·n⌉ values (0 < q <= 1),

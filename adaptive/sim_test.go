@@ -255,7 +255,6 @@ type sim struct {
 	sleepers []*sleeper
 	yield    chan simMsg
 	updates  []limitPoint
-	maxOver  int // the most InFlight ever exceeded Limit at an admission
 }
 
 type simClock struct{ s *sim }
