@@ -316,6 +316,7 @@ func main() {
 	}
 	var buf bytes.Buffer
 	out := io.MultiWriter(os.Stdout, &buf)
+	commit, _ := provenance.Commit() // the file is named after the commit the header names
 	provenance.Write(out, fmt.Sprintf("%s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH),
 		"cd bench && go run ./cmd/overload "+strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(out, "clocksource: %s\n", readTrim("/sys/devices/system/clocksource/clocksource0/current_clocksource"))
@@ -353,8 +354,8 @@ func main() {
 		}
 		fmt.Fprintln(out)
 	}
+	fmt.Fprintf(out, "\nloadavg-at-end: %s\n", provenance.LoadAvg())
 	if *save != "" {
-		commit, _ := provenance.Commit()
 		host, _ := os.Hostname()
 		path := filepath.Join(*save, fmt.Sprintf("overload-%s-%s-%s.txt", time.Now().Format("2006-01-02"), host, commit))
 		check(os.WriteFile(path, buf.Bytes(), 0o644))
