@@ -50,13 +50,15 @@ type Limiter struct {
 	saturated bool
 
 	// base is the no-load latency estimate in ns, 0 until the first window.
-	// It falls whenever a window's median is below it, and rises only
-	// through a probe: a window run at half the limit, below the knee, whose
-	// median is the no-load latency by construction. So a long overload,
-	// whose windows are all slow, cannot drag it up; a backend that really
-	// got slower is found by the next probe. baseAge counts windows since a
-	// window confirmed it (median within 5%); at probeEvery a saturated
-	// window starts a probe.
+	// Only two things raise it: a probe, a window run at half the limit,
+	// below the knee, whose latency is the no-load latency by construction;
+	// and a window in which nobody waited and at most half the limit was in
+	// use. Any other window may only lower it. So a long overload, whose
+	// windows are all slow, cannot drag it up; a backend that really got
+	// slower is found by the next probe. baseAge counts windows since it was
+	// last measured; at probeEvery a window in which the limit bound starts
+	// a probe. Windows with drops, or soon after some, leave it alone: the
+	// backend may still be busy with work its callers gave up on.
 	base      float64
 	baseAge   int
 	probing   bool
@@ -82,7 +84,7 @@ type Limiter struct {
 
 // probeEvery is how many update windows may pass without a confirmation of
 // the no-load latency before a saturated window probes it.
-var probeEvery = 50
+const probeEvery = 50
 
 // noCopy makes go vet's copylocks check flag copies of a Limiter.
 type noCopy struct{}
@@ -257,7 +259,7 @@ func (l *Limiter) update(now int64) {
 	w := window{
 		limit:     l.lim,
 		inflight:  float64(l.inflight),
-		median:    l.hist.lowerMean(trimQ),
+		latency:   l.hist.lowerMean(trimQ),
 		successes: l.hist.n,
 		drops:     l.drops,
 		saturated: l.saturated,
@@ -274,14 +276,14 @@ func (l *Limiter) update(now int64) {
 	// The no-load latency. A window with drops says nothing about it: the
 	// backend may be busy with work its callers gave up on, which this
 	// limiter no longer counts.
-	m := w.median
+	m := w.latency
 	if usesLatency && w.successes >= max(5, l.cfg.minSamples/4) && w.drops == 0 && (l.lossless >= 2 || l.base == 0) {
 		switch {
 		case l.base == 0:
 			l.base = m
 			l.baseAge = probeEvery - 1 // probe soon: the first window may have queued
 		case l.probing:
-			// A probe runs at half the limit, below the knee: its median
+			// A probe runs at half the limit, below the knee: its latency
 			// is the no-load latency.
 			// The first probe's steps, and every step after a first one
 			// found the estimate too high, set it; a periodic probe's

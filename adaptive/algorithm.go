@@ -11,9 +11,10 @@ type Algorithm struct {
 	backoff float64 // multiplicative decrease on drops
 }
 
-// Gradient's band: it raises a binding limit while the median latency is
+// Gradient's band: it raises a binding limit while the window's latency is
 // below 1+gradLow times the no-load latency, and cuts it above 1+gradHigh.
-var (
+// A window's latency is the mean of its fastest trimQ of successes.
+const (
 	gradLow  = 0.15
 	gradHigh = 0.5
 	trimQ    = 0.9
@@ -25,28 +26,30 @@ const (
 	kindAIMD
 )
 
-// Gradient is the default algorithm. It compares the window's median
-// latency m with the no-load latency b and reads the queue from it: with I
-// calls in flight on average, about I·b/m of them are being served and the
-// rest wait, so the backend's knee is near I·b/m. Above a queue of
-// β = max(2, 1.5·√L) it moves the limit in one step to the knee plus a small
-// queue α = max(1, √L/2); below α, when callers were shed or waited, it
-// raises the limit by a quarter; in between it holds. Drops of permits taken
-// since the last change cut the limit by a tenth, whatever the latency.
-// It converges in a window or two after a change of capacity and keeps the
-// admitted latency within about 1 + β/L of the no-load latency.
+// Gradient is the default algorithm. It compares the window's latency
+// with the no-load latency b: r = latency/b. Above r = 1.5, when callers
+// were shed or waited, it cuts the limit in one step to the knee the queue
+// implies (in flight ÷ r, plus 15% and one call), by at most 30% per
+// window; below r = 1.15, when callers were shed or waited, it raises it,
+// by a quarter if no queue is visible (r <= 1.05), else by what would bring
+// r to 1.15; in between it holds. Drops of permits taken since the last
+// change cut the limit by a tenth, whatever the latency, and a window whose
+// every call was dropped halves it. Its target is the knee it measures,
+// not the current limit plus a queue term, so a modest overload cannot
+// raise it a little every window.
 func Gradient() Algorithm { return Algorithm{kind: kindGradient, backoff: 0.9} }
 
-// Vegas is the delay-based algorithm of TCP Vegas: the same queue estimate
-// as Gradient, but it moves the limit by max(1, log10 L) per window, up
+// Vegas is the delay-based algorithm of TCP Vegas: it estimates the queue
+// as I·(1 − b/latency), I the average calls in flight, and moves the limit by max(1, log10 L) per window, up
 // below the queue α = max(3, 3·log10 L) and down above β = max(6,
-// 6·log10 L), and by a tenth on drops. It reacts more slowly than Gradient
-// to a change of capacity and keeps a queue of α to β calls.
+// 6·log10 L), with Gradient's drop rules. It reacts more slowly than
+// Gradient to a change of capacity and keeps a queue of α to β calls.
 func Vegas() Algorithm { return Algorithm{kind: kindVegas, backoff: 0.9} }
 
 // AIMD ignores latency and learns from drops alone: it adds one to the
 // limit each window in which callers were shed or waited and nothing was
-// dropped, and multiplies it by 0.9 in a window with drops. Use it where
+// dropped, and multiplies it by 0.9 in a window with drops (halves it when
+// every call was dropped). Use it where
 // latency says nothing about load (a backend whose work varies widely) and
 // the backend reports overload explicitly, or calls time out.
 func AIMD() Algorithm { return Algorithm{kind: kindAIMD, backoff: 0.9} }
@@ -69,7 +72,7 @@ func (a Algorithm) String() string {
 type window struct {
 	limit     float64 // the limit during the window
 	inflight  float64 // time-averaged calls in flight
-	median    float64 // median latency of the successes, ns; 0 if none
+	latency   float64 // mean of the fastest trimQ of the successes, ns; 0 if none
 	base      float64 // no-load latency estimate, ns; 0 if unknown
 	successes int
 	drops     int
@@ -96,7 +99,7 @@ func (a Algorithm) next(w *window) float64 {
 		}
 		return L
 	case kindVegas:
-		if w.median <= 0 || w.base <= 0 {
+		if w.latency <= 0 || w.base <= 0 {
 			if lossy {
 				return L * a.backoff
 			}
@@ -104,7 +107,7 @@ func (a Algorithm) next(w *window) float64 {
 		}
 		lg := math.Max(1, math.Log10(L))
 		alpha, beta := math.Max(3, 3*lg), math.Max(6, 6*lg)
-		q := w.inflight * (1 - w.base/w.median)
+		q := w.inflight * (1 - w.base/w.latency)
 		next := L
 		switch {
 		case q > beta:
@@ -118,13 +121,13 @@ func (a Algorithm) next(w *window) float64 {
 		return next
 	}
 	// Gradient.
-	if w.median <= 0 || w.base <= 0 {
+	if w.latency <= 0 || w.base <= 0 {
 		if lossy {
 			return L * a.backoff
 		}
 		return L
 	}
-	r := math.Max(1, w.median/w.base)
+	r := math.Max(1, w.latency/w.base)
 	next := L
 	switch {
 	case r > 1+gradHigh && w.saturated:

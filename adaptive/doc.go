@@ -54,7 +54,7 @@
 // by what would bring r to 1.15; in between it holds. A window with drops
 // cuts the limit by a tenth, whatever the latency, and one whose calls were
 // all lost halves it. Vegas moves the limit by max(1, log10 L) per window
-// on the queue estimate L·(1−b/latency), and AIMD learns from drops alone.
+// on the queue estimate I·(1−b/latency), I the calls in flight, and AIMD learns from drops alone.
 //
 // # Measured
 //
