@@ -139,8 +139,9 @@ bench-otel: ## admitotel's cost over the bare call (a few minutes); saves result
 # The adaptive limiters side by side on the wall clock: a loopback net/http
 # server whose handler is 8 workers of 20 ms, Poisson load at 1x, 2x, 3x and
 # 5x its capacity, then a capacity step; no limiter, fixed limits (chanpool),
-# failsafe-go's adaptivelimiter (defaults and tuned) and adaptive. About
-# eight minutes; saves results/overload-<date>-<host>-<commit>.txt and
+# failsafe-go's adaptivelimiter (defaults and tuned) and adaptive. Seven
+# minutes of load (the first run took 25 minutes of wall time on the busy
+# 2-core machine); saves results/overload-<date>-<host>-<commit>.txt and
 # results/plots/overload-*.svg. Run it on a quiet machine.
-bench-overload: ## adaptive vs failsafe-go and fixed limits under overload (~8 min); saves results/overload-*
+bench-overload: ## adaptive vs failsafe-go and fixed limits under overload (7+ min); saves results/overload-*
 	cd bench && $(GO) run ./cmd/overload -save ../results
