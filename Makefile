@@ -7,7 +7,7 @@ STATICCHECK_VERSION := v0.8.2
 help: ## this list
 	@awk -F':.*## ' '/^[a-z][a-z-]*:.*## / { printf "  make %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-.PHONY: help test xtime lint fuzz bench bench-full bench-keyed bench-redis bench-otel plots storm algorithms loadrun rls
+.PHONY: help test xtime lint fuzz bench bench-full bench-keyed bench-redis bench-otel bench-overload plots storm algorithms loadrun rls
 
 # go vet and the race-enabled tests, over the core module, bench/,
 # redisbucket/, rls/, admitgrpc/, admitotel/ and integration/ (the tests of
@@ -140,3 +140,13 @@ rls: ## admit-rls on the memory backend with rls/examples/config
 # and its benchstat table.
 bench-otel: ## admitotel's cost over the bare call (a few minutes); saves results/otel-*.txt
 	GO=$(GO) bash admitotel/testdata/overhead.sh
+
+# The adaptive limiters side by side on the wall clock: a loopback net/http
+# server whose handler is 8 workers of 20 ms, Poisson load at 1x, 2x, 3x and
+# 5x its capacity, then a capacity step; no limiter, fixed limits (chanpool),
+# failsafe-go's adaptivelimiter (defaults and tuned) and adaptive. Seven
+# minutes of load (the first run took 25 minutes of wall time on the busy
+# 2-core machine); saves results/overload-<date>-<host>-<commit>.txt and
+# results/plots/overload-*.svg. Run it on a quiet machine.
+bench-overload: ## adaptive vs failsafe-go and fixed limits under overload (7+ min); saves results/overload-*
+	cd bench && $(GO) run ./cmd/overload -save ../results

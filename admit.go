@@ -85,6 +85,12 @@ var (
 	// may wait (leakybucket) already has that many waiting: the request is
 	// rejected at once instead of queued.
 	ErrQueueFull = errors.New("admit: too many callers already waiting")
+	// ErrOverloaded is wrapped when an adaptive concurrency limiter sheds a
+	// call: every permit of its current limit is taken and the call may not
+	// wait (no backlog, a full backlog that holds nobody of lower priority,
+	// or a wait that reached its bound). The error names the limit and the
+	// calls in flight at the decision.
+	ErrOverloaded = errors.New("admit: overloaded, call shed")
 )
 
 // ErrUnknownClient is for the key and limits functions of admithttp and

@@ -1,0 +1,430 @@
+package adaptive_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/adaptive"
+	"github.com/admit-go/admit/buckettest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestNewInvalid(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opt  adaptive.Option
+		want string
+	}{
+		{"nil option", nil, "option 0 is nil"},
+		{"nil clock", adaptive.WithClock(nil), "WithClock(nil)"},
+		{"min 0", adaptive.WithLimitBounds(0, 10), "WithLimitBounds(0, 10)"},
+		{"max < min", adaptive.WithLimitBounds(5, 4), "WithLimitBounds(5, 4)"},
+		{"max too big", adaptive.WithLimitBounds(1, adaptive.MaxLimitBound+1), "WithLimitBounds(1, 1048577)"},
+		{"initial 0", adaptive.WithInitialLimit(0), "WithInitialLimit(0)"},
+		{"negative backlog", adaptive.WithBacklog(-1, time.Second), "WithBacklog(-1, 1s)"},
+		{"backlog no wait", adaptive.WithBacklog(3, 0), "WithBacklog(3, 0)"},
+		{"wait no backlog", adaptive.WithBacklog(0, time.Second), "WithBacklog(0, 1s)"},
+		{"negative wait", adaptive.WithBacklog(3, -time.Second), "WithBacklog(3, -1s)"},
+		{"zero algorithm", adaptive.WithAlgorithm(adaptive.Algorithm{}), "WithAlgorithm"},
+		{"min samples 0", adaptive.WithMinSamples(0), "WithMinSamples(0)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, err := adaptive.New(c.opt)
+			require.Nil(t, l)
+			require.ErrorIs(t, err, admit.ErrInvalidConfig)
+			require.Contains(t, err.Error(), c.want)
+		})
+	}
+	_, err := adaptive.New(adaptive.WithLimitBounds(5, 10), adaptive.WithInitialLimit(20))
+	require.ErrorIs(t, err, admit.ErrInvalidConfig)
+	require.Contains(t, err.Error(), "WithInitialLimit(20) outside the bounds [5, 10]")
+}
+
+func TestDefaults(t *testing.T) {
+	l, err := adaptive.New()
+	require.NoError(t, err)
+	require.Equal(t, adaptive.DefaultInitialLimit, l.Limit())
+	require.Zero(t, l.InFlight())
+	// The initial limit is clamped to the bounds when not given.
+	l, err = adaptive.New(adaptive.WithLimitBounds(1, 5))
+	require.NoError(t, err)
+	require.Equal(t, 5, l.Limit())
+}
+
+func newFake(t *testing.T, opts ...adaptive.Option) (*adaptive.Limiter, *buckettest.FakeClock) {
+	t.Helper()
+	clk := buckettest.NewFakeClock(1e9)
+	l, err := adaptive.New(append([]adaptive.Option{adaptive.WithClock(clk)}, opts...)...)
+	require.NoError(t, err)
+	return l, clk
+}
+
+func TestPermitEndsOnce(t *testing.T) {
+	l, _ := newFake(t, adaptive.WithInitialLimit(3))
+	p1, err := l.Acquire(context.Background())
+	require.NoError(t, err)
+	p2, err := l.Acquire(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 2, l.InFlight())
+	p1.Success()
+	p1.Success()
+	p1.Dropped()
+	p1.Ignore()
+	require.Equal(t, 1, l.InFlight(), "a second end is a no-op")
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() { defer wg.Done(); p2.Dropped() }()
+	}
+	wg.Wait()
+	require.Zero(t, l.InFlight(), "concurrent ends release once")
+	s := l.Stats()
+	require.Equal(t, uint64(1), s.Successes)
+	require.Equal(t, uint64(1), s.Drops)
+	require.Zero(t, s.Ignored)
+
+	var nilPermit *adaptive.Permit
+	nilPermit.Success()
+	nilPermit.Dropped()
+	nilPermit.Ignore()
+	var zero adaptive.Permit
+	zero.Success()
+	require.Zero(t, l.InFlight())
+}
+
+func TestShedAtOnce(t *testing.T) {
+	l, _ := newFake(t, adaptive.WithInitialLimit(2))
+	ctx := context.Background()
+	a, err := l.Acquire(ctx)
+	require.NoError(t, err)
+	_, err = l.Acquire(ctx)
+	require.NoError(t, err)
+	p, err := l.Acquire(ctx)
+	require.Nil(t, p)
+	require.ErrorIs(t, err, admit.ErrOverloaded)
+	var oe *adaptive.OverloadedError
+	require.ErrorAs(t, err, &oe)
+	require.Equal(t, adaptive.OverloadedError{Limit: 2, InFlight: 2, Priority: adaptive.Normal}, *oe)
+	require.Contains(t, err.Error(), "limit 2 with 2 in flight")
+	a.Success()
+	_, err = l.Acquire(ctx)
+	require.NoError(t, err, "a released permit is free again")
+	require.Equal(t, uint64(1), l.Stats().Shed)
+}
+
+func TestContextEnded(t *testing.T) {
+	l, _ := newFake(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p, err := l.Acquire(ctx)
+	require.Nil(t, p)
+	require.Same(t, context.Canceled, err, "ctx.Err() unchanged")
+	require.Zero(t, l.InFlight())
+}
+
+// Lower priorities are shed while room is kept for the higher ones, when
+// callers are shed at once.
+func TestPriorityThresholds(t *testing.T) {
+	l, _ := newFake(t, adaptive.WithInitialLimit(8))
+	bg := context.Background()
+	shed := adaptive.ContextWithPriority(bg, adaptive.Sheddable)
+	low := adaptive.ContextWithPriority(bg, adaptive.Low)
+	high := adaptive.ContextWithPriority(bg, adaptive.High)
+	n := 0
+	for ; ; n++ {
+		if _, err := l.Acquire(shed); err != nil {
+			require.ErrorIs(t, err, admit.ErrOverloaded)
+			break
+		}
+	}
+	require.Equal(t, 6, n, "Sheddable up to 3/4 of the limit")
+	_, err := l.Acquire(low)
+	require.NoError(t, err, "Low up to 7/8")
+	_, err = l.Acquire(low)
+	require.ErrorIs(t, err, admit.ErrOverloaded)
+	_, err = l.Acquire(high)
+	require.NoError(t, err, "High up to the limit")
+	_, err = l.Acquire(high)
+	require.ErrorIs(t, err, admit.ErrOverloaded)
+	require.Equal(t, 8, l.InFlight())
+}
+
+func TestPriorityContext(t *testing.T) {
+	bg := context.Background()
+	require.Equal(t, adaptive.Normal, adaptive.PriorityFrom(bg))
+	require.Equal(t, adaptive.Critical, adaptive.PriorityFrom(adaptive.ContextWithPriority(bg, 100)))
+	require.Equal(t, adaptive.Sheddable, adaptive.PriorityFrom(adaptive.ContextWithPriority(bg, -100)))
+	for p, s := range map[adaptive.Priority]string{adaptive.Critical: "critical", adaptive.High: "high", adaptive.Normal: "normal",
+		adaptive.Low: "low", adaptive.Sheddable: "sheddable", 9: "priority(9)"} {
+		require.Equal(t, s, p.String())
+	}
+}
+
+// acquireAsync starts Acquire in a goroutine and returns its result.
+func acquireAsync(l *adaptive.Limiter, ctx context.Context) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		p, err := l.Acquire(ctx)
+		ch <- result{p, err}
+	}()
+	return ch
+}
+
+type result struct {
+	p   *adaptive.Permit
+	err error
+}
+
+func TestBacklog(t *testing.T) {
+	bg := context.Background()
+	l, clk := newFake(t, adaptive.WithInitialLimit(1), adaptive.WithBacklog(2, 100*time.Millisecond))
+	held, err := l.Acquire(bg)
+	require.NoError(t, err)
+
+	// A waiter is handed the permit its predecessor releases.
+	w1 := acquireAsync(l, bg)
+	require.NoError(t, clk.WaitForSleepers(bg, 1))
+	held.Success()
+	r := <-w1
+	require.NoError(t, r.err)
+	require.Equal(t, 1, l.InFlight())
+
+	// A waiter that reaches maxWait is shed.
+	w2 := acquireAsync(l, bg)
+	require.NoError(t, clk.WaitForSleepers(bg, 1))
+	clk.Advance(100 * time.Millisecond)
+	r2 := <-w2
+	require.ErrorIs(t, r2.err, admit.ErrOverloaded)
+	var oe *adaptive.OverloadedError
+	require.ErrorAs(t, r2.err, &oe)
+	require.True(t, oe.Waited)
+
+	// A waiter whose context ends gets ctx.Err() unchanged.
+	ctx, cancel := context.WithCancel(bg)
+	w3 := acquireAsync(l, ctx)
+	require.NoError(t, clk.WaitForSleepers(bg, 1))
+	cancel()
+	r3 := <-w3
+	require.Same(t, context.Canceled, r3.err)
+
+	// A full backlog sheds the next caller at once.
+	w4 := acquireAsync(l, bg)
+	require.NoError(t, clk.WaitForSleepers(bg, 1))
+	w5 := acquireAsync(l, bg)
+	require.NoError(t, clk.WaitForSleepers(bg, 2))
+	_, err = l.Acquire(bg)
+	require.ErrorIs(t, err, admit.ErrOverloaded)
+	require.Equal(t, 2, l.Stats().Waiting)
+
+	// Waiters are served in arrival order.
+	r.p.Success()
+	r4 := <-w4
+	require.NoError(t, r4.err)
+	r4.p.Success()
+	r5 := <-w5
+	require.NoError(t, r5.err)
+	r5.p.Ignore()
+	s := l.Stats()
+	require.Zero(t, s.InFlight)
+	require.Equal(t, uint64(3), s.Waited)
+	require.Equal(t, uint64(1), s.TimedOut)
+	require.Equal(t, uint64(1), s.Cancelled)
+}
+
+func TestBacklogPriorities(t *testing.T) {
+	bg := context.Background()
+	l, clk := newFake(t, adaptive.WithInitialLimit(1), adaptive.WithBacklog(2, time.Second))
+	low := adaptive.ContextWithPriority(bg, adaptive.Low)
+	high := adaptive.ContextWithPriority(bg, adaptive.High)
+	held, err := l.Acquire(bg)
+	require.NoError(t, err)
+	l1 := acquireAsync(l, low)
+	require.NoError(t, clk.WaitForSleepers(bg, 1))
+	l2 := acquireAsync(l, low)
+	require.NoError(t, clk.WaitForSleepers(bg, 2))
+
+	// A high-priority caller takes the place of the newest low one.
+	h := acquireAsync(l, high)
+	r := <-l2
+	require.ErrorIs(t, r.err, admit.ErrOverloaded)
+	require.NoError(t, clk.WaitForSleepers(bg, 2))
+	// A low caller finds nobody below it: shed at once.
+	_, err = l.Acquire(low)
+	require.ErrorIs(t, err, admit.ErrOverloaded)
+
+	// The released permit goes to the high waiter, though the low one
+	// came first.
+	held.Success()
+	rh := <-h
+	require.NoError(t, rh.err)
+	select {
+	case <-l1:
+		t.Fatal("the low waiter was served before the high one released")
+	default:
+	}
+	rh.p.Success()
+	rl := <-l1
+	require.NoError(t, rl.err)
+	rl.p.Success()
+	require.Equal(t, uint64(1), l.Stats().Displaced)
+}
+
+// The invariant: an admission never takes InFlight above Limit. Random
+// interleavings of acquires and ends, with random latencies and outcomes,
+// on a fake clock, through many limit changes.
+func TestInFlightNeverAboveLimit(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		l, clk := newFake(t, adaptive.WithMinSamples(5), adaptive.WithInitialLimit(10))
+		var held []*adaptive.Permit
+		changes := 0
+		last := l.Limit()
+		for range 5000 {
+			clk.Advance(time.Duration(rng.IntN(int(20 * time.Millisecond))))
+			if rng.IntN(2) == 0 || len(held) == 0 {
+				limit := l.Limit()
+				p, err := l.Acquire(context.Background())
+				if err != nil {
+					require.ErrorIs(t, err, admit.ErrOverloaded)
+					require.GreaterOrEqual(t, l.InFlight(), limit)
+					continue
+				}
+				require.LessOrEqual(t, l.InFlight(), limit, "seed %d", seed)
+				held = append(held, p)
+				continue
+			}
+			i := rng.IntN(len(held))
+			p := held[i]
+			held = append(held[:i], held[i+1:]...)
+			switch rng.IntN(10) {
+			case 0:
+				p.Dropped()
+			case 1:
+				p.Ignore()
+			default:
+				p.Success()
+			}
+			if l.Limit() != last {
+				changes++
+				last = l.Limit()
+			}
+		}
+		require.Greater(t, changes, 5, "seed %d: the limit hardly moved", seed)
+	}
+}
+
+// Drops lower the limit, however fast they come back.
+func TestDropsLowerTheLimit(t *testing.T) {
+	l, clk := newFake(t, adaptive.WithInitialLimit(100), adaptive.WithMinSamples(10))
+	ctx := context.Background()
+	prev := l.Limit()
+	for range 5 {
+		var ps []*adaptive.Permit
+		for range 2 * l.Limit() {
+			if p, err := l.Acquire(ctx); err == nil {
+				ps = append(ps, p)
+			}
+		}
+		clk.Advance(time.Millisecond)
+		for i, p := range ps {
+			if i%4 == 0 {
+				p.Success()
+			} else {
+				p.Dropped()
+			}
+		}
+		require.Less(t, l.Limit(), prev)
+		prev = l.Limit()
+	}
+}
+
+// A clock that goes back does not corrupt the state: no negative
+// latency, no panic, every permit released.
+func TestClockBackwards(t *testing.T) {
+	l, clk := newFake(t, adaptive.WithMinSamples(1))
+	for i := range 100 {
+		p, err := l.Acquire(context.Background())
+		require.NoError(t, err)
+		if i%2 == 0 {
+			clk.Advance(-time.Second)
+		} else {
+			clk.Advance(3 * time.Second)
+		}
+		p.Success()
+	}
+	require.Zero(t, l.InFlight())
+	require.GreaterOrEqual(t, l.Limit(), 1)
+}
+
+func TestAlgorithmString(t *testing.T) {
+	require.Equal(t, "gradient", adaptive.Gradient().String())
+	require.Equal(t, "vegas", adaptive.Vegas().String())
+	require.Equal(t, "aimd", adaptive.AIMD().String())
+	require.True(t, strings.HasPrefix(adaptive.Algorithm{}.String(), "algorithm("))
+}
+
+// Acquire and Success allocate nothing on the path that admits at once.
+func TestAcquireSuccessAllocs(t *testing.T) {
+	l, err := adaptive.New()
+	require.NoError(t, err)
+	ctx := context.Background()
+	n := testing.AllocsPerRun(1000, func() {
+		p, err := l.Acquire(ctx)
+		if err != nil {
+			panic(err)
+		}
+		p.Success()
+	})
+	require.Zero(t, n)
+}
+
+// Many goroutines acquire and end permits at once on the real clock, with
+// a backlog; the counters add up and nothing is left in flight or waiting.
+func TestStorm(t *testing.T) {
+	l, err := adaptive.New(adaptive.WithInitialLimit(4), adaptive.WithBacklog(8, 5*time.Millisecond), adaptive.WithMinSamples(5))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := adaptive.ContextWithPriority(context.Background(), adaptive.Priority(g%5-2))
+			for i := range 300 {
+				p, err := l.Acquire(ctx)
+				if err != nil {
+					if !errors.Is(err, admit.ErrOverloaded) {
+						panic(err)
+					}
+					continue
+				}
+				if n, lim := l.InFlight(), l.Limit(); n > 2*adaptive.DefaultMaxLimit || lim < 1 {
+					panic("impossible state")
+				}
+				switch i % 7 {
+				case 0:
+					p.Dropped()
+				case 1:
+					p.Ignore()
+				default:
+					p.Success()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s := l.Stats()
+	require.Zero(t, s.InFlight)
+	require.Zero(t, s.Waiting)
+	require.Equal(t, s.Admitted+s.Waited, s.Successes+s.Drops+s.Ignored)
+	require.Equal(t, uint64(16*300), s.Admitted+s.Waited+s.Shed+s.Cancelled)
+}

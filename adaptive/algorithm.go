@@ -1,0 +1,148 @@
+package adaptive
+
+import "math"
+
+// Algorithm is how a Limiter learns its limit from the outcomes of its
+// permits, once per update window. Choose one with Gradient, Vegas or AIMD;
+// the zero value is not an algorithm. Algorithms are values: one may serve
+// any number of limiters.
+type Algorithm struct {
+	kind    int
+	backoff float64 // multiplicative decrease on drops
+}
+
+// Gradient's band: it raises a binding limit while the window's latency is
+// below 1+gradLow times the no-load latency, and cuts it above 1+gradHigh.
+// A window's latency is the mean of its fastest trimQ of successes.
+const (
+	gradLow  = 0.15
+	gradHigh = 0.5
+	trimQ    = 0.9
+)
+
+const (
+	kindGradient = iota + 1
+	kindVegas
+	kindAIMD
+)
+
+// Gradient is the default algorithm. It compares the window's latency
+// with the no-load latency b: r = latency/b. Above r = 1.5, when callers
+// were shed or waited, it cuts the limit in one step to the knee the queue
+// implies (in flight ÷ r, plus 15% and one call), by at most 30% per
+// window; below r = 1.15, when callers were shed or waited, it raises it,
+// by a quarter if no queue is visible (r <= 1.05), else by what would bring
+// r to 1.15; in between it holds. Drops of permits taken since the last
+// change cut the limit by a tenth, whatever the latency, and a window whose
+// every call was dropped halves it. Its target is the knee it measures,
+// not the current limit plus a queue term, so a modest overload cannot
+// raise it a little every window.
+func Gradient() Algorithm { return Algorithm{kind: kindGradient, backoff: 0.9} }
+
+// Vegas is the delay-based algorithm of TCP Vegas: it estimates the queue
+// as I·(1 − b/latency), I the average calls in flight, and moves the limit by max(1, log10 L) per window, up
+// below the queue α = max(3, 3·log10 L) and down above β = max(6,
+// 6·log10 L), with Gradient's drop rules. It reacts more slowly than
+// Gradient to a change of capacity and keeps a queue of α to β calls.
+func Vegas() Algorithm { return Algorithm{kind: kindVegas, backoff: 0.9} }
+
+// AIMD ignores latency and learns from drops alone: it adds one to the
+// limit each window in which callers were shed or waited and nothing was
+// dropped, and multiplies it by 0.9 in a window with drops (halves it when
+// every call was dropped). Use it where
+// latency says nothing about load (a backend whose work varies widely) and
+// the backend reports overload explicitly, or calls time out.
+func AIMD() Algorithm { return Algorithm{kind: kindAIMD, backoff: 0.9} }
+
+// String names the algorithm.
+func (a Algorithm) String() string {
+	switch a.kind {
+	case kindGradient:
+		return "gradient"
+	case kindVegas:
+		return "vegas"
+	case kindAIMD:
+		return "aimd"
+	}
+	return "algorithm(invalid)"
+}
+
+// window is what an update window saw: the outcomes of permits taken since
+// the limit last changed.
+type window struct {
+	limit     float64 // the limit during the window
+	inflight  float64 // time-averaged calls in flight
+	latency   float64 // mean of the fastest trimQ of the successes, ns; 0 if none
+	base      float64 // no-load latency estimate, ns; 0 if unknown
+	successes int
+	drops     int
+	saturated bool // a caller was shed or had to wait
+}
+
+// next returns the limit the algorithm chooses after window w, before the
+// bounds are applied.
+func (a Algorithm) next(w *window) float64 {
+	L := w.limit
+	lossy := w.drops > 0
+	if lossy && w.successes == 0 {
+		// Every call was lost (timeouts of a limit far too high, a backend
+		// refusing everything): halve.
+		return L / 2
+	}
+	switch a.kind {
+	case kindAIMD:
+		if lossy {
+			return L * a.backoff
+		}
+		if w.saturated {
+			return L + 1
+		}
+		return L
+	case kindVegas:
+		if w.latency <= 0 || w.base <= 0 {
+			if lossy {
+				return L * a.backoff
+			}
+			return L
+		}
+		lg := math.Max(1, math.Log10(L))
+		alpha, beta := math.Max(3, 3*lg), math.Max(6, 6*lg)
+		q := w.inflight * (1 - w.base/w.latency)
+		next := L
+		switch {
+		case q > beta:
+			next = L - lg
+		case q < alpha && w.saturated:
+			next = L + lg
+		}
+		if lossy {
+			next = math.Min(next, L*a.backoff)
+		}
+		return next
+	}
+	// Gradient.
+	if w.latency <= 0 || w.base <= 0 {
+		if lossy {
+			return L * a.backoff
+		}
+		return L
+	}
+	r := math.Max(1, w.latency/w.base)
+	next := L
+	switch {
+	case r > 1+gradHigh && w.saturated:
+		next = math.Max(L*0.7, w.inflight/r*(1+gradLow)+1)
+	case r < 1+gradLow && w.saturated:
+		// With no queue in sight the knee may be far: a quarter more. With
+		// some, only what would bring the latency up to the band's floor.
+		f := 1.25
+		if r > 1.05 {
+			f = (1 + gradLow) / r
+		}
+		next = math.Max(L+1, L*f)
+	}
+	if lossy {
+		next = math.Min(next, L*a.backoff)
+	}
+	return next
+}

@@ -1,0 +1,140 @@
+package adaptive
+
+import (
+	"context"
+	"errors"
+	"math/bits"
+)
+
+// waiter is one caller in the backlog. Its fields require Limiter.mu.
+type waiter struct {
+	prio       Priority
+	state      uint8
+	start      int64 // when the permit was handed over, if granted
+	cancel     context.CancelFunc
+	prev, next *waiter
+}
+
+const (
+	waiting uint8 = iota
+	waitGranted
+	waitShed
+)
+
+// waitQueue is a FIFO of waiters, linked through the waiters themselves so
+// that one leaving from the middle costs nothing.
+type waitQueue struct{ head, tail *waiter }
+
+// enqueue appends w to its priority's queue. Requires mu.
+func (l *Limiter) enqueue(w *waiter) {
+	i := w.prio.index()
+	q := &l.queues[i]
+	w.prev, w.next = q.tail, nil
+	if q.tail != nil {
+		q.tail.next = w
+	} else {
+		q.head = w
+	}
+	q.tail = w
+	l.mask |= 1 << i
+	l.nwait++
+}
+
+// remove takes w out of its queue. Requires mu and w queued.
+func (l *Limiter) remove(w *waiter) {
+	i := w.prio.index()
+	q := &l.queues[i]
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	if q.head == nil {
+		l.mask &^= 1 << i
+	}
+	l.nwait--
+}
+
+// lowestBelow returns the newest waiter of the lowest priority below p, or
+// nil if every waiter's priority is p or higher. Requires mu.
+func (l *Limiter) lowestBelow(p Priority) *waiter {
+	below := l.mask & (1<<p.index() - 1)
+	if below == 0 {
+		return nil
+	}
+	return l.queues[bits.TrailingZeros8(below)].tail
+}
+
+// grant hands free permits to waiters, highest priority first, oldest
+// first within a priority, while the best waiter's threshold allows: if it
+// does not, no lower priority's does either. Requires mu.
+func (l *Limiter) grant(now int64) {
+	for l.mask != 0 {
+		i := bits.Len8(l.mask) - 1
+		w := l.queues[i].head
+		if l.inflight >= l.threshold(w.prio) {
+			return
+		}
+		l.remove(w)
+		l.advance(now)
+		l.inflight++
+		l.stats.Waited++
+		w.state, w.start = waitGranted, now
+		w.cancel()
+	}
+}
+
+// wait queues the caller, unlocks mu, and sleeps on the limiter's clock
+// until it is granted a permit (filled into p), shed, maxWait passes, or
+// ctx ends. Requires mu, which it releases.
+func (l *Limiter) wait(ctx context.Context, prio Priority, p *Permit) error {
+	// The waiter and its context are the backlog path's allocations: the
+	// limiter keeps the waiter in its queue, and the context is how a
+	// releaser wakes the sleeper through admit.Clock's Sleep.
+	wctx, cancel := context.WithCancel(ctx)
+	w := &waiter{prio: prio, cancel: cancel}
+	l.enqueue(w)
+	l.mu.Unlock()
+
+	slept := l.clk.Sleep(wctx, l.cfg.maxWait)
+	cancel()
+
+	l.mu.Lock()
+	switch w.state {
+	case waitGranted:
+		l.inflightA.Store(int64(l.inflight))
+		l.mu.Unlock()
+		p.l, p.start = l, w.start
+		return nil
+	case waitShed:
+		l.stats.Shed++
+		err := &OverloadedError{Limit: l.limit, InFlight: l.inflight, Priority: prio, Waited: true}
+		l.mu.Unlock()
+		return err
+	}
+	l.remove(w)
+	// The caller's own context ended, or maxWait passed. Sleep returns the
+	// context's error when it ends first; a clock may also return nil at
+	// the deadline after ctx ended: ctx decides.
+	if err := ctx.Err(); err != nil {
+		l.stats.Cancelled++
+		l.mu.Unlock()
+		return err
+	}
+	if slept != nil && !errors.Is(slept, context.Canceled) {
+		// A clock error other than the wake-up: report it as is.
+		l.mu.Unlock()
+		return slept
+	}
+	l.stats.Shed++
+	l.stats.TimedOut++
+	err := &OverloadedError{Limit: l.limit, InFlight: l.inflight, Priority: prio, Waited: true}
+	l.mu.Unlock()
+	return err
+}

@@ -1,0 +1,93 @@
+// Package adaptive implements an adaptive concurrency limiter: a limit on
+// how many calls may be in flight at once to a backend, learned from how
+// the calls go, so that it follows the backend's capacity as it changes,
+// sheds what the backend cannot serve in time, and sheds the lower
+// priorities first.
+//
+// A rate limit answers "how often"; a concurrency limit answers "how many
+// at once", which is what a saturated backend runs out of: by Little's law
+// its calls in flight are its throughput times its latency, and past its
+// knee (workers, cores, connections) every extra call only waits. A fixed
+// limit is wrong the day the backend gets slower or faster; this one finds
+// the knee.
+//
+// # Use
+//
+//	l, err := adaptive.New()          // Gradient, no backlog, limit 20 to start
+//	p, err := l.Acquire(ctx)          // an error wrapping admit.ErrOverloaded: shed
+//	...                                // the call
+//	p.Success()                       // or p.Dropped() (timeout, overload), p.Ignore()
+//
+// Each permit is ended exactly once: Success makes its latency a sample,
+// Dropped reports a loss (a timeout, or the backend saying it is
+// overloaded), Ignore only releases. admithttp.Concurrency and admitgrpc's
+// UnaryServerConcurrency and StreamServerConcurrency do this for servers,
+// and admitotel.ObserveAdaptive exports the decisions and the limit.
+//
+// # The algorithm
+//
+// Outcomes are gathered in update windows: a window closes when it holds
+// max(40, 2·limit) outcomes of permits taken since the limit last changed
+// (about two round trips when the limit binds), or 40 drops. Permits taken
+// before the last change are not samples: they saw another limit, and
+// their drops (a deadline after admission) were already answered.
+//
+// The latency of a window is the mean of its fastest 90% of successes:
+// robust to a heavy tail, and unlike a quantile it moves smoothly with the
+// queueing delay that every call of a saturated backend shares. It is
+// compared with the no-load latency b, estimated as follows. It is set by
+// the first window, then measured by probes: when b has not been confirmed
+// for 50 windows and the limit binds, one window runs at half the limit,
+// below the knee, where the latency is b by construction (at start-up, a
+// probe whose latency halved with the limit ran above the knee and halves
+// again). Windows in which the limit did not bind and at most half of it
+// was used move b an eighth of the way to their latency; other windows may
+// only lower it. So a long overload, whose windows are all slow, cannot
+// drag b up (the failure of a baseline that averages recent latencies: it
+// climbs toward the overloaded latency and the limiter stops shedding),
+// and a backend that really got slower is found by the next probe.
+//
+// Gradient (the default) reads r = latency/b. Above 1.5 with the limit
+// binding, it cuts the limit in one step towards the knee the queue implies
+// (in-flight/r, plus 15%), at most by 30%; below 1.15 with the limit
+// binding, it raises it, by a quarter when no queue is visible at all, else
+// by what would bring r to 1.15; in between it holds. A window with drops
+// cuts the limit by a tenth, whatever the latency, and one whose calls were
+// all lost halves it. Vegas moves the limit by max(1, log10 L) per window
+// on the queue estimate I·(1−b/latency), I the calls in flight, and AIMD learns from drops alone.
+//
+// # Measured
+//
+// The package's tests run a discrete-event simulation on virtual time
+// (WithClock): backends of 8 workers serving FIFO with fixed, lognormal
+// and a heavy-tailed mixed service time, and processor sharing, work not
+// cancelled when its caller gives up, open-loop Poisson arrivals, 1 s
+// deadlines. With the defaults, at 2×, 3× and 5× the capacity, every model
+// keeps at least 90% of its capacity as goodput (no limiter: at most 12%),
+// with the admitted p50 within 2× and p99 within 2.5× of the no-load ones;
+// at half load it rejects nothing; after the capacity halves or doubles it
+// is within those targets from the 10th window on; the no-load estimate
+// stays within 2% through a hundred windows of 5× overload. docs/adaptive.md
+// in the repository has the numbers, the wall-clock comparison with
+// failsafe-go's adaptivelimiter and the plots.
+//
+// # Priorities and the backlog
+//
+// A caller's priority (ContextWithPriority: Critical, High, Normal by
+// default, Low, Sheddable) decides who is shed first. Without a backlog,
+// Low callers are admitted only while fewer than 7/8 of the limit are out
+// and Sheddable ones 3/4, leaving the rest to the others. WithBacklog lets
+// callers wait instead, for at most its maxWait and never past their
+// context: waiters are served highest priority first, and a full backlog
+// makes room for a higher priority by shedding its newest lowest waiter.
+//
+// # Cost
+//
+// Acquire and a permit's end each take one mutex for a few dozen
+// instructions and read the clock once; the window update runs once per
+// window under the same mutex. The path that admits at once allocates
+// nothing (the Permit lives in the caller's frame when it does not escape
+// it); shedding allocates its error, waiting a context and a waiter. A
+// Limiter holds two fixed histograms, about 8 KiB in all, and its backlog
+// at most WithBacklog's n waiters. It starts no goroutine.
+package adaptive

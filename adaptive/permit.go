@@ -1,0 +1,35 @@
+package adaptive
+
+import "sync/atomic"
+
+// Permit is one call's admission, ended exactly once with Success, Dropped
+// or Ignore; the first of these releases it and further calls are no-ops.
+// Its methods are safe for concurrent use. The nil *Permit and the zero
+// Permit hold nothing: their methods do nothing. A Permit must not be
+// copied.
+type Permit struct {
+	l     *Limiter
+	start int64 // when it was handed out, on the limiter's clock
+	ended atomic.Bool
+}
+
+// Success ends the call as done: its latency, from the permit being handed
+// out to now, is a sample of how the backend is doing.
+func (p *Permit) Success() { p.finish(success) }
+
+// Dropped ends the call as a loss: it timed out, or the backend said it is
+// overloaded (an HTTP 503 or 429 from it, a gRPC ResourceExhausted or
+// Unavailable). Drops lower the limit, whatever the latency says.
+func (p *Permit) Dropped() { p.finish(dropped) }
+
+// Ignore ends the call without a sample: it failed for a reason that says
+// nothing about load (a client error, a validation failure, a cancellation
+// by the caller that did not wait long). It only releases the permit.
+func (p *Permit) Ignore() { p.finish(ignored) }
+
+func (p *Permit) finish(o outcome) {
+	if p == nil || p.l == nil || !p.ended.CompareAndSwap(false, true) {
+		return
+	}
+	p.l.end(p, o)
+}

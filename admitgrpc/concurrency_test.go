@@ -1,0 +1,187 @@
+package admitgrpc_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/admit-go/admit/adaptive"
+	"github.com/admit-go/admit/admitgrpc"
+)
+
+// faulty puts, behind the interceptor under test, a handler that fails
+// with the code a call's "fail" metadata names.
+func faulty(in grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		return in(ctx, req, info, func(ctx context.Context, req any) (any, error) {
+			md, _ := metadata.FromIncomingContext(ctx)
+			if v := md.Get("fail"); len(v) == 1 {
+				var c codes.Code
+				if err := c.UnmarshalJSON([]byte(`"` + v[0] + `"`)); err != nil {
+					return nil, err
+				}
+				return nil, status.Error(c, "injected")
+			}
+			return h(ctx, req)
+		})
+	}
+}
+
+func newAdaptive(t *testing.T, opts ...adaptive.Option) *adaptive.Limiter {
+	t.Helper()
+	l, err := adaptive.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestUnaryConcurrency(t *testing.T) {
+	l := newAdaptive(t, adaptive.WithInitialLimit(1))
+	s := startServer(t, "tcp", faulty(admitgrpc.UnaryServerConcurrency(l)), nil)
+	c := dial(t, s.addr)
+	ctx := context.Background()
+
+	held, err := l.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = check(t, c, ctx)
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("shed call: %v, want Unavailable", err)
+	}
+	held.Ignore()
+
+	for _, tc := range []struct {
+		fail string
+		drop bool
+	}{
+		{"", false},
+		{"NOT_FOUND", false},
+		{"INVALID_ARGUMENT", false},
+		{"DEADLINE_EXCEEDED", true},
+		{"CANCELLED", true},
+		{"UNAVAILABLE", true},
+		{"RESOURCE_EXHAUSTED", true},
+	} {
+		before := l.Stats()
+		_, err := check(t, c, metadata.AppendToOutgoingContext(ctx, "fail", tc.fail))
+		if tc.fail != "" && status.Code(err).String() == "OK" {
+			t.Fatalf("%s: no error", tc.fail)
+		}
+		after := l.Stats()
+		if got := after.Drops - before.Drops; got != map[bool]uint64{true: 1, false: 0}[tc.drop] {
+			t.Errorf("%q: %d drops, want drop=%v", tc.fail, got, tc.drop)
+		}
+		if after.InFlight != 0 {
+			t.Errorf("%q: %d in flight after the call", tc.fail, after.InFlight)
+		}
+	}
+}
+
+// A grpc-go client with a retry policy on UNAVAILABLE retries a shed call
+// and succeeds once a permit is free; the handler runs once.
+func TestUnaryConcurrencyRetryPolicy(t *testing.T) {
+	l := newAdaptive(t, adaptive.WithInitialLimit(1))
+	s := startServer(t, "tcp", admitgrpc.UnaryServerConcurrency(l), nil)
+	const cfg = `{
+	  "methodConfig": [{
+	    "name": [{"service": "grpc.health.v1.Health"}],
+	    "retryPolicy": {
+	      "maxAttempts": 5,
+	      "initialBackoff": "0.02s",
+	      "maxBackoff": "0.2s",
+	      "backoffMultiplier": 2,
+	      "retryableStatusCodes": ["UNAVAILABLE"]
+	    }
+	  }],
+	  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.5}
+	}`
+	c := dial(t, s.addr, grpc.WithDefaultServiceConfig(cfg))
+	held, err := l.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Free the permit once the first attempt has been shed.
+	go func() {
+		for l.Stats().Shed == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		held.Success()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := check(t, c, ctx); err != nil {
+		t.Fatalf("retried call: %v", err)
+	}
+	st := l.Stats()
+	if st.Shed < 1 || s.handled.Load() != 1 {
+		t.Fatalf("shed %d times, handled %d; want >= 1 and 1", st.Shed, s.handled.Load())
+	}
+	t.Logf("shed %d attempts before the retry that succeeded", st.Shed)
+
+	// Without a retry policy the client sees the shedding.
+	held2, _ := l.Acquire(context.Background())
+	defer held2.Ignore()
+	if _, err := check(t, dial(t, s.addr), context.Background()); status.Code(err) != codes.Unavailable {
+		t.Fatalf("no retry policy: %v, want Unavailable", err)
+	}
+}
+
+// A stream holds its permit until it ends; the next one is shed.
+func TestStreamConcurrency(t *testing.T) {
+	l := newAdaptive(t, adaptive.WithInitialLimit(1))
+	prio := func(ctx context.Context, method string) adaptive.Priority { return adaptive.High }
+	s := startServer(t, "tcp", nil, admitgrpc.StreamServerConcurrency(l, admitgrpc.WithCallPriority(prio)))
+	c := dial(t, s.addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if l.InFlight() != 1 {
+		t.Fatalf("in flight %d, want 1", l.InFlight())
+	}
+	w2, err := c.Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	if err == nil {
+		_, err = w2.Recv()
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("second stream: %v, want Unavailable", err)
+	}
+	cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for l.InFlight() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if st := l.Stats(); st.InFlight != 0 || st.Drops != 1 {
+		t.Fatalf("after the stream ended: %+v; want nothing in flight and one drop (cancelled)", st)
+	}
+}
+
+func TestConcurrencyMisuse(t *testing.T) {
+	l := newAdaptive(t)
+	for name, f := range map[string]func(){
+		"nil limiter":  func() { admitgrpc.UnaryServerConcurrency(nil) },
+		"nil option":   func() { admitgrpc.StreamServerConcurrency(l, nil) },
+		"nil priority": func() { admitgrpc.UnaryServerConcurrency(l, admitgrpc.WithCallPriority(nil)) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}

@@ -1,0 +1,171 @@
+package admithttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/admit-go/admit/adaptive"
+)
+
+// Concurrency returns middleware that admits each request against the
+// adaptive limiter l: a request takes a permit for as long as the next
+// handler runs, at the priority that WithRequestPriority's function gives
+// it (Normal by default). It answers as follows:
+//
+//   - admitted: the next handler runs; when it returns, its response ends
+//     the permit: a 5xx status, or a request context whose deadline passed
+//     (a handler deadline: http.TimeoutHandler, a server's timeout
+//     middleware), is Dropped, a loss; a request whose client went away
+//     (context.Canceled) is Ignored, since its latency was cut short; any
+//     other response is a Success whose latency is a sample. A handler that
+//     panics ends its permit Dropped and the panic goes on;
+//   - shed (the limiter's error wraps admit.ErrOverloaded): 503 Service
+//     Unavailable (or the WithShedHandler handler) with Retry-After, in
+//     whole seconds, from WithRetryAfterHint (1 s by default). It is a
+//     hint, not a promise: unlike a token bucket, a concurrency limit
+//     cannot say when a permit will be free;
+//   - the request's context ended while it waited in the backlog: 503 with
+//     Retry-After too (the client is probably gone; nothing else is
+//     written).
+//
+// The status is read from the handler's WriteHeader or first Write through
+// a wrapper whose Unwrap gives http.ResponseController the original
+// ResponseWriter. Concurrency panics if l is nil or an option is invalid;
+// the middleware is safe for concurrent use.
+func Concurrency(l *adaptive.Limiter, opts ...ConcurrencyOption) func(http.Handler) http.Handler {
+	if l == nil {
+		panic("admithttp: Concurrency with a nil limiter")
+	}
+	c := concurrencyConfig{retryAfter: "1"}
+	for i, o := range opts {
+		if o == nil {
+			panic(fmt.Sprintf("admithttp: Concurrency option %d is nil", i))
+		}
+		o(&c)
+		if c.err != "" {
+			panic("admithttp: " + c.err)
+		}
+	}
+	return func(next http.Handler) http.Handler {
+		if next == nil {
+			panic("admithttp: Concurrency applied to a nil handler")
+		}
+		return &concurrencyHandler{l: l, c: c, next: next}
+	}
+}
+
+// ConcurrencyOption configures Concurrency.
+type ConcurrencyOption func(*concurrencyConfig)
+
+type concurrencyConfig struct {
+	priority   func(*http.Request) adaptive.Priority
+	shed       http.Handler
+	retryAfter string
+	err        string
+}
+
+// WithRequestPriority sets the function that gives each request its
+// priority (from a header, a route, an API key's tier). Without it every
+// request is Normal, unless the request's context already carries a
+// priority (adaptive.ContextWithPriority in an outer middleware). A nil f
+// is a configuration error.
+func WithRequestPriority(f func(*http.Request) adaptive.Priority) ConcurrencyOption {
+	return func(c *concurrencyConfig) {
+		if f == nil {
+			c.err = "WithRequestPriority(nil)"
+			return
+		}
+		c.priority = f
+	}
+}
+
+// WithShedHandler sets the handler that answers a shed request, after
+// Retry-After is set; the default writes 503 Service Unavailable. A nil h
+// is a configuration error.
+func WithShedHandler(h http.Handler) ConcurrencyOption {
+	return func(c *concurrencyConfig) {
+		if h == nil {
+			c.err = "WithShedHandler(nil)"
+			return
+		}
+		c.shed = h
+	}
+}
+
+// WithRetryAfterHint sets the Retry-After of a shed request, rounded up
+// to whole seconds (at least 1); the default is 1 s. A d <= 0 is a
+// configuration error.
+func WithRetryAfterHint(d time.Duration) ConcurrencyOption {
+	return func(c *concurrencyConfig) {
+		if d <= 0 {
+			c.err = fmt.Sprintf("WithRetryAfterHint(%v): not positive", d)
+			return
+		}
+		c.retryAfter = strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
+	}
+}
+
+type concurrencyHandler struct {
+	l    *adaptive.Limiter
+	c    concurrencyConfig
+	next http.Handler
+}
+
+func (h *concurrencyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if h.c.priority != nil {
+		ctx = adaptive.ContextWithPriority(ctx, h.c.priority(r))
+		r = r.WithContext(ctx)
+	}
+	p, err := h.l.Acquire(ctx)
+	if err != nil {
+		w.Header().Set("Retry-After", h.c.retryAfter)
+		if h.c.shed != nil && ctx.Err() == nil {
+			h.c.shed.ServeHTTP(w, r)
+			return
+		}
+		http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)
+		return
+	}
+	// A panicking handler ends the permit here; a normal return ends it
+	// below first, and this is then a no-op.
+	defer p.Dropped()
+	sw := statusWriter{ResponseWriter: w}
+	h.next.ServeHTTP(&sw, r)
+	switch err := r.Context().Err(); {
+	case sw.status >= 500 || errors.Is(err, context.DeadlineExceeded):
+		p.Dropped()
+	case err != nil:
+		p.Ignore()
+	default:
+		p.Success()
+	}
+}
+
+// statusWriter records the status a handler sends.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the original writer (Flush,
+// Hijack, deadlines).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

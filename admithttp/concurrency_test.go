@@ -1,0 +1,151 @@
+package admithttp_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/admit-go/admit/adaptive"
+	"github.com/admit-go/admit/admithttp"
+)
+
+func getStatus(t *testing.T, url string, hdr ...string) (int, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+// A request beyond the limit is shed with 503 and Retry-After; the
+// handler's outcomes end the permits as documented.
+func TestConcurrency(t *testing.T) {
+	l, err := adaptive.New(adaptive.WithInitialLimit(1))
+	require.NoError(t, err)
+	entered, release := make(chan struct{}), make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/block", func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+	})
+	mux.HandleFunc("/fail", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+	mux.HandleFunc("/bad", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadRequest) })
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	mux.HandleFunc("/panic", func(w http.ResponseWriter, r *http.Request) { panic(http.ErrAbortHandler) })
+	h := admithttp.Concurrency(l, admithttp.WithRetryAfterHint(1500*time.Millisecond))(mux)
+	// A handler deadline: an outer middleware gives each request 20 ms.
+	deadline := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			ctx, cancel := context.WithTimeout(r.Context(), 20*time.Millisecond)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+		h.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(deadline)
+	defer srv.Close()
+
+	done := make(chan int)
+	go func() {
+		code, _ := getStatus(t, srv.URL+"/block")
+		done <- code
+	}()
+	<-entered
+	code, hdr := getStatus(t, srv.URL+"/ok")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, "2", hdr.Get("Retry-After"), "1.5 s rounded up")
+	close(release)
+	require.Equal(t, http.StatusOK, <-done)
+
+	before := l.Stats()
+	code, _ = getStatus(t, srv.URL+"/fail")
+	require.Equal(t, http.StatusBadGateway, code)
+	code, _ = getStatus(t, srv.URL+"/bad")
+	require.Equal(t, http.StatusBadRequest, code)
+	code, _ = getStatus(t, srv.URL+"/ok")
+	require.Equal(t, http.StatusOK, code)
+	getStatus(t, srv.URL+"/slow")
+	_, err = http.Post(srv.URL+"/panic", "text/plain", nil) // not retried, unlike a GET
+	require.Error(t, err, "the panic aborts the response")
+	require.Eventually(t, func() bool { return l.InFlight() == 0 }, time.Second, time.Millisecond)
+	after := l.Stats()
+	require.Equal(t, before.Drops+3, after.Drops, "502, the handler deadline and the panic are drops")
+	require.Equal(t, before.Successes+2, after.Successes, "400 and 200 are successes")
+	require.Equal(t, uint64(1), after.Shed)
+}
+
+// The priority function decides who is shed first.
+func TestConcurrencyPriority(t *testing.T) {
+	l, err := adaptive.New(adaptive.WithInitialLimit(4))
+	require.NoError(t, err)
+	prio := func(r *http.Request) adaptive.Priority {
+		if r.Header.Get("X-Batch") != "" {
+			return adaptive.Sheddable
+		}
+		return adaptive.High
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := admithttp.Concurrency(l, admithttp.WithRequestPriority(prio))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, prio(r), adaptive.PriorityFrom(r.Context()))
+		if r.URL.Path == "/block" {
+			entered <- struct{}{}
+			<-release
+		}
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	done := make(chan struct{})
+	for range 3 {
+		go func() { getStatus(t, srv.URL+"/block"); done <- struct{}{} }()
+		<-entered
+	}
+	// Three of four permits out: Sheddable (3/4 of the limit) is shed,
+	// High still gets the fourth.
+	code, _ := getStatus(t, srv.URL+"/x", "X-Batch", "1")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	code, _ = getStatus(t, srv.URL+"/x")
+	require.Equal(t, http.StatusOK, code)
+	close(release)
+	for range 3 {
+		<-done
+	}
+}
+
+func TestConcurrencyShedHandler(t *testing.T) {
+	l, err := adaptive.New(adaptive.WithInitialLimit(1))
+	require.NoError(t, err)
+	p, err := l.Acquire(context.Background())
+	require.NoError(t, err)
+	defer p.Ignore()
+	h := admithttp.Concurrency(l, admithttp.WithShedHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTooManyRequests)
+	})))(http.NotFoundHandler())
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	code, hdr := getStatus(t, srv.URL)
+	require.Equal(t, http.StatusTooManyRequests, code)
+	require.Equal(t, "1", hdr.Get("Retry-After"))
+}
+
+func TestConcurrencyMisuse(t *testing.T) {
+	l, err := adaptive.New()
+	require.NoError(t, err)
+	require.Panics(t, func() { admithttp.Concurrency(nil) })
+	require.Panics(t, func() { admithttp.Concurrency(l, nil) })
+	require.Panics(t, func() { admithttp.Concurrency(l, admithttp.WithRequestPriority(nil)) })
+	require.Panics(t, func() { admithttp.Concurrency(l, admithttp.WithShedHandler(nil)) })
+	require.Panics(t, func() { admithttp.Concurrency(l, admithttp.WithRetryAfterHint(0)) })
+	require.Panics(t, func() { admithttp.Concurrency(l)(nil) })
+}
