@@ -54,7 +54,9 @@ func (b *Bucket) putBack(start uint, take, olds, news []int64, g0 int64) {
 // takes and making them, with the stream value, the start shard and the
 // planned takes (indexed from start): a test takes units there, as a
 // concurrent caller would, to make the gather lose its race on demand. It
-// costs gather one load of a word that is never written outside tests.
+// costs gather one load of a word that is never written outside tests. The
+// hook gets a copy of the plan, so that the plan's buffer stays on gather's
+// stack.
 var testHookGather func(b *Bucket, v int64, start uint, take []int64)
 
 // gather is the slow path: the home shard is short. It sums what every
@@ -114,7 +116,9 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 	}
 	g0 := b.resvGen.Load() // before the first take; see putBack
 	if testHookGather != nil {
-		testHookGather(b, v, start, take)
+		// A copy: passed to a function value, take itself would escape,
+		// and every gather would allocate its plan.
+		testHookGather(b, v, start, slices.Clone(take))
 	}
 	for i, t := range take {
 		if t == 0 {
