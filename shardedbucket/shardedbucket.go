@@ -122,8 +122,9 @@ type Bucket struct {
 	mask   uint    // len(shards) - 1
 	g      geometry
 
-	p   refill.Params // immutable after New
-	clk refill.Clock  // immutable after New
+	p        refill.Params // immutable after New
+	clk      refill.Clock  // immutable after New
+	spreadAt int64         // the central balance at which the bucket spreads again; immutable
 
 	// c is the central word (central.go): spread while the shards hold
 	// the state, or, while the bucket is dry, the empty point on the
@@ -150,9 +151,7 @@ type Bucket struct {
 	// left to a later call (TryLock). See the package doc's lock order.
 	_      cpu.CacheLinePad
 	resvMu sync.Mutex
-
-	spreadAt int64 // the central balance at which the bucket spreads again; immutable
-	_        cpu.CacheLinePad
+	_      cpu.CacheLinePad
 }
 
 var _ admit.Limiter = (*Bucket)(nil)

@@ -9,8 +9,16 @@ func (b *Bucket) take(need int64) bool { return b.takeAt(need, b.p.V(b.clk.Now()
 func (b *Bucket) takeAt(need, v int64, start uint) bool {
 	h := &b.shards[start&b.mask]
 	for {
-		bal, z, base := h.state(v, &b.g)
-		if bal < need {
+		// state, written out so that a frozen shard costs one compare
+		// rather than its stream: while the bucket is dry, every call
+		// comes this way.
+		z := h.z.Load()
+		if z == frozen {
+			break
+		}
+		vi := b.g.vi(h, v)
+		base := max(z, vi-h.cap)
+		if vi-base < need {
 			break
 		}
 		if h.z.CompareAndSwap(z, base+need) {
