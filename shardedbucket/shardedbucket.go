@@ -84,13 +84,18 @@
 // them (see level).
 //
 // Pick it when many cores admit from one bucket at high rates: admissions
-// proceed in parallel instead of bouncing one cache line between cores, and
-// it stays fast when demand outruns the rate (on two cores, 0.67× the cost
-// of mutexbucket when a fifth of the calls are admitted, 0.35× when nearly
-// all are rejected). Its costs are memory (a cache line per shard), one
-// goroutine alone on a bucket of many shards (most of its admissions come
-// from other shards: 1.12× mutexbucket's cost with 2 shards, 2× with 8), and
-// the burst caveat above. See the README for measured numbers.
+// proceed in parallel instead of bouncing one cache line between cores.
+// When demand outruns the rate it behaves like gcra, one word written only
+// to admit: its dry path is 176 instructions a call with 2 shards or 8
+// (callgrind, bench/cmd/dryloop; gcra 107, mutexbucket 133; the shards'
+// dry path it replaced took 207–709 with 2 shards and about 1060 with 8),
+// and on a loaded 2-vCPU machine it took bench/'s mixed case from 101 to 63
+// ns a call on two cores. Whether that beats mutexbucket depends on what a
+// cache-line transfer costs on the machine, as it does for gcra; see
+// docs/benchmarks.md. Its costs are memory (a cache line per shard), one
+// goroutine alone on a bucket of many shards while it is not dry (most of
+// its admissions come from other shards), a step between the two forms
+// when demand crosses the rate, and the burst caveat above.
 package shardedbucket
 
 import (
