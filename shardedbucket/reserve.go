@@ -1,13 +1,11 @@
 package shardedbucket
 
-import "github.com/admit-go/admit/internal/refill"
-
 // reserve is the blocking step; see refill.Reserve. It first takes like
 // TryAcquire, without any lock. If that fails, the request must wait: under
 // resvMu it collapses the bucket into the central word if it is spread
-// (central.go), and reserves there exactly as gcra does on its one word:
-// it moves c past the units it needs (the balance goes below zero) and
-// sleeps until the stream reaches them. A waiter therefore wakes exactly
+// (central.go), and reserves there exactly as gcra does on its one word
+// (refill.ReserveWord): it moves c past the units it needs (the balance goes
+// below zero) and sleeps until the stream reaches them. A waiter therefore wakes exactly
 // when one bucket's would, whatever the shard count, and no TryAcquire
 // overtakes it (the central balance stays below zero until it wakes, and
 // the shards stay frozen: a spread needs a balance of spreadAt).
@@ -28,36 +26,14 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 	} else {
 		now = b.clk.Now()
 	}
-	v := b.p.V(now)
 	// With resvMu held, c stays an empty point: only a spread, which needs
 	// resvMu, turns it back.
-	for {
-		z := b.c.Load()
-		base := max(z, v-b.p.Cap)
-		bal := v - base
-		if bal >= need {
-			if b.c.CompareAndSwap(z, base+need) {
-				return 0, nil
-			}
-			continue
-		}
-		wake, ok := b.p.Wake(bal, now, need)
-		if !ok {
-			return refill.Never, nil
-		}
-		if wake-now > limit {
-			return wake - now, nil
-		}
-		end := base + need // the reservation owns the stream interval (base, end]
-		if !b.c.CompareAndSwap(z, end) {
-			continue
-		}
-		for until := b.debtUntil.Load(); until < wake && !b.debtUntil.CompareAndSwap(until, wake); {
-			until = b.debtUntil.Load()
-		}
-		epoch := b.epoch.Load()
-		return wake - now, func() bool { return b.undo(z, end, epoch) }
+	wait, z, end := b.p.ReserveWord(&b.c, &b.debtUntil, now, need, limit)
+	if wait <= 0 || wait > limit {
+		return wait, nil
 	}
+	epoch := b.epoch.Load()
+	return wait, func() bool { return b.undo(z, end, epoch) }
 }
 
 // undo gives up a reservation that moved c from z to end while the bucket's
