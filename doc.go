@@ -13,9 +13,9 @@
 //     scale across cores; each admission allocates the new pair.
 //   - shardedbucket: the capacity and rate split exactly over cache-line
 //     padded shards of one atomic word each, with a home shard per processor.
-//     Admissions on different cores write different cache lines, and the
-//     refill is dealt to the shards a token at a time, so a nearly dry
-//     bucket stays fast too; the global bound stays exact.
+//     Admissions on different cores write different cache lines; a bucket
+//     that runs dry collapses into one central word (nothing to shard) and
+//     spreads again when tokens accumulate; the global bound stays exact.
 //   - gcra: the token bucket in one atomic word (the empty point on the
 //     refill stream, GCRA's theoretical arrival time): one CompareAndSwap
 //     per decision and no allocation.

@@ -161,14 +161,8 @@ func replay(t *testing.T, l admit.Limiter, clk *buckettest.FakeClock, capacity i
 	}
 	if rate > 0 {
 		// Forfeited reservations keep the bucket in debt until the refill
-		// stream has caught up with them: at most every waiter's tokens,
-		// and for shardedbucket each waiter's documented lateness (less
-		// than a token per shard).
-		late := int64(0)
-		if sh, ok := l.(interface{ Shards() int }); ok {
-			late = int64(sh.Shards())
-		}
-		ws.Advance(period * time.Duration((started+1)*(capacity+1+late)+capacity))
+		// stream has caught up with them: at most every waiter's tokens.
+		ws.Advance(period * time.Duration((started+1)*(capacity+1)+capacity))
 		require.Equal(t, float64(capacity), l.Tokens(), "full again after a long idle span: no debt leaked")
 	}
 	return append(took, ws.Admissions()...)

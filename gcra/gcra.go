@@ -160,45 +160,22 @@ func (b *Bucket) take(need int64) bool {
 	}
 }
 
-// reserve is the blocking step; see refill.Reserve.
+// reserve is the blocking step; see refill.Reserve and refill.ReserveWord.
 func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
-	now := b.clk.Now()
-	v := b.p.V(now)
-	for {
-		z := b.z.Load()
-		base := max(z, v-b.p.Cap)
-		bal := v - base
-		if bal >= need {
-			if b.z.CompareAndSwap(z, base+need) {
-				return 0, nil
-			}
-			continue
+	wait, z, end := b.p.ReserveWord(&b.z, &b.debtUntil, b.clk.Now(), need, limit)
+	if wait <= 0 || wait > limit {
+		return wait, nil
+	}
+	return wait, func() bool {
+		if b.p.V(b.clk.Now()) >= end {
+			return false // due: the tokens are the caller's
 		}
-		wake, ok := b.p.Wake(bal, now, need)
-		if !ok {
-			return refill.Never, nil
-		}
-		if wake-now > limit {
-			return wake - now, nil
-		}
-		end := base + need // the reservation owns the stream interval (base, end]
-		if !b.z.CompareAndSwap(z, end) {
-			continue
-		}
-		for until := b.debtUntil.Load(); until < wake && !b.debtUntil.CompareAndSwap(until, wake); {
-			until = b.debtUntil.Load()
-		}
-		return wake - now, func() bool {
-			if b.p.V(b.clk.Now()) >= end {
-				return false // due: the tokens are the caller's
-			}
-			// Tail rule: z still holds exactly what this reservation set
-			// only if nothing was taken or reserved after it (z only grows,
-			// except through such undos, newest first). Restoring z is then
-			// exactly the state before the reservation; otherwise the units
-			// are forfeited.
-			b.z.CompareAndSwap(end, z)
-			return true
-		}
+		// Tail rule: z still holds exactly what this reservation set only
+		// if nothing was taken or reserved after it (z only grows, except
+		// through such undos, newest first). Restoring z is then exactly
+		// the state before the reservation; otherwise the units are
+		// forfeited.
+		b.z.CompareAndSwap(end, z)
+		return true
 	}
 }

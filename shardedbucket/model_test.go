@@ -13,20 +13,32 @@ import (
 
 // TestModel and FuzzModel drive takeAt, reserve and the undos directly, on
 // a FakeClock and from random start shards, so that every interleaving of
-// takes, gathers, reservations, cancellations (the newest and older ones),
-// small steps and refill past the cap is one goroutine's sequence. Each
-// admission is recorded at its time, a reservation at its wake, and the
-// model checks the window bound on every window, that no TryAcquire or
+// takes (at the current reading or a stale one), gathers, reservations,
+// cancellations (the newest and older ones), small steps and refill past
+// the cap is one goroutine's sequence. The bucket collapses into its central
+// word and spreads again along the way (central.go), and concurrent callers
+// are staged inside each half-done step: after each shard is frozen, after
+// c is spread and after each shard is dealt its share, a caller may move
+// the clock on and take, at that later reading or at a stale one, so that
+// steps meet takes at every point. Concurrent callers are staged inside
+// gathers too, so that they lose races and put back, inside reserve as well.
+// Each admission is recorded at its reading, a reservation at its wake, and
+// the model checks the window bound on every window, that no TryAcquire or
 // immediate reservation succeeds while an uncancelled reservation is still
 // waiting, and that the bucket is full again after idling (no debt leaks).
-// It catches a reservation undo that ignores the tail rule at once. A
-// concurrent caller is staged inside gathers (see runModel), so that they
-// lose races and put back, inside reserve too.
+// It catches a reservation undo that ignores the tail rule at once, and a
+// collapse that sums the shards at a reading older than a take it froze.
 // A deadlock, such as a put-back waiting for the resvMu its own goroutine
 // holds, fails the seed with every goroutine's stack instead of hanging.
 func TestModel(t *testing.T) {
+	var total modelStats
 	for seed := range uint64(2000) {
-		checkModel(t, seed)
+		total.add(checkModel(t, seed))
+	}
+	// The seeds must reach what they are meant to test.
+	t.Logf("%+v", total)
+	if total.collapses < 2000 || total.spreads < 1000 || total.stepTakes < 1000 || total.staleTakes < 1000 || total.lostGathers < 500 {
+		t.Errorf("the seeds no longer reach every transition: %+v", total)
 	}
 }
 
@@ -34,22 +46,40 @@ func FuzzModel(f *testing.F) {
 	for seed := range uint64(8) {
 		f.Add(seed)
 	}
-	f.Fuzz(checkModel)
+	f.Fuzz(func(t *testing.T, seed uint64) { checkModel(t, seed) })
 }
 
-func checkModel(t *testing.T, seed uint64) {
+// modelStats counts what a seed reached.
+type modelStats struct {
+	collapses, spreads int64 // steps between the representations
+	stepTakes          int64 // admissions by callers staged inside a step
+	staleTakes         int64 // admissions at a stale reading
+	lostGathers        int64 // gathers that lost a staged race
+}
+
+func (m *modelStats) add(o modelStats) {
+	m.collapses += o.collapses
+	m.spreads += o.spreads
+	m.stepTakes += o.stepTakes
+	m.staleTakes += o.staleTakes
+	m.lostGathers += o.lostGathers
+}
+
+func checkModel(t *testing.T, seed uint64) modelStats {
 	var err error
-	buckettest.Watchdog(t, buckettest.HangAfter, fmt.Sprintf("model seed %d", seed), func() { err = modelSeed(seed) })
+	var st modelStats
+	buckettest.Watchdog(t, buckettest.HangAfter, fmt.Sprintf("model seed %d", seed), func() { st, err = modelSeed(seed) })
 	if err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
+	return st
 }
 
 // modelRates include blocks smaller than a token (1e9/s: one unit a token)
 // and fractional rates.
 var modelRates = []float64{1, 0.5, 3, 1.0 / 3, 1000, 1e9, 7.3, 1e8, 2.5e8}
 
-func modelSeed(seed uint64) error {
+func modelSeed(seed uint64) (modelStats, error) {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	capacity := int64(r.IntN(40) + 1)
 	if r.IntN(4) == 0 {
@@ -60,10 +90,11 @@ func modelSeed(seed uint64) error {
 	for int64(shards) > capacity {
 		shards >>= 1
 	}
-	if err := runModel(r, capacity, rate, shards); err != nil {
-		return fmt.Errorf("capacity %d, rate %v, %d shards: %w", capacity, rate, shards, err)
+	st, err := runModel(r, capacity, rate, shards)
+	if err != nil {
+		return st, fmt.Errorf("capacity %d, rate %v, %d shards: %w", capacity, rate, shards, err)
 	}
-	return nil
+	return st, nil
 }
 
 // pend is a reservation the model holds: its wake, size and undo.
@@ -74,42 +105,93 @@ type pend struct {
 	done bool
 }
 
-func runModel(r *rand.Rand, capacity int64, rate float64, shards int) error {
+func runModel(r *rand.Rand, capacity int64, rate float64, shards int) (modelStats, error) {
+	var st modelStats
 	clk := buckettest.NewFakeClock(0)
 	b, err := New(capacity, rate, admit.WithClock(clk), WithShards(shards))
 	if err != nil {
-		return err
+		return st, err
 	}
 	period := int64(float64(time.Second) / rate)
 	var adm []buckettest.Admission
 	var ps []*pend
 	var log []string
 	made := 0
+	// fail keeps the first error found inside a hook, where the model
+	// cannot return; every step checks it.
+	var fail error
+	// admitted records n tokens admitted at the reading at, and checks that
+	// no uncancelled waiter due after at was overtaken.
+	admitted := func(at, n int64, what string) {
+		adm = append(adm, buckettest.Admission{At: at, N: n})
+		for _, p := range ps {
+			if !p.done && p.wake > at && fail == nil {
+				fail = fmt.Errorf("%s: %d tokens at %d overtook a waiter due at %d", what, n, at, p.wake)
+			}
+		}
+	}
 	// A concurrent caller, staged in gathers: now and then it takes a
 	// whole token, first, from the shard the gather planned to take the
 	// most from (a TryAcquire that won the race), so that gathers lose
 	// races and put back, from TryAcquireN and from inside reserve alike.
-	var stolen error
+	// Not inside a step: it holds resvMu, which the put-back would wait
+	// for, as a real put-back waits until the step is done.
+	inStep := false
 	testHookGather = func(b *Bucket, v int64, start uint, take []int64) {
-		if r.IntN(3) != 0 || !stealOne(b, v, start, take) {
+		if inStep || r.IntN(3) != 0 || !stealOne(b, v, start, take) {
 			return
 		}
 		now := clk.Now()
 		log = append(log, fmt.Sprintf("t=%d stole(1) in a gather of %v", now, take))
-		adm = append(adm, buckettest.Admission{At: now, N: 1})
-		for _, p := range ps {
-			if !p.done && p.wake > now && stolen == nil {
-				stolen = fmt.Errorf("a concurrent take at %d overtook a waiter due at %d", now, p.wake)
-			}
+		admitted(now, 1, "a take that won a gather's race")
+		st.lostGathers++
+	}
+	// Concurrent callers, staged inside a step between the
+	// representations (central.go): now and then the clock moves on, a
+	// little or past the cap, and a caller takes at that later reading, or
+	// at a stale one.
+	// Not inside reserve: the model records what reserve admits at once,
+	// and the wake it returns, from the reading it took, which is then the
+	// op's own; a take's reading is fixed before the call.
+	inReserve := false
+	testHookStep = func(b *Bucket, i int) {
+		if i == -1 {
+			st.spreads++
+		}
+		if inStep || r.IntN(2) != 0 {
+			return
+		}
+		inStep = true
+		defer func() { inStep = false }()
+		switch {
+		case inReserve:
+		case r.IntN(4) == 0: // much later: the refill passes the cap inside the step
+			clk.Advance(time.Duration(period * (1 + r.Int64N(capacity+1))))
+		case r.IntN(2) == 0:
+			clk.Advance(time.Duration(r.Int64N(period + 2)))
+		}
+		at := clk.Now()
+		if r.IntN(3) == 0 {
+			at = max(0, at-r.Int64N(2*period+2))
+		}
+		n := int64(1)
+		if r.IntN(2) == 0 {
+			n = 1 + r.Int64N(capacity)
+		}
+		ok := b.takeAt(b.p.Units(n), b.p.V(at), uint(r.IntN(64)))
+		log = append(log, fmt.Sprintf("t=%d in a step (shard %d, c=%d): take(%d) at %d = %v", clk.Now(), i, b.c.Load(), n, at, ok))
+		if ok {
+			admitted(at, n, "a take inside a step")
+			st.stepTakes++
 		}
 	}
-	defer func() { testHookGather = nil }()
+	defer func() { testHookGather, testHookStep = nil, nil }()
 	for range 60 + r.IntN(200) {
-		if stolen != nil {
-			return fmt.Errorf("%w\n%v", stolen, log)
+		if fail != nil {
+			return st, fmt.Errorf("%w\n%v", fail, log)
 		}
 		now := clk.Now()
-		switch op := r.IntN(10); op {
+		switch op := r.IntN(11); op {
 		case 0, 1: // TryAcquireN at a random start shard
 			n := int64(r.IntN(int(capacity)+1)) + 1
 			if n > capacity {
@@ -118,12 +200,7 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) error {
 			ok := b.takeAt(b.p.Units(n), b.p.V(now), uint(r.IntN(64)))
 			log = append(log, fmt.Sprintf("t=%d try(%d)=%v", now, n, ok))
 			if ok {
-				adm = append(adm, buckettest.Admission{At: now, N: n})
-				for _, p := range ps {
-					if !p.done && p.wake > now {
-						return fmt.Errorf("TryAcquireN(%d) at %d overtook a waiter due at %d\n%v", n, now, p.wake, log)
-					}
-				}
+				admitted(now, n, "TryAcquireN")
 			}
 		case 2: // drain with TryAcquire
 			k := int64(0)
@@ -131,28 +208,20 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) error {
 				k++
 			}
 			if k > 0 {
-				adm = append(adm, buckettest.Admission{At: now, N: k})
-				for _, p := range ps {
-					if !p.done && p.wake > now {
-						return fmt.Errorf("drain(%d) at %d overtook a waiter due at %d\n%v", k, now, p.wake, log)
-					}
-				}
+				admitted(now, k, "a drain")
 			}
 			log = append(log, fmt.Sprintf("t=%d drain=%d", now, k))
 		case 3, 4: // reserve
 			n := int64(r.IntN(int(capacity))) + 1
+			inReserve = true
 			wait, undo := b.reserve(b.p.Units(n), math.MaxInt64)
+			inReserve = false
 			log = append(log, fmt.Sprintf("t=%d reserve(%d) wait=%d", now, n, wait))
 			switch {
 			case wait == 0:
-				adm = append(adm, buckettest.Admission{At: now, N: n})
-				for _, p := range ps {
-					if !p.done && p.wake > now {
-						return fmt.Errorf("reserve(%d) at %d taken at once overtook a waiter due at %d\n%v", n, now, p.wake, log)
-					}
-				}
+				admitted(now, n, "a reservation taken at once")
 			case wait < 0:
-				return fmt.Errorf("reserve(%d) = Never\n%v", n, log)
+				return st, fmt.Errorf("reserve(%d) = Never\n%v", n, log)
 			default:
 				ps = append(ps, &pend{wake: now + wait, n: n, undo: undo})
 				made++
@@ -179,16 +248,25 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) error {
 			cancelled := p.undo()
 			log = append(log, fmt.Sprintf("t=%d undo(wake %d)=%v", now, p.wake, cancelled))
 			if !cancelled {
-				return fmt.Errorf("undo before the wake reported due\n%v", log)
+				return st, fmt.Errorf("undo before the wake reported due\n%v", log)
 			}
 		case 7: // small step
 			clk.Advance(time.Duration(r.Int64N(period/4 + 2)))
 		case 8: // a few ns
 			clk.Advance(time.Duration(r.IntN(5)))
-		case 9: // big step
+		case 9: // big step: refill past the cap
 			clk.Advance(time.Duration(period * int64(r.IntN(int(capacity)+2))))
+		case 10: // TryAcquireN at a stale reading: it sees its own moment's balance
+			at := max(0, now-r.Int64N(3*period+2))
+			n := 1 + r.Int64N(capacity)
+			ok := b.takeAt(b.p.Units(n), b.p.V(at), uint(r.IntN(64)))
+			log = append(log, fmt.Sprintf("t=%d try(%d) at %d=%v", now, n, at, ok))
+			if ok {
+				admitted(at, n, "a take at a stale reading")
+				st.staleTakes++
+			}
 		}
-		log = log[max(0, len(log)-60):] // the recent steps, for the failure message
+		log = log[max(0, len(log)-modelLogLines):] // the recent steps, for the failure message
 		// waiters whose wake passed are admitted
 		now = clk.Now()
 		for _, p := range ps {
@@ -198,8 +276,8 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) error {
 			}
 		}
 	}
-	if stolen != nil {
-		return fmt.Errorf("%w\n%v", stolen, log)
+	if fail != nil {
+		return st, fmt.Errorf("%w\n%v", fail, log)
 	}
 	for _, p := range ps {
 		if !p.done {
@@ -207,12 +285,16 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) error {
 			adm = append(adm, buckettest.Admission{At: p.wake, N: p.n})
 		}
 	}
+	st.collapses = b.epoch.Load() - st.spreads
 	if err := buckettest.CheckAdmissions(capacity, rate, adm); err != nil {
-		return fmt.Errorf("%v\n%v", err, log)
+		return st, fmt.Errorf("%v\n%v", err, log)
 	}
 	clk.Advance(time.Duration(period * int64(made+2) * (capacity + int64(shards) + 2)))
 	if got := b.Tokens(); got != float64(capacity) {
-		return fmt.Errorf("not full after idling: %v\n%v", got, log)
+		return st, fmt.Errorf("not full after idling: %v\n%v", got, log)
 	}
-	return nil
+	return st, nil
 }
+
+// modelLogLines is how many recent steps a failure message shows.
+var modelLogLines = 60

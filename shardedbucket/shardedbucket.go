@@ -33,30 +33,41 @@
 // on, so that goroutines on different cores touch different cache lines and
 // an admission writes no shared word other than its own shard's. If the home
 // shard is short, the caller first sums every shard with loads only; if the
-// sum is short too it rejects, having written nothing to any shard. While the
-// bucket is dry (the shards together hold less than a token) it rejects
-// sooner: the first gather to find it dry publishes the stream value before
-// which no token can exist, and until then a caller whose home shard is
-// short rejects after reading that one word instead of every shard. Otherwise,
-// if one shard holds enough (in a dry bucket, the shard the last token was
-// dealt to), it takes from that one, the fullest, alone; only when none does
-// it gathers the units from several shards, fractions included, and if a
-// concurrent caller won the race for them it rejects, putting back what it
-// took into every shard nobody else has touched since (a put-back after
-// another take could resurrect refill the cap had discarded, so it is
-// dropped instead), unless a reservation was made meanwhile.
+// sum is short too it rejects, having written nothing to any shard.
+// Otherwise, if one shard holds enough, it takes from that one, the
+// fullest, alone; only when none does it gathers the units from several
+// shards, fractions included, and if a concurrent caller won the race for
+// them it rejects, putting back what it took into every shard nobody else
+// has touched since (a put-back after another take could resurrect refill
+// the cap had discarded, so it is dropped instead), unless the bucket
+// changed representation meanwhile.
 //
-// Lock order. An admission takes no lock unless a gather loses its race.
-// One mutex, resvMu, serialises the steps that must not interleave with a
-// reservation's plan: planning and committing a reservation (AcquireN when
-// it must wait), undoing one, and a lost gather's put-back. It is a leaf.
-// While it is held the bucket only loads and swaps shard and counter
-// words, computes, allocates the reservation and reads the Clock's Now (a
-// Clock must not call back into the bucket); it never sleeps, never takes
-// another lock of its own, and never runs the take path (takeAt, gather),
-// since a gather that loses its race locks resvMu to put back. So AcquireN
-// tries to take before it locks, and if the plan then finds the tokens
-// there after all, it unlocks and takes them as TryAcquire does.
+// Dry. A bucket that holds less than a token has nothing to shard. The
+// first gather to find the shards that short collapses the bucket into one
+// central word, a single bucket of the whole capacity and rate in GCRA's
+// one-word form, and freezes the shards; a central admission that leaves
+// enough tokens (16 a shard, at most half the capacity) deals them back to
+// the shards. While the bucket is dry a call loads its home shard, which
+// nobody writes while it is frozen, and the central word, and writes the
+// central word only to admit: one shared line, as gcra, where the shards'
+// dry path read every shard and took each new token from whichever shard
+// the refill had dealt it to, moving every shard's line between the cores.
+// Both steps are exact (the balance is carried over to the unit) and
+// happen under resvMu; central.go has the proof that the bound holds
+// across them. A blocked AcquireN reserves on the central word (collapsing
+// the bucket first), so waiters wake exactly when one bucket's would.
+//
+// Lock order. One mutex, resvMu, serialises the steps between the two
+// representations, reservations (AcquireN when it must wait), their undos
+// and a lost gather's put-back. It is a leaf. An admission never waits for
+// it, except to put back after a gather lost its race: a collapse or a
+// spread that finds it held is left to a later call (TryLock). While it is
+// held the bucket only loads, stores and swaps its words, computes,
+// allocates a reservation's undo and reads the Clock's Now (a Clock must
+// not call back into the bucket); it never sleeps, never takes another lock
+// of its own, and never runs the take path (takeAt, gather), since a gather
+// that loses its race locks resvMu to put back. So AcquireN tries to take
+// before it locks.
 //
 // The bound: never more than capacity + rate × elapsed (+1 unit for
 // rounding), under any concurrency. A shard that is full while its siblings
@@ -73,13 +84,18 @@
 // them (see level).
 //
 // Pick it when many cores admit from one bucket at high rates: admissions
-// proceed in parallel instead of bouncing one cache line between cores, and
-// it stays fast when demand outruns the rate (on two cores, 0.67× the cost
-// of mutexbucket when a fifth of the calls are admitted, 0.35× when nearly
-// all are rejected). Its costs are memory (a cache line per shard), one
-// goroutine alone on a bucket of many shards (most of its admissions come
-// from other shards: 1.12× mutexbucket's cost with 2 shards, 2× with 8), and
-// the burst caveat above. See the README for measured numbers.
+// proceed in parallel instead of bouncing one cache line between cores.
+// When demand outruns the rate it behaves like gcra, one word written only
+// to admit: its dry path is 176 instructions a call with 2 shards or 8
+// (callgrind, bench/cmd/dryloop; gcra 107, mutexbucket 133; the shards'
+// dry path it replaced took 207–709 with 2 shards and about 1060 with 8),
+// and on a loaded 2-vCPU machine it took bench/'s mixed case from 101 to 63
+// ns a call on two cores. Whether that beats mutexbucket depends on what a
+// cache-line transfer costs on the machine, as it does for gcra; see
+// docs/benchmarks.md. Its costs are memory (a cache line per shard), one
+// goroutine alone on a bucket of many shards while it is not dry (most of
+// its admissions come from other shards), a step between the two forms
+// when demand crosses the rate, and the burst caveat above.
 package shardedbucket
 
 import (
@@ -101,56 +117,46 @@ import (
 // first use.
 //
 // Fairness: a blocked AcquireN reserves its tokens when it starts waiting,
-// on the next units of the refill stream wherever they are dealt, so that it
-// wakes after the deficit divided by the rate (see reserve). The one
-// exception is a request within Shards() tokens of the capacity (within a
-// quarter of it, if that is less): no shard gives a reservation more than
-// its own capacity, so such a request can wake later, by less than that
-// many tokens' worth of refill. Waiters are
-// admitted in arrival order, and TryAcquire does not overtake them. Cancelling gives back what it took from every shard that
-// nobody has taken from since (see admit.Limiter).
+// on the central word (see reserve), so that it wakes after the deficit
+// divided by the rate, exactly as one bucket's would. Waiters are admitted
+// in arrival order, and TryAcquire does not overtake them. Cancelling gives
+// the tokens back by the tail rule (see admit.Limiter).
 type Bucket struct {
 	_      noCopy
 	shards []shard // power-of-two length; the backing array is line-aligned in practice (power-of-two sizes)
 	mask   uint    // len(shards) - 1
 	g      geometry
 
-	p   refill.Params // immutable after New
-	clk refill.Clock  // immutable after New
+	p        refill.Params // immutable after New
+	clk      refill.Clock  // immutable after New
+	spreadAt int64         // the central balance at which the bucket spreads again; immutable
 
-	// dry is a stream value before which the shards together hold less
-	// than one token: a gather that found them short computed it, and
-	// callers whose home shard is short reject on this one read-mostly
-	// line instead of reading every shard. It is a lower bound on when a
-	// whole token can exist, because the shards' balances grow by at most
-	// the stream's growth (the shards' streams sum exactly to V) and takes
-	// and reservations only lower them; only a give-back (a put-back after
-	// a lost gather, an undone reservation) can raise them sooner, so each
-	// give-back stores -gen, a value no stream reaches, and a gather only
-	// publishes its bound over the value it read before summing, by CAS.
-	_   cpu.CacheLinePad
-	dry atomic.Int64
+	// c is the central word (central.go): spread while the shards hold
+	// the state, or, while the bucket is dry, the empty point on the
+	// stream V of the whole bucket, every shard then frozen. Calls whose
+	// home shard is short read it; only central admissions, reservations
+	// and the steps between the two representations write it. It sits on
+	// its own line, so that its writes leave the fields every call reads
+	// in every core's cache.
+	_ cpu.CacheLinePad
+	c atomic.Int64
 
-	dryMin int64 // units the stream produces in dryWorth: shorter bounds are not published; immutable
-
-	// debtUntil is the elapsed time until which reservations may hold
-	// shards below zero, and gen numbers give-backs. Only blocking calls and
-	// give-backs write them, so they sit on their own line, away from the
-	// fields every call reads.
-	_         cpu.CacheLinePad
+	// debtUntil is the latest wake of any reservation: before it, a
+	// central balance below zero may be a reservation's debt rather than a
+	// stale reading, and Tokens reports it. epoch counts the steps between
+	// the representations (collapse, spread). Only blocking calls and
+	// those steps write them, so they share c's line.
 	debtUntil atomic.Int64
-	gen       atomic.Int64
-	resvGen   atomic.Int64 // counts committed reservations; written under resvMu (see putBack)
+	epoch     atomic.Int64
 
-	// resvMu serialises reservations, their undos and a lost gather's
-	// put-back (the blocking path, and TryAcquire only after a lost race).
-	// It is a leaf, and the take path never runs with it held: see the
-	// package doc's lock order. resvSeq numbers the reservations; an undo
-	// gives units back only while its reservation is the newest in the
-	// whole bucket (see reservation.undo). Requires resvMu.
-	resvMu  sync.Mutex
-	resvSeq int64
-	_       cpu.CacheLinePad
+	// resvMu serialises the steps between the representations,
+	// reservations, their undos and a lost gather's put-back. It is a
+	// leaf, and the take path never waits for it except in a put-back,
+	// after a lost race: a collapse or a spread that finds it held is
+	// left to a later call (TryLock). See the package doc's lock order.
+	_      cpu.CacheLinePad
+	resvMu sync.Mutex
+	_      cpu.CacheLinePad
 }
 
 var _ admit.Limiter = (*Bucket)(nil)
@@ -204,11 +210,11 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket
 		return nil, fmt.Errorf("%w: WithShards(%d) exceeds the capacity %d", admit.ErrInvalidConfig, n, capacity)
 	}
 	b := &Bucket{
-		dryMin: max(1, p.V(dryWorth)),
-		shards: make([]shard, n),
-		mask:   uint(n - 1),
-		p:      p,
-		clk:    refill.NewClock(cfg.Clock),
+		spreadAt: spreadThreshold(p.Cap, p.Units(1), n),
+		shards:   make([]shard, n),
+		mask:     uint(n - 1),
+		p:        p,
+		clk:      refill.NewClock(cfg.Clock),
 	}
 	// Blocks of one token, or of a power of two at most a quarter of the
 	// smallest shard's capacity if that is less, and at least a unit.
@@ -230,6 +236,7 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket
 		s.off = int64(n-1-i) << bs
 		s.z.Store(-s.cap)
 	}
+	b.c.Store(spread)
 	return b, nil
 }
 
@@ -259,23 +266,24 @@ func (b *Bucket) AcquireN(ctx context.Context, n int64) error {
 	return refill.Acquire(ctx, &b.clk, &b.p, n, b.reserve)
 }
 
-// Tokens returns the current balance, summed over the shards. It is
-// negative while blocked AcquireN calls hold reservations, and until the
-// refill has covered a cancelled reservation that was forfeited (see
-// admit.Limiter).
+// Tokens returns the current balance: the central word's while the bucket
+// is dry, otherwise the sum over the shards. It is negative while blocked
+// AcquireN calls hold reservations, and until the refill has covered a
+// cancelled reservation that was forfeited (see admit.Limiter). Read
+// during a step between the representations it may miss what a frozen
+// shard is about to be dealt.
 func (b *Bucket) Tokens() float64 {
 	now := b.clk.Now()
 	v := b.p.V(now)
-	// Without reservations, a shard below zero is only a stale reading:
-	// it holds nothing.
-	debt := now < b.debtUntil.Load()
-	var sum int64
-	for i := range b.shards {
-		bal, _, _ := b.shards[i].state(v, &b.g)
-		if !debt {
-			bal = max(bal, 0)
+	if c := b.c.Load(); c != spread {
+		bal := min(b.p.Cap, v-c)
+		if now >= b.debtUntil.Load() {
+			bal = max(bal, 0) // no reservation is waiting: below zero is only a stale reading
 		}
-		sum += bal
+		return b.p.Float(bal)
 	}
+	// Shards hold no reservations: a shard below zero is only a stale
+	// reading or frozen, and holds nothing.
+	sum, _, _ := b.survey(v)
 	return b.p.Float(sum)
 }

@@ -9,16 +9,27 @@ func (b *Bucket) take(need int64) bool { return b.takeAt(need, b.p.V(b.clk.Now()
 func (b *Bucket) takeAt(need, v int64, start uint) bool {
 	h := &b.shards[start&b.mask]
 	for {
-		bal, z, base := h.state(v, &b.g)
-		if bal < need {
+		// state, written out so that a frozen shard costs one compare
+		// rather than its stream: while the bucket is dry, every call
+		// comes this way.
+		z := h.z.Load()
+		if z == frozen {
+			break
+		}
+		vi := b.g.vi(h, v)
+		base := max(z, vi-h.cap)
+		if vi-base < need {
 			break
 		}
 		if h.z.CompareAndSwap(z, base+need) {
 			return true
 		}
 	}
-	if v < b.dry.Load() {
-		return false // less than a token in all the shards: see Bucket.dry
+	if c := b.c.Load(); c != spread {
+		return b.takeCentral(need, v, c, start) // the bucket is dry: see central.go
+	}
+	if b.mask == 0 {
+		return false // the one shard is the whole bucket
 	}
 	return b.gather(need, v, start)
 }
@@ -27,10 +38,13 @@ func (b *Bucket) takeAt(need, v int64, start uint) bool {
 // whose z it moved from olds[j] to news[j]. It puts units back only into a
 // shard nobody has touched since (a put-back after someone else's take
 // could resurrect refill that their take's clamp discarded), and only if no
-// reservation was committed since the gather read g0, before its first
-// take: a reservation planned while these units were out did not count
+// reservation was committed since: a reservation made while these units
+// were out did not count
 // them, so putting them back would let a later TryAcquire take them while
-// that waiter sleeps. Then they are forfeited. It takes resvMu, so that no
+// that waiter sleeps; and a reservation is made only after a collapse. So it
+// gives back only if the bucket has not changed representation since the
+// gather read g0 (Bucket.epoch), before its first take; otherwise they are
+// forfeited. It takes resvMu, so that no
 // reservation is planned while it decides; TryAcquire takes it only here,
 // after a lost race. So neither putBack nor the take path that calls it
 // (takeAt, gather) may run with resvMu held: the mutex is not reentrant,
@@ -39,7 +53,7 @@ func (b *Bucket) takeAt(need, v int64, start uint) bool {
 func (b *Bucket) putBack(start uint, take, olds, news []int64, g0 int64) {
 	b.resvMu.Lock()
 	defer b.resvMu.Unlock()
-	if b.resvGen.Load() != g0 {
+	if b.epoch.Load() != g0 {
 		return
 	}
 	for j, t := range take {
@@ -47,14 +61,15 @@ func (b *Bucket) putBack(start uint, take, olds, news []int64, g0 int64) {
 			b.shards[(start+uint(j))&b.mask].z.CompareAndSwap(news[j], olds[j])
 		}
 	}
-	b.gaveBack()
 }
 
 // testHookGather, set by tests only, runs in gather between planning the
 // takes and making them, with the stream value, the start shard and the
 // planned takes (indexed from start): a test takes units there, as a
 // concurrent caller would, to make the gather lose its race on demand. It
-// costs gather one load of a word that is never written outside tests.
+// costs gather one load of a word that is never written outside tests. The
+// hook gets a copy of the plan, so that the plan's buffer stays on gather's
+// stack.
 var testHookGather func(b *Bucket, v int64, start uint, take []int64)
 
 // gather is the slow path: the home shard is short. It sums what every
@@ -78,15 +93,16 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 		}
 	}
 	if sum < need {
-		// Less than a token: no whole token before the stream has produced
-		// the rest. (Between one token and need, the bound would only help
-		// requests as large, so none is kept.) A bound that would lift
-		// within dryMin is not worth its shared write: at a high rate
-		// (case=mixed in bench/, a token every 170 ns) it was rewritten so
-		// often that the line bounced between cores and contended calls
-		// got 40% slower.
-		if one := b.p.Units(1); one-sum >= b.dryMin {
-			b.publishDry(v, one)
+		// Less than a token in all the shards: the bucket is dry, and
+		// collapses into the central word (central.go), so that the calls
+		// after this one touch one shared line, not every shard. The
+		// collapse sums the shards at a later reading than v, so this
+		// caller then tries the central word, at its own reading.
+		if sum < b.p.Units(1) {
+			b.tryCollapse()
+			if c := b.c.Load(); c != spread {
+				return b.takeCentral(need, v, c, start)
+			}
 		}
 		return false
 	}
@@ -96,25 +112,27 @@ func (b *Bucket) gather(need, v int64, start uint) bool {
 	// fractions a drained bucket leaves behind: levelling them instead left
 	// every shard of a nearly dry bucket holding a fraction, so that every
 	// later admission wrote all of them (2.7x slower with 8 shards).
-	spread := 2*most >= b.shards[fullest].cap
+	nearCaps := 2*most >= b.shards[fullest].cap
 	// Balances, planned takes, and each taken shard's z before and after.
 	// They live on the stack for up to 64 shards; more shards cost an
 	// allocation on this path.
 	var balBuf, takeBuf, oldBuf, newBuf [64]int64
 	bal, take := b.scratch(balBuf[:]), b.scratch(takeBuf[:])
 	olds, news := b.scratch(oldBuf[:]), b.scratch(newBuf[:])
-	sum = b.balances(v, start, bal, false)
+	sum = b.balances(v, start, bal)
 	if sum < need {
 		return false
 	}
-	if spread {
+	if nearCaps {
 		level(bal, take, sum-need, b.soonest(v, start))
 	} else {
 		fewest(bal, take, need)
 	}
-	g0 := b.resvGen.Load() // before the first take; see putBack
+	g0 := b.epoch.Load() // before the first take; see putBack
 	if testHookGather != nil {
-		testHookGather(b, v, start, take)
+		// A copy: passed to a function value, take itself would escape,
+		// and every gather would allocate its plan.
+		testHookGather(b, v, start, slices.Clone(take))
 	}
 	for i, t := range take {
 		if t == 0 {
@@ -147,14 +165,13 @@ func (b *Bucket) scratch(buf []int64) []int64 {
 }
 
 // balances fills bal with every shard's balance, indexed from start, and
-// returns their sum. Without debt, balances below zero count as zero.
-func (b *Bucket) balances(v int64, start uint, bal []int64, debt bool) int64 {
+// returns their sum. Balances below zero (a stale reading, or a frozen
+// shard) count as zero.
+func (b *Bucket) balances(v int64, start uint, bal []int64) int64 {
 	var sum int64
 	for i := range bal {
 		bal[i], _, _ = b.shards[(start+uint(i))&b.mask].state(v, &b.g)
-		if !debt {
-			bal[i] = max(bal[i], 0)
-		}
+		bal[i] = max(bal[i], 0)
 		sum += bal[i]
 	}
 	return sum
@@ -214,4 +231,19 @@ func level(bal, take []int64, keep int64, at func(rank int) int) {
 			over--
 		}
 	}
+}
+
+// survey reads every shard at stream value v, loads only: what they hold
+// above zero in all, and the largest balance and its shard (-1 if none is
+// above zero).
+func (b *Bucket) survey(v int64) (sum, most int64, fullest int) {
+	fullest = -1
+	for i := range b.shards {
+		bal, _, _ := b.shards[i].state(v, &b.g)
+		sum += max(bal, 0)
+		if bal > most {
+			most, fullest = bal, i
+		}
+	}
+	return sum, most, fullest
 }

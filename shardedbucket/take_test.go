@@ -125,6 +125,18 @@ func TestAllocs(t *testing.T) {
 	e.TryAcquireN(2)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { e.TryAcquire() }), "reject")
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { e.TryAcquireN(2) }), "reject, slow path")
+	// An admission that gathers from several shards: its plan lives on the
+	// stack (it once escaped through the test hook's call, 512 bytes a
+	// gather).
+	clk := buckettest.NewFakeClock(0)
+	g, err := New(8, 1, WithShards(4), admit.WithClock(clk))
+	require.NoError(t, err)
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		clk.Advance(8 * time.Second) // full again
+		if !g.TryAcquireN(8) {       // 2 tokens from each of the 4 shards
+			t.Error("a full bucket refused its capacity")
+		}
+	}), "admit, gathering from every shard")
 }
 
 // TestStaleReadingPerShard is the conformance suite's backward-clock case on

@@ -1,28 +1,19 @@
 #!/usr/bin/env bash
 # Runs BenchmarkOverhead (the wrapper's cost over the bare call, bare and
 # wrapped calls alternating in one run) at -cpu 1,2, -count 10, and writes
-# results/otel-<date>-<host>-<commit>.txt: a header (machine, Go version,
-# commit, command) and the raw output, and the benchstat table beside it
-# (-benchstat.txt), which it also prints.
+# results/otel-<date>-<host>-<commit>.txt: a header (internal/cmd/stamp: the
+# machine, its caches and clock, Go version, commit, command) and the raw
+# output, and the benchstat table beside it (-benchstat.txt), which it also
+# prints.
 # Run from the repository root: bash admitotel/testdata/overhead.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}
-commit=$(git rev-parse --short HEAD)
-if ! git diff --quiet HEAD -- admitotel; then commit="$commit (tracked files modified)"; fi
 out="results/otel-$(date -u +%F)-$(hostname)-$(git rev-parse --short HEAD).txt"
 cmd='cd admitotel && go test -run ^$ -bench Overhead -cpu 1,2 -count 10 .'
 {
-	echo "machine: $(hostname)"
-	echo "cpu-model: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-	echo "cores: $(nproc)"
-	echo "virtualization: $( (dmesg 2>/dev/null | grep -o -m1 'Hypervisor detected: [A-Za-z]*' | sed 's/.*: //;s/$/ guest/') || true)"
-	echo "go: $($GO env GOVERSION)"
-	echo "commit: $commit"
-	echo "date: $(date -u +%FT%TZ)"
-	echo "loadavg-at-start: $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "command: $cmd"
-	echo "note: a shared VM; bare and wrapped calls alternate in blocks of 16 within each op and the metrics are medians over the ops, so load slows both alike"
+	$GO run ./internal/cmd/stamp -go "$($GO env GOVERSION)" -command "$cmd"
+	echo "method: bare and wrapped calls alternate in blocks of 16 within each op and the metrics are medians over the ops, so load slows both alike"
 	echo
 	(cd admitotel && $GO test -run '^$' -bench Overhead -cpu 1,2 -count 10 .)
 } > "$out"

@@ -1,19 +1,19 @@
 // Package provenance writes the header every committed result starts with
-// (bench/'s commands and redisbucket's redisbench share it):
-// where, on what, from which commit and by which command it was measured.
+// (bench/'s commands, redisbucket's redisbench, and through
+// internal/cmd/stamp the shell scripts that save results): where, on what
+// machine (see Machine), from which commit and by which command it was
+// measured.
 // The lines are benchfmt configuration lines ("key: value"), so benchstat
 // and benchfmt carry them into their tables.
 package provenance
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"regexp"
-	"runtime"
 	"strings"
 	"time"
 )
@@ -22,20 +22,26 @@ import (
 // measurement (report runs go test through another go command); command is
 // the exact command line.
 func Write(w io.Writer, goVersion, command string) {
+	WritePrefixed(w, "", goVersion, command)
+}
+
+// WritePrefixed writes the header with prefix before every line ("# " for
+// a file whose other lines are not benchmark results).
+func WritePrefixed(w io.Writer, prefix, goVersion, command string) {
 	commit, dirty := Commit()
 	if dirty {
 		commit += " (tracked files modified)"
 	}
-	host, _ := os.Hostname()
-	fmt.Fprintf(w, "machine: %s\n", host)
-	fmt.Fprintf(w, "cpu-model: %s\n", cpuModel())
-	fmt.Fprintf(w, "cores: %d\n", runtime.NumCPU())
-	fmt.Fprintf(w, "go: %s\n", goVersion)
-	fmt.Fprintf(w, "commit: %s\n", commit)
-	fmt.Fprintf(w, "date: %s\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(w, "loadavg-at-start: %s\n", LoadAvg())
-	fmt.Fprintf(w, "command: %s\n", command)
-	fmt.Fprintf(w, "note: this machine has %d cores; GOMAXPROCS above that only adds goroutines, not parallelism\n", runtime.NumCPU())
+	m := Describe()
+	for _, kv := range m.Lines() {
+		fmt.Fprintf(w, "%s%s: %s\n", prefix, kv[0], kv[1])
+	}
+	fmt.Fprintf(w, "%sgo: %s\n", prefix, goVersion)
+	fmt.Fprintf(w, "%scommit: %s\n", prefix, commit)
+	fmt.Fprintf(w, "%sdate: %s\n", prefix, time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "%sloadavg-at-start: %s\n", prefix, LoadAvg())
+	fmt.Fprintf(w, "%scommand: %s\n", prefix, command)
+	fmt.Fprintf(w, "%snote: this machine has %d vCPUs; GOMAXPROCS above that only adds goroutines, not parallelism\n", prefix, m.VCPUs)
 }
 
 // Commit returns the short commit of the checkout and whether tracked files
@@ -65,23 +71,6 @@ func LoadAvg() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
-}
-
-// cpuModel reads the first "model name" of /proc/cpuinfo.
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return runtime.GOARCH
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		k, v, ok := strings.Cut(s.Text(), ":")
-		if ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return runtime.GOARCH
 }
 
 // FullResult matches the name of a make bench-full raw result,

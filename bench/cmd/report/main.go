@@ -18,9 +18,12 @@
 //	<YYYY-MM-DD>-<short host>-<short commit>.txt            raw go test output
 //	<YYYY-MM-DD>-<short host>-<short commit>-benchstat.txt  the benchstat table
 //
-// The raw file starts with a header of "key: value" lines (machine, CPU
-// model, cores, Go version, commit, date and the exact command), which
-// benchstat and benchfmt read as configuration, so the table repeats them.
+// The raw file starts with a header of "key: value" lines (see
+// internal/provenance: the machine, its CPU model, vCPUs and which caches
+// they share, its clock source and whether keyed's counter clock is on, Go
+// version, commit, date, load and the exact command), which benchstat and
+// benchfmt read as configuration, so the table repeats them; the summary
+// prints them above its table, for make bench as well.
 //
 // benchstat is run with "go run golang.org/x/perf/cmd/benchstat" from this
 // module, so its version is the one bench/go.mod requires and a fresh clone
@@ -88,7 +91,7 @@ func main() {
 	summaryOf := flag.String("summary", "", "print the summary of an existing raw output file and exit")
 	flag.Parse()
 	if *summaryOf != "" {
-		if err := summarise(os.Stdout, *summaryOf); err != nil {
+		if err := printSections(os.Stdout, *summaryOf); err != nil {
 			log("summary: %v", err)
 			os.Exit(1)
 		}
@@ -210,7 +213,7 @@ func main() {
 		log("%v", err)
 		os.Exit(1)
 	}
-	if err := summarise(os.Stdout, rawPath); err != nil {
+	if err := printSections(os.Stdout, rawPath); err != nil {
 		log("summary: %v", err)
 		os.Exit(1)
 	}
@@ -220,6 +223,27 @@ func main() {
 	}
 	fmt.Printf("\nThe full benchstat matrix (every unit, confidence intervals, p-values) is in bench/%s;\nthe raw output in bench/%s.\n",
 		filepath.Clean(statPath), filepath.Clean(rawPath))
+}
+
+// sections are what the report prints after a run (and for -summary), in
+// order, each read from the raw output file, whose header says where it was
+// measured (summarise repeats it). keyed's ratio against its fastest peer
+// and its scaling ratio (one Limiter over held keys, throughput at -cpu 2
+// over -cpu 1) belong here: add their benchmarks to quickBench and
+// fullBench, and a section that reads them from the same file.
+var sections = []func(w io.Writer, rawPath string) error{summarise}
+
+// printSections prints every section of rawPath, a blank line between.
+func printSections(w io.Writer, rawPath string) error {
+	for i, section := range sections {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		if err := section(w, rawPath); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadAvg returns the 1-minute load average, or 0 where /proc/loadavg is

@@ -47,11 +47,15 @@ func summarise(w io.Writer, rawPath string) error {
 	samples := map[row]map[string][]float64{}
 	var rows []row
 	var impls []string
+	var where []benchfmt.Config // the header of the file: where it was measured
 	rd := benchfmt.NewReader(f, rawPath)
 	for rd.Scan() {
 		res, ok := rd.Result().(*benchfmt.Result)
 		if !ok {
 			continue
+		}
+		if where == nil {
+			where = res.Config
 		}
 		base, parts := splitName(res.Name.String())
 		impl, cas, mode := parts["impl"], parts["case"], parts["mode"]
@@ -78,6 +82,7 @@ func summarise(w io.Writer, rawPath string) error {
 	if len(rows) == 0 {
 		return fmt.Errorf("%s: no limiter benchmarks", rawPath)
 	}
+	stamp(w, where)
 	labelW := 0
 	for _, r := range rows {
 		labelW = max(labelW, len(r.label()))
@@ -189,4 +194,24 @@ func median(v []float64) float64 {
 	} else {
 		return (v[n/2-1] + v[n/2]) / 2
 	}
+}
+
+// stampKeys are the header lines (internal/provenance) the summary repeats
+// above its table, so that whoever reads the numbers sees where they were
+// measured: the cache a cache-line transfer between the vCPUs goes
+// through, and the clock, decide several of the ratios.
+var stampKeys = []string{"cpu-model", "vcpus", "caches", "shared-cache", "virtualization", "clocksource", "counter-clock", "go", "commit", "loadavg-at-start"}
+
+// stamp writes the header lines of a raw result named in stampKeys; an
+// older file may lack some.
+func stamp(w io.Writer, config []benchfmt.Config) {
+	fmt.Fprintln(w, "measured on:")
+	for _, k := range stampKeys {
+		for _, c := range config {
+			if c.Key == k && c.File {
+				fmt.Fprintf(w, "  %-17s %s\n", k+":", string(c.Value))
+			}
+		}
+	}
+	fmt.Fprintln(w)
 }

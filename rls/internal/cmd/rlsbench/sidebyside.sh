@@ -11,7 +11,8 @@
 #   go mod init scratch && go get github.com/envoyproxy/ratelimit/src/service_cmd@VERSION
 #   go build -o ratelimit github.com/envoyproxy/ratelimit/src/service_cmd
 #
-# Prints a header (machine, versions, commit), every rlsbench line, and the
+# Prints a header (internal/cmd/stamp: the machine, its caches and clock;
+# versions, commit), every rlsbench line, and the
 # median over the rounds of each service's throughput and p99 per stream
 # count.
 set -euo pipefail
@@ -45,7 +46,7 @@ go build -o "$work/admit-rls" ./cmd/admit-rls
 go build -o "$work/rlsbench" ./internal/cmd/rlsbench
 
 echo "# rlsbench side by side, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "# machine: $(uname -srm), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
+(cd .. && go run ./internal/cmd/stamp -prefix '# ' -go "$(go env GOVERSION)" -command "cd rls && RATELIMIT=$RATELIMIT ROUNDS=${ROUNDS:-3} internal/cmd/rlsbench/sidebyside.sh $d")
 echo "# $(go version); $(redis-server --version | cut -d' ' -f1-3)"
 echo "# admit-rls commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo '+dirty'); envoyproxy/ratelimit: $RATELIMIT"
 echo "# duration per run: $d; config: client=<value> 1e6/s (throughput), client=hot 50/s, burst 50 (accuracy: an idle client's"

@@ -1,0 +1,209 @@
+package shardedbucket
+
+import "math"
+
+// A dry bucket has nothing to shard. While it is dry the bucket keeps its
+// whole state in one central word, Bucket.c, a GCRA empty point on the
+// bucket's stream V with the bucket's capacity (the balance at stream value
+// v is min(Cap, v − c)), and every shard is frozen, holding nothing. When
+// the central balance has grown again it is dealt back to the shards.
+//
+// The two representations and the steps between them:
+//
+//	spread   c == spread; every shard holds its own z (the sharded bucket).
+//	central  c is an empty point; every shard's z is frozen.
+//	collapse (spread → central) freezes each shard with one Swap, then
+//	         reads the clock and sums what the shards hold at that stream
+//	         value v, and stores c = v − sum.
+//	spread   (central → spread) swaps c to spread, then deals the central
+//	         balance at v to the shards, each within its capacity: shard i
+//	         gets z = V_i(v) − b_i with Σ b_i the central balance.
+//
+// Both run under resvMu, which makes them the only writers of a frozen
+// shard and of c's mode, so neither ever sees the other half done. A take
+// that meets a half-done step finds the shards still frozen (they hold
+// nothing), or c already spread while some shards are frozen: it sees
+// fewer tokens for that moment, never more.
+//
+// Why the bound survives the steps. For one shard, the admissions since any
+// instant s own disjoint intervals of its stream inside (V_i(s) − cap_i,
+// z_i], and what it holds at v is the part of (z_i, V_i(v)] within its
+// capacity (negative if a take applied a later reading than v): so what it
+// admitted since s plus its balance at v is at most cap_i + V_i(v) − V_i(s),
+// negative balances included. Summed over the shards, what the bucket
+// admitted since s plus the sum the collapse stores is at most Cap + v −
+// V(s), and the central word, a single bucket, admits from v on at most that
+// sum plus its refill; a spread hands the shards exactly the central balance
+// at v, and each shard then holds no more than its share would have. So a
+// window that spans any number of steps still admits at most Cap + rate ×
+// its length. No shard ever holds a reservation's debt: reservations are
+// made only on the central word (see reserve), and a spread needs a
+// balance of spreadAt > 0, which every reservation has come due before.
+//
+// Why it is cheaper. While central, a dry call loads its home shard (a
+// line no one writes while the shards are frozen, so it stays in every
+// core's cache), then c, and writes c only to admit: one shared line, and
+// a rejection writes nothing. The spread bucket's dry call instead read
+// every shard and took its token from whichever shard the refill had dealt
+// it to, so the shards' lines moved between the cores on every token.
+//
+// Hysteresis: a gather that finds less than a token in all the shards
+// collapses; a central admission that leaves spreadAt or more spreads (a
+// few tokens per shard, at most half the capacity, at least two tokens or
+// the capacity), so that between two steps the refill has produced at
+// least spreadAt − 1 tokens more than the callers took.
+const (
+	// spread is c's value while the shards hold the state. A central empty
+	// point is never below −Cap > MinInt64.
+	spread = math.MinInt64
+
+	// frozen is a frozen shard's z: above any stream value (V <= 2^62), so
+	// the shard's balance is below −2^61 and no take or gather ever
+	// changes it, and below MaxInt64 − 2^61, so no sum with a capacity
+	// overflows.
+	frozen = 3 << 61
+
+	// spreadTokens is how many tokens per shard the central word must hold
+	// before it is dealt out again (at most half the capacity).
+	spreadTokens = 16
+)
+
+// spreadThreshold returns spreadAt for a bucket of capacity capUnits, one
+// token being one units, over n shards.
+func spreadThreshold(capUnits, one int64, n int) int64 {
+	per := min(capUnits/2, int64(n)*spreadTokens*one)
+	return min(capUnits, max(2*one, per))
+}
+
+// takeCentral takes need units from the central word, whose value the
+// caller loaded as c (an empty point, not spread), at stream value v. It
+// reports whether it did. An admission that leaves spreadAt or more spreads
+// the bucket again. If c turns to spread meanwhile, it takes from the
+// shards as a gather from start would.
+func (b *Bucket) takeCentral(need, v, c int64, start uint) bool {
+	for {
+		base := max(c, v-b.p.Cap) // refill beyond the capacity is discarded
+		if v-base < need {
+			return false // loads only
+		}
+		if b.c.CompareAndSwap(c, base+need) {
+			if v-base-need >= b.spreadAt {
+				b.spread(v)
+			}
+			return true
+		}
+		if c = b.c.Load(); c == spread {
+			return b.gather(need, v, start)
+		}
+	}
+}
+
+// tryCollapse collapses the bucket if it is spread and resvMu is free; it
+// never waits for the mutex (a reservation, a put-back or another step
+// holds it, and the next dry call will try again).
+func (b *Bucket) tryCollapse() {
+	if !b.resvMu.TryLock() {
+		return
+	}
+	if b.c.Load() == spread {
+		b.collapse()
+	}
+	b.resvMu.Unlock()
+}
+
+// testHookStep, set by tests only, runs inside collapse after each shard
+// is frozen and inside spread after c is spread and after each shard is
+// dealt its share, with the shard's index (-1 for c): a test takes there,
+// as a concurrent caller would, to meet the half-done step. It runs with
+// resvMu held.
+var testHookStep func(b *Bucket, i int)
+
+// collapse moves the shards' state into the central word, and returns the
+// clock reading it summed them at. It requires resvMu held and c == spread,
+// so every shard holds its own z.
+//
+// It freezes every shard first and reads the clock after the last freeze:
+// every take a shard applied came before its freeze, so its reading is no
+// later than this one, and each shard's balance at it is what the shard
+// had left, in full (the bound's argument in the file comment needs that).
+// Summed at an earlier reading, a take applied at a later one would count
+// as refill spent in advance, and the shards' unspent refill from then on
+// would be handed out a second time by the central word.
+func (b *Bucket) collapse() int64 {
+	var zBuf [64]int64
+	zs := b.scratch(zBuf[:])
+	for i := range b.shards {
+		// After the swap no take can move z: a frozen shard holds nothing,
+		// and a take's CAS compares with the z it loaded.
+		zs[i] = b.shards[i].z.Swap(frozen)
+		if testHookStep != nil {
+			testHookStep(b, i)
+		}
+	}
+	now := b.clk.Now()
+	v := b.p.V(now)
+	var sum int64
+	for i := range b.shards {
+		s := &b.shards[i]
+		vi := b.g.vi(s, v)
+		// Not clamped at zero: on a clock that runs backwards a take may
+		// have applied a later reading, and the sum must count it.
+		sum += vi - max(zs[i], vi-s.cap)
+	}
+	b.c.Store(v - sum)
+	b.epoch.Add(1)
+	return now
+}
+
+// spread deals the central balance at stream value v back to the shards if
+// it is at least spreadAt and resvMu is free (it never waits for it).
+func (b *Bucket) spread(v int64) {
+	if !b.resvMu.TryLock() {
+		return
+	}
+	defer b.resvMu.Unlock()
+	c := b.c.Load()
+	if c == spread {
+		return
+	}
+	bal := v - max(c, v-b.p.Cap)
+	// A concurrent take that won the swap below changed c: leave it, the
+	// next admission that leaves enough spreads.
+	if bal < b.spreadAt || !b.c.CompareAndSwap(c, spread) {
+		return
+	}
+	if testHookStep != nil {
+		testHookStep(b, -1)
+	}
+	// Whole tokens in turn, so that a shard holds fractions only if the
+	// balance does; then what is left (the fraction, or what a shard had
+	// no room for) to the first shards with room. Every share is within
+	// its shard's capacity and the shares add up to bal <= Cap.
+	one := b.p.Units(1)
+	n := int64(len(b.shards))
+	each, extra := bal/one/n, bal/one%n
+	share := func(i int) int64 {
+		t := each
+		if int64(i) < extra {
+			t++
+		}
+		return min(b.shards[i].cap, t*one)
+	}
+	left := bal
+	for i := range b.shards {
+		left -= share(i)
+	}
+	for i := range b.shards {
+		s := &b.shards[i]
+		got := share(i)
+		more := min(s.cap-got, left)
+		left -= more
+		// Only the step that froze a shard writes it until it is dealt
+		// its share; a Store is enough.
+		s.z.Store(b.g.vi(s, v) - got - more)
+		if testHookStep != nil {
+			testHookStep(b, i)
+		}
+	}
+	b.epoch.Add(1)
+}
