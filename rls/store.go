@@ -60,7 +60,8 @@ type Result struct {
 //     fraction included, carries over to the new limit and refills at the
 //     new rate from then on, clamped to the new capacity (and to zero,
 //     or −Capacity for Debt, from below), so lowering a limit never gives
-//     tokens back.
+//     tokens back. A full bucket is the same as none and is full under the
+//     new limit too.
 //  4. N above Capacity (or negative) is never held. A hit of Capacity 0
 //     holds only N = 0 and has no bucket: Remaining 0, ResetAfter 0.
 //  5. Hits of one request may share a Key; they are taken in order, so two

@@ -19,7 +19,8 @@
 // to the new limit (clamped to the new capacity, never below what it was),
 // and refills at the new rate from that instant. So a client drained under
 // a low limit and raised by a reload is admitted as soon as the new rate
-// has made a token, and lowering a limit never gives tokens back.
+// has made a token, and lowering a limit never gives tokens back. A full
+// bucket, like an absent one, is full under the new limit.
 //
 // # All or nothing
 //

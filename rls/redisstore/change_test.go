@@ -30,11 +30,14 @@ func TestCarryMatchesGo(t *testing.T) {
 	}
 	ctx := context.Background()
 	rnd := rand.New(rand.NewPCG(1, 2))
-	inexact := 0
+	inexact, full := 0, 0
 	for i := range 400 {
 		old := tick.Params{CapU: 0, Per: 1 + rnd.Int64N(1<<uint(1+rnd.IntN(45))), Q: 1_000_000, Debt: rnd.IntN(2) == 0}
 		old.CapU = old.Per * (1 + rnd.Int64N(max(1, (1<<50)/old.Per/2)))
 		d := rnd.Int64N(old.MaxDebt() + 1)
+		if i%10 == 0 {
+			d = 0 // a full bucket: stays full
+		}
 		h := rls.Hit{Key: fmt.Sprint(i), Capacity: 1 + rnd.Int64N(1<<20), Count: 1 + rnd.Int64N(1<<20),
 			Period: time.Duration(1+rnd.IntN(365*24*3600)) * time.Second, Debt: rnd.IntN(2) == 0}
 		p, err := s.paramsFor(&h)
@@ -57,6 +60,12 @@ func TestCarryMatchesGo(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := p.Carry(&old, d)
+		if d == 0 {
+			full++
+			if got != 0 {
+				t.Fatalf("a full bucket carried debt %d", got)
+			}
+		}
 		frac := (old.CapU - d) - floorDiv(old.CapU-d, old.Per)*old.Per
 		if frac < (1<<53)/p.Per-1 {
 			if got != want {
@@ -69,7 +78,10 @@ func TestCarryMatchesGo(t *testing.T) {
 			t.Fatalf("old %+v d %d → %+v: script %d, Go %d (inexact branch)", old, d, p.Params, got, want)
 		}
 	}
-	t.Logf("%d of the cases took the inexact branch", inexact)
+	t.Logf("%d of the cases took the inexact branch, %d were full", inexact, full)
+	if full == 0 || inexact == 0 {
+		t.Fatal("the cases missed a branch")
+	}
 }
 
 func floorDiv(a, b int64) int64 {

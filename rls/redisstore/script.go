@@ -33,7 +33,8 @@ import (
 // bucket is refilled under the old ones, then its balance, fraction
 // included, is converted to the new units (exactly while fraction × per
 // stays below 2^53, else rounded down by at most two units) and clamped to
-// [0, capacity], or [−capacity, capacity] with debt. The carry-over is
+// [0, capacity], or [−capacity, capacity] with debt; a full bucket stays
+// full, as an absent one would be. The carry-over is
 // written back whatever the request's outcome, so a raised limit reaches a
 // client whose requests are still being refused.
 //
@@ -89,6 +90,7 @@ end
 -- carry converts debt d of a bucket of capacity ocap units, oper units a
 -- token, into the units of s.
 local function carry(d, ocap, oper, s)
+  if d == 0 then return 0 end
   local b = ocap - d
   local whole = idiv(b, oper)
   local frac = b - whole * oper

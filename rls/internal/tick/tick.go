@@ -148,9 +148,13 @@ func (p *Params) Full(d int64) (int64, bool) {
 // clamped to p's range: at most the new capacity, at least zero, or minus
 // the new capacity with Debt. So raising a limit keeps the balance and
 // refills it at the new rate from then on, and lowering one never gives
-// tokens back.
+// tokens back. A full bucket (d = 0) is the same as an absent one and stays
+// full: it carries no debt into the new limit.
 func (p *Params) Carry(old *Params, d int64) int64 {
-	b := old.CapU - d // in [−old.CapU, old.CapU]
+	if d == 0 {
+		return 0
+	}
+	b := old.CapU - d // in [−old.CapU, old.CapU)
 	whole := floorDiv(b, old.Per)
 	frac := b - whole*old.Per // in [0, old.Per)
 	capacity := p.CapU / p.Per
