@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,11 +25,14 @@ const poll = 10 * time.Millisecond
 // raiseRounds measures, in each round, how long a drained client waits to
 // be admitted after a reload raises its limit: the file is written with 5
 // a minute; once the service applies it, a fresh client (a new value)
-// drains its limit and keeps asking every 10 ms for 1 s, refused; then the
-// file is replaced (a rename) with 600 a minute, and the client keeps
-// asking every 10 ms. It prints, per round, the time from the rename until
-// the first answer that shows the new limit (the reload) and until the
-// first admission.
+// drains its limit and keeps asking every 10 ms for 1 s plus a random
+// quarter second at most, refused (the random part puts the rename at a
+// random phase of a service that polls its directory, admit-rls every
+// 200 ms, rather than at the same phase each round); then the file is
+// replaced (a rename) with 600 a minute, and the client keeps asking every
+// 10 ms. It prints, per round, the time from the rename until the first
+// answer that shows the new limit (the reload) and until the first
+// admission.
 func raiseRounds(addr, file, label string, rounds int) error {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -70,7 +74,7 @@ func raiseRounds(addr, file, label string, rounds int) error {
 		if !drained {
 			return fmt.Errorf("round %d: 10 requests on a limit of 5 were all admitted", round)
 		}
-		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(poll) {
+		for end := time.Now().Add(time.Second + rand.N(250*time.Millisecond)); time.Now().Before(end); time.Sleep(poll) {
 			if _, err := ask(value, 1); err != nil {
 				return err
 			}
