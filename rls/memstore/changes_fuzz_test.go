@@ -125,17 +125,7 @@ func changes(t *testing.T, data []byte) {
 	}
 }
 
-func TestChanges(t *testing.T) {
-	data := make([]byte, 3*4000)
-	x := uint32(7)
-	for i := range data {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		data[i] = byte(x)
-	}
-	changes(t, data)
-}
+func TestChanges(t *testing.T) { changes(t, noise(7, 3*4000)) }
 
 func FuzzChanges(f *testing.F) {
 	f.Add([]byte{0x40, 0x0f, 0xff, 0x41, 0x0f, 0x00, 0xc0, 0xff, 0x01})

@@ -30,7 +30,6 @@ func Run(t *testing.T, newStore func(t *testing.T) rls.Store) {
 	t.Run("ChangedLimit", func(t *testing.T) { changedLimit(t, newStore(t)) })
 	t.Run("Concurrent", func(t *testing.T) { concurrent(t, newStore(t)) })
 	t.Run("RaisedWhileRefused", func(t *testing.T) { raisedWhileRefused(t, newStore(t)) })
-	t.Run("Lowered", func(t *testing.T) { lowered(t, newStore(t)) })
 	t.Run("ZeroLimit", func(t *testing.T) { zeroLimit(t, newStore(t)) })
 	t.Run("Debt", func(t *testing.T) { debt(t, newStore(t)) })
 	t.Run("DebtRefused", func(t *testing.T) { debtRefused(t, newStore(t)) })
@@ -123,6 +122,10 @@ func costs(t *testing.T, s rls.Store) {
 	expect(t, "its reset", res[0].ResetAfter, rls.Never)
 }
 
+// changedLimit: a changed limit carries the balance over, clamped to the
+// new capacity, whether the request that brings it is admitted or refused;
+// lowering keeps a balance below the new capacity, and raising again adds
+// nothing at once.
 func changedLimit(t *testing.T, s rls.Store) {
 	ok, _ := decide(t, s, hit("k", 10, 1, 4))
 	expect(t, "take 4 of 10", ok, true)
@@ -130,6 +133,16 @@ func changedLimit(t *testing.T, s rls.Store) {
 	expect(t, "take 1 under capacity 5", ok, true)
 	expect(t, "6 clamped to 5, less 1", res[0].Remaining, int64(4))
 	expect(t, "a larger capacity adds nothing", remaining(t, s, hit("k", 100, 1, 0)), int64(4))
+
+	ok, _ = decide(t, s, hit("l", 10, 1, 8))
+	expect(t, "take 8 of 10", ok, true)
+	ok, res = decide(t, s, hit("l", 5, 1, 3))
+	expect(t, "3 of 2 under capacity 5", ok, false)
+	expect(t, "remaining", res[0].Remaining, int64(2))
+	expect(t, "raised again", remaining(t, s, hit("l", 100, 100, 0)), int64(2))
+	ok, res = decide(t, s, hit("l", 1, 0, 0))
+	expect(t, "a check under capacity 1", ok, true)
+	expect(t, "clamped to 1", res[0].Remaining, int64(1))
 }
 
 // concurrent runs overlapping requests of three buckets from many
@@ -207,20 +220,6 @@ func raisedWhileRefused(t *testing.T, s rls.Store) {
 	time.Sleep(150 * time.Millisecond)
 	ok, _ = decide(t, s, high)
 	expect(t, "admitted at the raised rate", ok, true)
-}
-
-// lowered: lowering a limit keeps a balance below the new capacity, a
-// refused request's included, and raising it again adds nothing at once.
-func lowered(t *testing.T, s rls.Store) {
-	ok, _ := decide(t, s, hit("l", 10, 1, 8))
-	expect(t, "take 8 of 10", ok, true)
-	ok, res := decide(t, s, hit("l", 5, 1, 3))
-	expect(t, "3 of 2 under capacity 5", ok, false)
-	expect(t, "remaining", res[0].Remaining, int64(2))
-	expect(t, "raised again", remaining(t, s, hit("l", 100, 100, 0)), int64(2))
-	ok, res = decide(t, s, hit("l", 1, 0, 0))
-	expect(t, "a check under capacity 1", ok, true)
-	expect(t, "clamped to 1", res[0].Remaining, int64(1))
 }
 
 // zeroLimit: a hit of capacity 0 refuses any cost but 0, and its refusal
