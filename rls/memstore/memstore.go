@@ -44,7 +44,10 @@
 // descriptor values of 60 KiB costs what one of 6 bytes does. So memory is
 // bounded in bytes: at most the key bound (WithMaxKeys) of buckets, each at
 // most BucketBytes (128 bytes, measured as about 107: map slot and state),
-// split evenly over the shards. A new key arriving at a full shard first
+// split evenly over the shards (a shard whose first buckets in a scan all
+// belong to the request inserting one may pass its share by that request's
+// buckets, at most rls.MaxLimited; at the default bound a shard holds
+// 16,384). A new key arriving at a full shard first
 // drops full buckets found in a short scan; if none is full it evicts one
 // bucket that the request does not use, and that bucket's client then sees
 // a fresh, full bucket: up to one extra burst, once per eviction (counted by
