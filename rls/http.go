@@ -14,13 +14,20 @@ import (
 const maxJSONBody = 1 << 20
 
 // HTTPHandler returns the HTTP endpoints of envoyproxy/ratelimit:
-// GET /healthcheck answers 200 "OK"; POST /json takes a RateLimitRequest as
+// GET /healthcheck answers 200 "OK", or 500 with the reason while
+// Options.Health reports an error; POST /json takes a RateLimitRequest as
 // proto-JSON and answers the RateLimitResponse, 200 when OK and 429 when
 // OVER_LIMIT (400 for a bad request, 503 without a configuration or with the
 // store unavailable).
 func (s *Service) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthcheck", func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Health != nil {
+			if err := s.opts.Health(); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "OK")
 	})

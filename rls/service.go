@@ -54,6 +54,9 @@ type Options struct {
 	FailOpen bool
 	// Observer, if not nil, receives outcomes.
 	Observer Observer
+	// Health, if not nil, is asked by /healthcheck: an error fails it
+	// (the backend is unreachable, say).
+	Health func() error
 }
 
 // Service is the rate limit service. It is safe for concurrent use; build
@@ -90,14 +93,10 @@ func (s *Service) SetConfig(c *config.Config) { s.cfg.Store(c) }
 // its requests.
 func (s *Service) Check(c *config.Config) error {
 	for _, r := range c.Rules() {
-		capacity := int64(r.Burst)
-		if capacity == 0 {
-			capacity = int64(r.RequestsPerUnit)
-		}
-		if r.Unlimited || capacity == 0 {
+		if r.Unlimited || r.Capacity() == 0 {
 			continue
 		}
-		h := Hit{Capacity: capacity, Count: int64(r.RequestsPerUnit), Period: config.UnitDuration(r.Unit)}
+		h := Hit{Capacity: r.Capacity(), Count: int64(r.RequestsPerUnit), Period: config.UnitDuration(r.Unit), Debt: r.Debt}
 		if err := s.store.Check(h); err != nil {
 			return fmt.Errorf("rule %s: %w", r.Key, err)
 		}
@@ -108,20 +107,27 @@ func (s *Service) Check(c *config.Config) error {
 // Config returns the current configuration, nil before the first SetConfig.
 func (s *Service) Config() *config.Config { return s.cfg.Load() }
 
-// MaxDescriptors is the most descriptors a request may carry.
-const MaxDescriptors = 64
+// MaxLimited is the most limited descriptors (those a limit applies to) a
+// request may carry; more is InvalidArgument. Envoy sends one descriptor
+// per rate limit action that applies to a request, so a real configuration
+// stays far below it; the bound keeps one request from making the store
+// decide thousands of buckets in one step (one Redis script, say). The
+// descriptors themselves are bounded only by the gRPC message size (4 MiB
+// by default).
+const MaxLimited = 256
 
 // plan is one descriptor's part of a decision.
 type plan struct {
-	limit  *pb.RateLimitResponse_RateLimit // nil: no limit applies
-	hit    int                             // index into hits, -1 when none
-	zero   bool                            // a limit of 0: any cost is over it
-	shadow bool
-	n      int64
-	name   string
-	burst  uint32
-	shared []string      // share_threshold wildcards standing for entries' values
-	reset  time.Duration // until full, for the Reset header
+	limit     *pb.RateLimitResponse_RateLimit // nil: no limit applies
+	unlimited bool                            // no limit, by an unlimited rule
+	hit       int                             // index into hits, -1 when none
+	shadow    bool
+	debt      bool
+	n         int64
+	name      string
+	burst     uint32
+	shared    []string      // share_threshold wildcards standing for entries' values
+	reset     time.Duration // until full, for the Reset header
 }
 
 // ShouldRateLimit decides a request; see the package doc.
@@ -134,13 +140,16 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	if len(ds) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	}
-	if len(ds) > MaxDescriptors {
-		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors, above %d", len(ds), MaxDescriptors)
+	for i, d := range ds {
+		if d.GetIsNegativeHits() {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: is_negative_hits (a refund) is not implemented by admit-rls", i)
+		}
 	}
 	cfg := s.cfg.Load()
 	if cfg == nil {
 		return nil, status.Error(codes.Unavailable, "no rate limit configuration loaded")
 	}
+	known := cfg.HasDomain(domain)
 	plans := make([]plan, len(ds))
 	var replaced map[string]bool
 	for i, d := range ds {
@@ -149,6 +158,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		p.n = int64(max(1, req.GetHitsAddend()))
 		if h := d.GetHitsAddend(); h != nil {
 			p.n = int64(min(h.GetValue(), math.MaxInt64))
+		}
+		if !known {
+			continue // a domain the configuration does not hold: no limit, overrides included
 		}
 		if o := d.GetLimit(); o != nil {
 			if config.UnitDuration(pb.RateLimitResponse_RateLimit_Unit(o.GetUnit())) == 0 {
@@ -170,10 +182,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			}
 		}
 		if r.Unlimited {
+			p.unlimited = true
 			continue
 		}
 		p.limit = &pb.RateLimitResponse_RateLimit{Name: r.Name, RequestsPerUnit: r.RequestsPerUnit, Unit: r.Unit}
 		p.shadow = r.ShadowMode
+		p.debt = r.Debt
 		p.name = r.Name
 		p.burst = r.Burst
 		p.shared = shared
@@ -190,23 +204,22 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			continue
 		}
 		tokens += min(p.n, math.MaxInt64-tokens) // saturating: each n is at most MaxInt64
+		if len(hits) == MaxLimited {
+			return nil, status.Errorf(codes.InvalidArgument, "more than %d limited descriptors", MaxLimited)
+		}
 		capacity := int64(p.burst)
 		if capacity == 0 {
 			capacity = int64(p.limit.RequestsPerUnit)
-		}
-		if capacity == 0 {
-			p.zero = true
-			continue
 		}
 		p.hit = len(hits)
 		hits = append(hits, Hit{
 			Key: Key(domain, d.GetEntries(), p.shared), Capacity: capacity,
 			Count: int64(p.limit.RequestsPerUnit), Period: config.UnitDuration(p.limit.Unit),
-			N: p.n, Shadow: p.shadow || s.opts.ShadowMode,
+			N: p.n, Shadow: p.shadow || s.opts.ShadowMode, Debt: p.debt,
 		})
 	}
 	label := domain
-	if !cfg.HasDomain(domain) {
+	if !known {
 		label = ""
 	}
 	results := make([]Result, len(hits))
@@ -240,18 +253,18 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		st := &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
 		resp.Statuses[i] = st
 		if p.limit == nil {
-			st.LimitRemaining = math.MaxUint32
+			if p.unlimited {
+				st.LimitRemaining = math.MaxUint32
+			}
 			continue
 		}
 		st.CurrentLimit = p.limit
-		over := p.zero && p.n > 0
-		if !p.zero {
-			r := results[p.hit]
-			over, p.reset = !r.OK, r.ResetAfter
-			st.LimitRemaining = uint32(min(r.Remaining, math.MaxUint32))
-			if r.ResetAfter != Never {
-				st.DurationUntilReset = durationpb.New(r.ResetAfter)
-			}
+		r := results[p.hit]
+		over := !r.OK
+		p.reset = r.ResetAfter
+		st.LimitRemaining = uint32(min(r.Remaining, math.MaxUint32))
+		if hits[p.hit].Capacity != 0 && r.ResetAfter != Never { // a limit of zero has no bucket to fill
+			st.DurationUntilReset = durationpb.New(r.ResetAfter)
 		}
 		enforced := over && !p.shadow && !s.opts.ShadowMode
 		switch {
@@ -287,7 +300,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 func failOpen(n int) *pb.RateLimitResponse {
 	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, n)}
 	for i := range resp.Statuses {
-		resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+		resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
 	}
 	return resp
 }

@@ -3,8 +3,6 @@ package rls
 import (
 	"context"
 	"time"
-
-	"github.com/admit-go/admit"
 )
 
 // Hit is one descriptor's share of a request: the bucket it draws from and
@@ -13,7 +11,8 @@ type Hit struct {
 	// Key names the bucket: the domain and the descriptor's entries.
 	Key string
 	// Capacity is the bucket's burst; Count per Period is its rate,
-	// exactly (requests_per_unit per unit).
+	// exactly (requests_per_unit per unit). Capacity 0 is a limit of zero
+	// (requests_per_unit: 0): no bucket, nothing held but a check (N = 0).
 	Capacity int64
 	Count    int64
 	Period   time.Duration
@@ -22,21 +21,24 @@ type Hit struct {
 	// Shadow marks a hit that may lack N tokens without refusing the
 	// request (shadow_mode): it is reported, not enforced.
 	Shadow bool
-}
-
-// Limit returns the hit's bucket as an admit.Limit (the rate rounded to a
-// float64).
-func (h *Hit) Limit() admit.Limit {
-	return admit.Limit{Capacity: h.Capacity, Rate: float64(h.Count) / h.Period.Seconds()}
+	// Debt marks a hit that is charged whatever the request's outcome
+	// (a rule with debt: true, for usage reported after the fact): it
+	// takes N even when the bucket lacks them, down to a balance of minus
+	// one burst, and still refuses the request (unless Shadow) when the
+	// bucket lacked them.
+	Debt bool
 }
 
 // Result is one hit's outcome.
 type Result struct {
-	// OK reports whether the bucket held N tokens at the decision.
+	// OK reports whether the bucket held N tokens at the decision (a
+	// bucket in debt holds none, not even 0).
 	OK bool
-	// Remaining is the bucket's whole tokens after the decision.
+	// Remaining is the bucket's whole tokens after the decision, 0 when in
+	// debt.
 	Remaining int64
-	// ResetAfter is the time until the bucket is full again; 0 when full.
+	// ResetAfter is the time until the bucket is full again; 0 when full,
+	// Never when it never will be.
 	ResetAfter time.Duration
 }
 
@@ -46,19 +48,30 @@ type Result struct {
 //  1. All or nothing. A request is admitted exactly when every hit that is
 //     not Shadow holds its N tokens at one instant. An admitted request
 //     takes N from every hit that holds N (a Shadow hit that lacks them
-//     takes nothing); a refused request takes from none.
+//     takes nothing); a refused request takes from none, except its Debt
+//     hits, which are charged whatever the outcome.
 //  2. Each Key is a token bucket with admit's semantics: created full,
-//     refilled lazily, never more than Capacity + Count/Period × T admitted
-//     over a span T in which its limit did not change. A changed limit
-//     carries the balance over, clamped to the new capacity.
-//  3. N above Capacity (or negative) is never held.
-//  4. Hits of one request may share a Key; they are taken in order, so two
+//     refilled lazily and exactly (Count tokens per Period), never more
+//     than Capacity + Count/Period × T admitted over a span T in which its
+//     limit did not change. A Debt bucket's balance may go down to
+//     −Capacity; it holds nothing until refill has repaid the debt.
+//  3. A changed limit (Capacity, Count, Period or Debt) applies at the
+//     first hit that brings it, whatever that hit's outcome: the balance,
+//     fraction included, carries over to the new limit and refills at the
+//     new rate from then on, clamped to the new capacity (and to zero,
+//     or −Capacity for Debt, from below), so lowering a limit never gives
+//     tokens back. A full bucket is the same as none and is full under the
+//     new limit too.
+//  4. N above Capacity (or negative) is never held. A hit of Capacity 0
+//     holds only N = 0 and has no bucket: Remaining 0, ResetAfter 0.
+//  5. Hits of one request may share a Key; they are taken in order, so two
 //     hits of one key need both costs.
 //
 // results has one entry per hit. Check reports whether the store can
-// represent a hit's bucket (its capacity and rate; Key and N are ignored),
-// with an error wrapping admit.ErrInvalidConfig when it cannot; Decide
-// fails on such a hit the same way. A Store is safe for concurrent use.
+// represent a hit's bucket (its capacity, rate and Debt; Key and N are
+// ignored), with an error wrapping admit.ErrInvalidConfig when it cannot;
+// Decide fails on such a hit the same way. A Store is safe for concurrent
+// use.
 type Store interface {
 	Decide(ctx context.Context, hits []Hit, results []Result) (admitted bool, err error)
 	Check(h Hit) error

@@ -14,8 +14,12 @@
 // other than maps, an empty domain or key, a duplicate composite key, a
 // duplicate domain (unless domains are merged), an invalid unit, a unit with
 // unlimited, an empty or self-naming replaces entry, share_threshold on a
-// value that is not a wildcard. The only extension is burst beside
-// requests_per_unit: the bucket's capacity, by default requests_per_unit.
+// value that is not a wildcard. Two extensions sit beside requests_per_unit:
+// burst, the bucket's capacity (by default requests_per_unit), and debt:
+// true, which charges the rule's hits whatever the request's outcome, for
+// usage reported after the response (see package rls). Any uint32
+// requests_per_unit loads, as in envoyproxy/ratelimit; whether a store
+// can hold a rule is checked by the service (rls.Service.Check).
 //
 // What admit-rls does not implement is refused by name: quota_mode: true.
 // share_threshold makes every value matching its wildcard share one bucket

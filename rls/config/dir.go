@@ -15,15 +15,22 @@ import (
 // order of path, as envoyproxy/ratelimit's runtime loader takes every file
 // of its directory; with ignoreDotFiles, names starting with "." are
 // skipped (RUNTIME_IGNOREDOTFILES). A File's Name is its path relative to
-// dir. Symbolic links to files are followed (a Kubernetes ConfigMap's
-// files are links); links to directories are not.
+// dir. Symbolic links to files are followed; links to directories are not.
+//
+// Names starting with ".." are always skipped: they are Kubernetes'. A
+// ConfigMap mounted as a volume holds its files in a timestamped
+// "..2026_12_01_..." directory, a "..data" link to it, and one link per
+// file into "..data"; reading the timestamped copy too would load every
+// file twice (envoyproxy/ratelimit needs RUNTIME_IGNOREDOTFILES=true
+// there). Kubernetes swaps "..data" atomically, so a poll sees either the
+// old files or the new ones.
 func ReadDir(dir string, ignoreDotFiles bool) ([]File, error) {
 	var files []File
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if path != dir && ignoreDotFiles && strings.HasPrefix(d.Name(), ".") {
+		if path != dir && (strings.HasPrefix(d.Name(), "..") || ignoreDotFiles && strings.HasPrefix(d.Name(), ".")) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}

@@ -10,9 +10,10 @@ import (
 )
 
 // TestReadDirConfigMap reads a Kubernetes ConfigMap's layout: the files are
-// links into a "..data" link to a timestamped "..<date>" directory. With
-// dot files ignored (RUNTIME_IGNOREDOTFILES, as envoyproxy/ratelimit's
-// Kubernetes examples set) each file is read once, through its link.
+// links into a "..data" link to a timestamped "..<date>" directory. Each
+// file is read once, through its link, whether dot files are ignored
+// (RUNTIME_IGNOREDOTFILES) or not: Kubernetes' ".." names are always
+// skipped, other dot files only when ignored.
 func TestReadDirConfigMap(t *testing.T) {
 	dir := t.TempDir()
 	stamp := filepath.Join(dir, "..2026_12_01_00_00_00.1")
@@ -35,10 +36,17 @@ func TestReadDirConfigMap(t *testing.T) {
 	require.True(t, c.HasDomain("a"))
 	require.True(t, c.HasDomain("b"))
 
-	// Without ignoring dot files, the timestamped directory's copy is read
-	// too, and the domain is duplicated.
+	// Without ignoring dot files, the timestamped directory's copy is
+	// still skipped; a dot file of the user's is read.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".c.yaml"), []byte("domain: c\n"), 0o644))
 	files, err = config.ReadDir(dir, false)
 	require.NoError(t, err)
-	_, err = config.Load(files, false)
-	require.ErrorContains(t, err, "duplicate domain 'a'")
+	names = nil
+	for _, f := range files {
+		names = append(names, f.Name)
+	}
+	require.Equal(t, []string{".c.yaml", "a.yaml", filepath.Join("nested", "b.yaml")}, names)
+	c, err = config.Load(files, false)
+	require.NoError(t, err)
+	require.True(t, c.HasDomain("c"))
 }

@@ -39,13 +39,11 @@ descriptors:
 			fmt.Println("no limit")
 			continue
 		}
-		l, _ := rule.Limit()
-		fmt.Printf("%s: %d per %v, bucket of %d at %.0f/s\n",
-			rule.Key, rule.RequestsPerUnit, rule.Unit, l.Capacity, l.Rate)
+		fmt.Printf("%s: %d per %v, bucket of %d\n", rule.Key, rule.RequestsPerUnit, rule.Unit, rule.Capacity())
 	}
 	// Output:
-	// example.api_key: 600 per MINUTE, bucket of 600 at 10/s
-	// example.api_key.path_/search*: 60 per MINUTE, bucket of 10 at 1/s
+	// example.api_key: 600 per MINUTE, bucket of 600
+	// example.api_key.path_/search*: 60 per MINUTE, bucket of 10
 	// no limit
 }
 

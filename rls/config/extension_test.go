@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/rls/config"
 	"github.com/stretchr/testify/require"
 )
@@ -26,13 +25,10 @@ descriptors:
 `)
 	require.NoError(t, err)
 	ra, _ := c.Lookup("d", desc("a", "x"))
-	l, ok := ra.Limit()
-	require.True(t, ok)
-	require.Equal(t, admit.Limit{Capacity: 5, Rate: 1}, l)
+	require.Equal(t, int64(5), ra.Capacity())
+	require.Equal(t, uint32(60), ra.RequestsPerUnit)
 	rb, _ := c.Lookup("d", desc("b", "x"))
-	l, ok = rb.Limit()
-	require.True(t, ok)
-	require.Equal(t, admit.Limit{Capacity: 36, Rate: 0.01}, l)
+	require.Equal(t, int64(36), rb.Capacity())
 	require.Equal(t, 30*24*time.Hour, config.UnitDuration(4+1)) // MONTH
 }
 
@@ -53,6 +49,12 @@ descriptors:
   - key: a
     rate_limit: {unlimited: true, burst: 3}
 `, "f.yaml: descriptor 'd.a': should not specify burst when unlimited"},
+		{`
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unlimited: true, debt: true}
+`, "f.yaml: descriptor 'd.a': should not specify debt when unlimited"},
 		{`
 domain: d
 descriptors:
@@ -85,4 +87,24 @@ func TestExample(t *testing.T) {
 	r, _ := c.Lookup("example", desc("api_key", "k", "path", "/search?q=x"))
 	require.NotNil(t, r)
 	require.Equal(t, uint32(60), r.RequestsPerUnit)
+}
+
+// TestDebtAndLargeRules: debt: true is read; every uint32
+// requests_per_unit loads, rules above 1e9 a second included (hits that
+// count bytes), as envoyproxy/ratelimit loads them.
+func TestDebtAndLargeRules(t *testing.T) {
+	c, err := loadString(`
+domain: d
+descriptors:
+  - key: usage
+    rate_limit: {unit: hour, requests_per_unit: 1000, debt: true}
+  - key: bytes
+    rate_limit: {unit: second, requests_per_unit: 4294967295}
+`)
+	require.NoError(t, err)
+	r, _ := c.Lookup("d", desc("usage", "x"))
+	require.True(t, r.Debt)
+	r, _ = c.Lookup("d", desc("bytes", "x"))
+	require.False(t, r.Debt)
+	require.Equal(t, int64(4294967295), r.Capacity())
 }

@@ -1,10 +1,11 @@
 package config
 
 import (
+	"fmt"
+	"sort"
 	"strings"
 	"time"
 
-	"github.com/admit-go/admit"
 	common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
@@ -24,9 +25,13 @@ type Rule struct {
 	Unit            pb.RateLimitResponse_RateLimit_Unit
 	RequestsPerUnit uint32
 	// Burst is the bucket's capacity as written; 0 means RequestsPerUnit.
-	Burst          uint32
-	Unlimited      bool
-	ShadowMode     bool
+	Burst      uint32
+	Unlimited  bool
+	ShadowMode bool
+	// Debt charges every hit of the rule whatever the request's outcome,
+	// down to a balance of minus one burst (debt: true, an admit-rls
+	// extension for usage reported after the response).
+	Debt           bool
 	Replaces       []string
 	DetailedMetric bool
 }
@@ -54,25 +59,14 @@ func UnitDuration(u pb.RateLimitResponse_RateLimit_Unit) time.Duration {
 	return 0
 }
 
-// BucketLimit returns the token bucket of requestsPerUnit per unit with the
-// given burst (0 meaning requestsPerUnit). ok is false when no bucket
-// represents it: a zero capacity (every request that costs anything is over
-// the limit) or an unknown unit.
-func BucketLimit(requestsPerUnit, burst uint32, unit pb.RateLimitResponse_RateLimit_Unit) (l admit.Limit, ok bool) {
-	d := UnitDuration(unit)
-	capacity := int64(burst)
-	if capacity == 0 {
-		capacity = int64(requestsPerUnit)
+// Capacity returns the rule's bucket capacity: Burst, or RequestsPerUnit
+// when Burst is 0. A capacity of 0 is a limit of zero: every request that
+// costs anything is over it.
+func (r *Rule) Capacity() int64 {
+	if r.Burst != 0 {
+		return int64(r.Burst)
 	}
-	if d == 0 || capacity == 0 {
-		return admit.Limit{}, false
-	}
-	return admit.Limit{Capacity: capacity, Rate: float64(requestsPerUnit) / d.Seconds()}, true
-}
-
-// Limit returns the rule's bucket; see BucketLimit.
-func (r *Rule) Limit() (admit.Limit, bool) {
-	return BucketLimit(r.RequestsPerUnit, r.Burst, r.Unit)
+	return int64(r.RequestsPerUnit)
 }
 
 // node is one level of a domain's descriptor tree.
@@ -145,10 +139,12 @@ func (n *node) load(file, parent string, ds []yamlDescriptor) error {
 				return errorf(file, "invalid rate limit unit '%s'", rl.Unit)
 			case rl.Unlimited && rl.Burst != 0:
 				return errorf(file, "descriptor '%s': should not specify burst when unlimited", path)
+			case rl.Unlimited && rl.Debt:
+				return errorf(file, "descriptor '%s': should not specify debt when unlimited", path)
 			}
 			rule = &Rule{
 				Key: path, Name: rl.Name, Unit: unit, RequestsPerUnit: rl.RequestsPerUnit,
-				Burst: rl.Burst, Unlimited: rl.Unlimited, ShadowMode: yd.ShadowMode,
+				Burst: rl.Burst, Unlimited: rl.Unlimited, ShadowMode: yd.ShadowMode, Debt: rl.Debt,
 				DetailedMetric: yd.DetailedMetric,
 			}
 			for _, r := range rl.Replaces {
@@ -159,13 +155,6 @@ func (n *node) load(file, parent string, ds []yamlDescriptor) error {
 					return errorf(file, "replaces should not contain name of same descriptor")
 				}
 				rule.Replaces = append(rule.Replaces, r.Name)
-			}
-			if !rl.Unlimited {
-				if l, ok := rule.Limit(); ok {
-					if err := l.Validate(); err != nil {
-						return errorf(file, "descriptor '%s': %v", path, err)
-					}
-				}
 			}
 		}
 		wild := strings.HasSuffix(k, "*")
@@ -260,4 +249,29 @@ func (c *Config) Lookup(domain string, entries []*common.RateLimitDescriptor_Ent
 		shared = nil
 	}
 	return rule, shared
+}
+
+// Dump returns every rule, one line each, in order of key:
+// "key: unit=MINUTE requests_per_unit=60, shadow_mode: false" as
+// envoyproxy/ratelimit's /rlconfig prints it, with ", burst: n" and
+// ", debt: true" where set, and "key: unlimited" for an unlimited rule.
+func (c *Config) Dump() string {
+	rs := c.Rules()
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Key < rs[j].Key })
+	var b strings.Builder
+	for _, r := range rs {
+		if r.Unlimited {
+			fmt.Fprintf(&b, "%s: unlimited\n", r.Key)
+			continue
+		}
+		fmt.Fprintf(&b, "%s: unit=%s requests_per_unit=%d, shadow_mode: %t", r.Key, r.Unit, r.RequestsPerUnit, r.ShadowMode)
+		if r.Burst != 0 {
+			fmt.Fprintf(&b, ", burst: %d", r.Burst)
+		}
+		if r.Debt {
+			b.WriteString(", debt: true")
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
 }

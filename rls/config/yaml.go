@@ -26,13 +26,13 @@ func errorf(file, format string, args ...any) *Error {
 }
 
 // validKeys are the mapping keys a file may hold, at any depth: those of
-// envoyproxy/ratelimit, plus burst.
+// envoyproxy/ratelimit, plus burst and debt.
 var validKeys = map[string]bool{
 	"domain": true, "key": true, "value": true, "descriptors": true,
 	"rate_limit": true, "unit": true, "requests_per_unit": true,
 	"unlimited": true, "shadow_mode": true, "quota_mode": true, "name": true,
 	"replaces": true, "detailed_metric": true, "value_to_metric": true,
-	"share_threshold": true, "burst": true,
+	"share_threshold": true, "burst": true, "debt": true,
 }
 
 type yamlReplaces struct {
@@ -42,6 +42,7 @@ type yamlReplaces struct {
 type yamlRateLimit struct {
 	RequestsPerUnit uint32         `yaml:"requests_per_unit"`
 	Burst           uint32         `yaml:"burst"`
+	Debt            bool           `yaml:"debt"`
 	Unit            string         `yaml:"unit"`
 	Unlimited       bool           `yaml:"unlimited"`
 	Name            string         `yaml:"name"`

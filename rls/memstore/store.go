@@ -2,8 +2,8 @@ package memstore
 
 import (
 	"context"
-	"fmt"
 	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,16 +11,27 @@ import (
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/internal/refill"
 	"github.com/admit-go/admit/rls"
+	"github.com/admit-go/admit/rls/internal/memo"
+	"github.com/admit-go/admit/rls/internal/tick"
 )
 
 // nShards is the number of shards; a power of two.
 const nShards = 64
 
-// DefaultMaxKeys is the key bound when WithMaxKeys is not given.
+// DefaultMaxKeys is the bucket bound when WithMaxKeys is not given.
 const DefaultMaxKeys = 1 << 20
 
-// MaxHits is the most hits one Decide accepts.
-const MaxHits = 64
+// BucketBytes bounds the heap one held bucket costs, whatever its key: its
+// share of its shard's map (a 16-byte digest and a pointer per slot, at
+// the load a map has just after it grew) and the bucket itself. The store
+// holds at most its key bound of buckets, so at most about
+// maxKeys × BucketBytes bytes (128 MiB at DefaultMaxKeys), plus a fixed
+// 20 KiB for the shards and the parameters memo.
+const BucketBytes = 128
+
+// maxUnits bounds a bucket's debt (its capacity in units, twice that with
+// debt), so that every sum of two quantities stays within int64.
+const maxUnits = 1 << 60
 
 // sweep is how many buckets a new key at a full shard inspects for a full
 // one before it evicts.
@@ -41,47 +52,56 @@ func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = n } }
 // first use.
 type Store struct {
 	clk       refill.Clock
-	seed      maphash.Seed
+	seeds     [2]maphash.Seed
 	maxKeys   int
 	perShard  int
-	params    sync.Map // paramsKey → *refill.Params: NewParams uses big.Rat, so each Limit is computed once
+	params    *memo.Memo[limit, tick.Params]
 	evictions atomic.Int64
 	shards    [nShards]shard
 }
 
+// digest names a bucket: two independently seeded 64-bit hashes of its
+// key, so that every bucket costs the same bytes however long its key
+// (two keys share a bucket only if both hashes collide: about n²/2^129 for
+// n keys, and the seeds are secret, drawn per process).
+type digest [2]uint64
+
 type shard struct {
 	mu sync.Mutex
-	m  map[string]*bucket
-	_  [40]byte // keeps neighbouring shards' mutexes off one cache line
+	m  map[digest]*bucket
+	_  [48]byte // keeps neighbouring shards' mutexes off one cache line
 }
 
-type paramsKey struct {
-	capacity int64
-	rate     float64
+// limit is what a Hit's bucket is computed from.
+type limit struct {
+	capacity, count int64
+	period          time.Duration
+	debt            bool
 }
 
-// bucket is one key's state: (tokens, last) in p's units and elapsed
-// nanoseconds, for the limit lim. Guarded by its shard's mutex.
+// bucket is one key's state: debt d as of tick t under p (see package
+// tick). Guarded by its shard's mutex.
 type bucket struct {
-	lim    paramsKey
-	p      *refill.Params
-	tokens int64
-	last   int64
+	p    tick.Params
+	d, t int64
 }
 
 var _ rls.Store = (*Store)(nil)
 
 // New returns an empty Store.
 func New(opts ...Option) *Store {
-	s := &Store{seed: maphash.MakeSeed(), maxKeys: DefaultMaxKeys}
+	s := &Store{seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, maxKeys: DefaultMaxKeys}
 	s.clk = refill.NewClock(nil)
 	for _, o := range opts {
 		o(s)
 	}
 	s.perShard = max(1, s.maxKeys/nShards)
 	for i := range s.shards {
-		s.shards[i].m = make(map[string]*bucket)
+		s.shards[i].m = make(map[digest]*bucket)
 	}
+	s.params = memo.New(func(l limit) (tick.Params, error) {
+		return tick.New(l.capacity, l.count, l.period, l.debt, time.Nanosecond, maxUnits)
+	})
 	return s
 }
 
@@ -100,57 +120,56 @@ func (s *Store) Len() int {
 	return n
 }
 
-func (s *Store) paramsFor(l admit.Limit) (*refill.Params, error) {
-	k := paramsKey{l.Capacity, l.Rate}
-	if p, ok := s.params.Load(k); ok {
-		return p.(*refill.Params), nil
-	}
-	p, err := refill.NewParams(l.Capacity, l.Rate)
-	if err != nil {
-		return nil, err
-	}
-	v, _ := s.params.LoadOrStore(k, &p)
-	return v.(*refill.Params), nil
+func (s *Store) paramsOf(h *rls.Hit) (tick.Params, error) {
+	return s.params.Get(limit{h.Capacity, h.Count, h.Period, h.Debt})
 }
 
 // Check implements rls.Store.
 func (s *Store) Check(h rls.Hit) error {
-	_, err := s.paramsFor(h.Limit())
+	if h.Capacity == 0 {
+		return nil
+	}
+	_, err := s.paramsOf(&h)
 	return err
 }
 
-// saved is a bucket's state before a request touched it, for the undo.
-type saved struct {
-	sh      *shard
-	key     string
-	b       *bucket
-	old     bucket
-	created bool
+// cell is one bucket's working state during a Decide: its state after
+// carry-over and refill, then with every hit applied (all) and with the
+// debt hits' charges only (debt), which is what a refused request leaves.
+type cell struct {
+	dig      digest
+	sh       *shard
+	b        *bucket // the stored bucket; nil when absent
+	p        tick.Params
+	all, dbt int64
+	t        int64
 }
 
 // Decide implements rls.Store; see the package doc for how it is atomic.
-// Errors: a Limit refill cannot represent, or more than MaxHits hits, wrap
-// admit.ErrInvalidConfig and nothing is taken.
+// Errors: a hit whose limit cannot be represented wraps
+// admit.ErrInvalidConfig, and nothing is taken.
 func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result) (bool, error) {
-	if len(hits) > MaxHits {
-		return false, fmt.Errorf("%w: %d descriptors, above %d", admit.ErrInvalidConfig, len(hits), MaxHits)
-	}
-	// Parameters first, outside the locks: NewParams may be slow once.
-	var pbuf [8]*refill.Params
-	ps := pbuf[:0]
+	// Parameters and digests first, outside the locks.
+	var pbuf [8]tick.Params
+	var dbuf [8]digest
+	ps, digs := pbuf[:0], dbuf[:0]
+	var obuf [8]uint8
+	order := obuf[:0]
 	for i := range hits {
-		p, err := s.paramsFor(hits[i].Limit())
-		if err != nil {
-			return false, err
+		h := &hits[i]
+		var p tick.Params
+		if h.Capacity != 0 {
+			var err error
+			if p, err = s.paramsOf(h); err != nil {
+				return false, err
+			}
 		}
 		ps = append(ps, p)
-	}
-	var ibuf, obuf [8]uint8
-	idx, order := ibuf[:0], obuf[:0]
-	for _, h := range hits {
-		i := uint8(maphash.String(s.seed, h.Key) & (nShards - 1))
-		idx = append(idx, i)
-		order = insertUnique(order, i)
+		dg := digest{maphash.String(s.seeds[0], h.Key), maphash.String(s.seeds[1], h.Key)}
+		digs = append(digs, dg)
+		if h.Capacity != 0 {
+			order = insertUnique(order, uint8(dg[0]&(nShards-1)))
+		}
 	}
 	// Lock order: ascending shard index, released in reverse.
 	for _, i := range order {
@@ -163,120 +182,178 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 	}()
 	now := s.clk.Now()
 
-	var sbuf [8]saved
-	undo := sbuf[:0]
+	var cbuf [8]cell
+	var ibuf [8]int
+	cells, at := cbuf[:0], ibuf[:0]
+	var index map[digest]int // built when a request has many buckets
 	admitted := true
-	for i, h := range hits {
-		sh := &s.shards[idx[i]]
-		p := ps[i]
-		lim := h.Limit()
-		b, ok := sh.m[h.Key]
-		if !ok {
-			s.room(sh, hits, now)
-			b = &bucket{lim: paramsKey{lim.Capacity, lim.Rate}, p: p, tokens: p.Cap, last: now}
-			sh.m[h.Key] = b
-			undo = append(undo, saved{sh: sh, key: h.Key, b: b, created: true})
-		} else {
-			undo = append(undo, saved{sh: sh, key: h.Key, b: b, old: *b})
-			if b.p != p {
-				b.carry(p, paramsKey{lim.Capacity, lim.Rate}, now)
-			}
-		}
-		b.tokens, b.last = b.p.Refill(b.tokens, b.last, now)
-		ok = h.N >= 0 && h.N <= h.Capacity && b.tokens >= b.p.Units(h.N)
-		results[i].OK = ok
-		if ok {
-			b.tokens -= b.p.Units(h.N)
-		} else if !h.Shadow {
-			admitted = false
-		}
-	}
-	if !admitted {
-		for j := len(undo) - 1; j >= 0; j-- {
-			u := &undo[j]
-			if u.created {
-				delete(u.sh.m, u.key)
-			} else {
-				*u.b = u.old
-			}
-		}
-	}
-	for i, h := range hits {
-		sh := &s.shards[idx[i]]
-		b, ok := sh.m[h.Key]
-		if !ok {
-			results[i].Remaining, results[i].ResetAfter = h.Capacity, 0
+	for i := range hits {
+		h := &hits[i]
+		if h.Capacity == 0 { // a limit of zero: holds nothing but a check
+			results[i].OK = h.N == 0
+			admitted = admitted && (results[i].OK || h.Shadow)
+			at = append(at, -1)
 			continue
 		}
-		bal, at := b.p.Refill(b.tokens, b.last, now)
-		results[i].Remaining = bal >> b.p.Shift
-		results[i].ResetAfter = 0
-		if bal < b.p.Cap {
-			results[i].ResetAfter = rls.Never
-			if t, ok := b.p.Wake(bal, at, b.p.Cap); ok && t <= refill.Horizon {
-				results[i].ResetAfter = time.Duration(t - now)
+		j := find(cells, index, digs[i])
+		if j < 0 {
+			j = len(cells)
+			cells = append(cells, s.load(digs[i], ps[i], now))
+			if len(cells) > 16 {
+				if index == nil {
+					index = make(map[digest]int, 2*len(cells))
+					for k := range cells {
+						index[cells[k].dig] = k
+					}
+				}
+				index[digs[i]] = j
 			}
+		} else if cells[j].p != ps[i] {
+			cells[j].carry(ps[i], now) // one key under two limits in one request
 		}
+		at = append(at, j)
+		c := &cells[j]
+		held := c.p.Holds(c.all, h.N)
+		switch {
+		case h.Debt && h.N >= 0:
+			c.all, c.dbt = c.p.Charge(c.all, h.N), c.p.Charge(c.dbt, h.N)
+		case held:
+			c.all = c.p.Take(c.all, h.N)
+		}
+		results[i].OK = held
+		admitted = admitted && (held || h.Shadow)
 	}
-	// A bucket full after the decision is the same as no bucket.
-	for i, h := range hits {
-		sh := &s.shards[idx[i]]
-		if b, ok := sh.m[h.Key]; ok {
-			if bal, _ := b.p.Refill(b.tokens, b.last, now); bal >= b.p.Cap {
-				delete(sh.m, h.Key)
-			}
+	for j := range cells {
+		c := &cells[j]
+		d := c.dbt
+		if admitted {
+			d = c.all
 		}
+		s.store(c, d, cells, now)
+	}
+	for i := range hits {
+		j := at[i]
+		if j < 0 {
+			results[i].Remaining, results[i].ResetAfter = 0, 0
+			continue
+		}
+		c := &cells[j]
+		d := c.dbt
+		if admitted {
+			d = c.all
+		}
+		results[i].Remaining = c.p.Remaining(d)
+		results[i].ResetAfter = resetAfter(&c.p, d, c.t, now)
 	}
 	return admitted, nil
 }
 
-// carry moves b to new parameters: its balance advanced to now under the
-// old ones, whole tokens kept, clamped to the new capacity. The fraction of
-// a token is dropped, so a change never adds.
-func (b *bucket) carry(p *refill.Params, lim paramsKey, now int64) {
-	bal, at := b.p.Refill(b.tokens, b.last, now)
-	whole := min(bal>>b.p.Shift, lim.capacity)
-	b.p, b.lim, b.tokens, b.last = p, lim, p.Units(whole), at
+// load returns the working state of the bucket dg under p at elapsed time
+// now: the stored one refilled (carried over first if its limit changed),
+// or a full one.
+func (s *Store) load(dg digest, p tick.Params, now int64) cell {
+	sh := &s.shards[dg[0]&(nShards-1)]
+	c := cell{dig: dg, sh: sh, p: p, t: now / p.Q}
+	b := sh.m[dg]
+	if b == nil {
+		return c
+	}
+	c.b = b
+	if b.p != p {
+		d, _ := b.p.Refill(b.d, b.t, now/b.p.Q)
+		c.all = p.Carry(&b.p, d)
+	} else {
+		c.all, c.t = p.Refill(b.d, b.t, now/p.Q)
+	}
+	c.dbt = c.all
+	return c
 }
 
-// room makes space in sh for one more bucket: it drops full buckets met in a
-// short scan and, if the shard is still at its bound, evicts a bucket that
-// none of this request's hits uses. Called with sh locked.
-func (s *Store) room(sh *shard, hits []rls.Hit, now int64) {
+// carry moves a cell to new parameters at elapsed time now.
+func (c *cell) carry(p tick.Params, now int64) {
+	c.all, c.dbt = p.Carry(&c.p, c.all), p.Carry(&c.p, c.dbt)
+	c.p, c.t = p, now/p.Q
+}
+
+// store writes a cell's final debt d back: a full bucket is the same as
+// none and is dropped. Called with the cell's shard locked.
+func (s *Store) store(c *cell, d int64, cells []cell, now int64) {
+	switch {
+	case d == 0:
+		if c.b != nil {
+			delete(c.sh.m, c.dig)
+		}
+	case c.b != nil:
+		*c.b = bucket{p: c.p, d: d, t: c.t}
+	default:
+		s.room(c.sh, cells, now)
+		c.sh.m[c.dig] = &bucket{p: c.p, d: d, t: c.t}
+	}
+}
+
+// room makes space in sh for one more bucket: it drops full buckets met in
+// a short scan and, if the shard is still at its bound, evicts a bucket that
+// none of this request's cells is. Called with sh locked.
+func (s *Store) room(sh *shard, cells []cell, now int64) {
 	if len(sh.m) < s.perShard {
 		return
 	}
 	seen := 0
-	victim := ""
+	var victim digest
+	found := false
 	for k, b := range sh.m {
 		if seen == sweep {
 			break
 		}
 		seen++
-		if uses(hits, k) {
-			continue // its state may be saved for this request's undo
+		if find(cells, nil, k) >= 0 {
+			continue // this request writes it
 		}
-		if bal, _ := b.p.Refill(b.tokens, b.last, now); bal >= b.p.Cap {
+		if d, _ := b.p.Refill(b.d, b.t, now/b.p.Q); d == 0 {
 			delete(sh.m, k)
 			continue
 		}
-		if victim == "" {
-			victim = k
+		if !found {
+			victim, found = k, true
 		}
 	}
-	if len(sh.m) >= s.perShard && victim != "" {
+	if len(sh.m) >= s.perShard && found {
 		delete(sh.m, victim)
 		s.evictions.Add(1)
 	}
 }
 
-func uses(hits []rls.Hit, key string) bool {
-	for _, h := range hits {
-		if h.Key == key {
-			return true
+// resetAfter is the time from elapsed time now until a bucket of debt d as
+// of tick t is full again: Never if it never will be.
+func resetAfter(p *tick.Params, d, t, now int64) time.Duration {
+	full, ok := p.Full(d)
+	if !ok {
+		return rls.Never
+	}
+	if d == 0 {
+		return 0
+	}
+	if full > (math.MaxInt64/p.Q)-t {
+		return rls.Never
+	}
+	return time.Duration((t+full)*p.Q - now)
+}
+
+// find returns the index of the cell of dg, or -1; index, when not nil,
+// holds every cell.
+func find(cells []cell, index map[digest]int, dg digest) int {
+	if index != nil {
+		if j, ok := index[dg]; ok {
+			return j
+		}
+		return -1
+	}
+	for j := range cells {
+		if cells[j].dig == dg {
+			return j
 		}
 	}
-	return false
+	return -1
 }
 
 // insertUnique inserts v into the ascending s unless present.

@@ -14,7 +14,7 @@ func (s *Store) TakeForTest(ctx context.Context, h rls.Hit) (rls.Result, int64, 
 		return rls.Result{}, 0, 0, err
 	}
 	res, tk := make([]rls.Result, 1), make([]take, 1)
-	_, err = s.run(ctx, []rls.Hit{h}, []params{p}, res, nil, tk)
+	_, err = s.run(ctx, []rls.Hit{h}, []params{p}, res, nil, tk, false)
 	return res[0], tk[0].d, tk[0].t, err
 }
 
@@ -25,6 +25,6 @@ func (s *Store) GiveBackForTest(ctx context.Context, h rls.Hit, d, t int64) (rls
 		return rls.Result{}, err
 	}
 	res := make([]rls.Result, 1)
-	_, err = s.run(ctx, []rls.Hit{h}, []params{p}, res, []take{{d, t}}, nil)
+	_, err = s.run(ctx, []rls.Hit{h}, []params{p}, res, []take{{d, t}}, nil, false)
 	return res[0], err
 }

@@ -5,14 +5,50 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// src decides a request's buckets in one atomic step on one Redis node.
+// src decides a request's buckets in one atomic step on one Redis node,
+// with the arithmetic of package rls/internal/tick.
 //
 // KEYS are the buckets; ARGV holds nine values per key: capU (capacity in
-// units), per (units per token), m (units refilled per tick, 0 for none), q
+// units; 0 for a limit of zero, which has no bucket and holds only a cost
+// of 0), per (units per token), m (units refilled per tick, 0 for none), q
 // (microseconds per tick), n (tokens asked: 0 checks, a negative n gives
-// tokens back), shadow (1 when the key may lack n without refusing), sig,
-// the four parameters as "capU:per:m:q", and, for a give-back only, d1 and
-// t1: the debt the take left and its tick.
+// tokens back), flags (1: shadow, the key may lack n without refusing; 2:
+// debt, the key is charged n whatever the outcome; 4: the request is
+// refused already), sig, the parameters as "capU:per:m:q:debt", and, for
+// a give-back only, d1 and t1: the debt the take left and its tick.
+//
+// A bucket is stored as the string "d t sig": its debt d (capacity minus
+// balance, in units; up to 2·capU with debt, a balance of minus one burst)
+// as of tick t of the server clock (TIME), and the parameters it was
+// written with (compared as a string, parsed only when they differ: the
+// common case costs two string.find). An absent key has no debt: a full
+// bucket. Debt shrinks by m units per tick; a clock reading at or before t
+// refills nothing and never moves t back. Every number is an integer below
+// 2^53 (the Go side checks the debt bound against 2^52 and caps n at one
+// burst more than the debt allows), so Lua's doubles hold them exactly;
+// the refill computes dt·m only for dt ≤ ⌈d/m⌉, so the product stays
+// below d + m.
+//
+// Changed parameters (a changed rule or override) are carried over: the
+// bucket is refilled under the old ones, then its balance, fraction
+// included, is converted to the new units (exactly while fraction × per
+// stays below 2^53, else rounded down by at most two units) and clamped to
+// [0, capacity], or [−capacity, capacity] with debt; a full bucket stays
+// full, as an absent one would be. The carry-over is
+// written back whatever the request's outcome, so a raised limit reaches a
+// client whose requests are still being refused.
+//
+// All or nothing: every key is read, carried over and refilled, then each
+// hit, in order, checks the running balance (so two hits of one key need
+// both costs): it holds n when n·per ≤ capU − d, which a bucket in debt
+// never satisfies, not even for n = 0. An ordinary hit that holds takes;
+// one that lacks, unless shadow, refuses the request. A debt hit is
+// charged n (up to the debt bound) in any case. Two running debts are kept
+// per key: with every take, written if the request is admitted, and with
+// the debt charges only, written if it is refused. Keys that nothing
+// changed are not written. Writing is SET with PX until the bucket is full
+// again, or DEL when it is full. The script runs atomically, so no other
+// request sees a state in between.
 //
 // A give-back returns what the take still accounts for: refill alone
 // would have brought the debt d1 down to left = max(0, d1 − m·(now − t1))
@@ -24,33 +60,12 @@ import (
 // that a refill had filled, and someone had drained since, above its bound.
 // A bucket whose parameters changed since is given nothing back.
 //
-// A bucket is stored as the string "d t sig": its debt d (capacity minus
-// balance, in units) as of tick t of the server clock (TIME), and the
-// parameters it was written with (compared as a string, parsed only when
-// they differ: the common case costs two string.find). An absent key has no
-// debt: a full bucket. Debt shrinks by m units per tick; a clock reading
-// at or before t refills nothing and never moves t back. Every number is
-// an integer below 2^53 (the Go side checks capU + 2·m < 2^53 and n ≤
-// capacity), so Lua's doubles hold them exactly; the refill computes dt·m
-// only for dt ≤ ⌈d/m⌉, so the product stays below d + m.
-//
-// A key whose stored parameters differ (a changed rule or override) is
-// carried over: refilled under the old ones, its whole tokens kept and
-// clamped to the new capacity.
-//
-// All or nothing: every key is read and refilled, then each hit takes its
-// n from the running balance (so two hits of one key take both) or, if it
-// lacks them and is not shadow, refuses the request. Only when the request
-// is admitted are changed buckets written back (SET with PX until the
-// bucket is full again, or DEL when it is full); a refused request writes
-// nothing. The script runs atomically, so no other request sees a state
-// in between.
-//
 // It returns {admitted, then per hit: ok, remaining, reset, sub, d, t}:
-// remaining in whole tokens after the decision, reset the ticks from the
-// current tick's start until the bucket is full (0 when full, -1 never),
-// sub the microseconds already gone of the current tick, d and t the
-// bucket's debt and tick after the decision (a give-back's d1 and t1).
+// remaining in whole tokens after the decision (negative in debt), reset
+// the ticks from the current tick's start until the bucket is full (0 when
+// full, -1 never), sub the microseconds already gone of the current tick,
+// d and t the bucket's debt and tick after the decision (a give-back's d1
+// and t1).
 const src = `
 local function idiv(a, b)
   local r = math.floor(a / b)
@@ -68,85 +83,132 @@ local function refill(d, t, m, now)
   end
   return d, t
 end
+local function maxdebt(s)
+  if s.debt then return 2 * s.capU end
+  return s.capU
+end
+-- carry converts debt d of a bucket of capacity ocap units, oper units a
+-- token, into the units of s.
+local function carry(d, ocap, oper, s)
+  if d == 0 then return 0 end
+  local b = ocap - d
+  local whole = idiv(b, oper)
+  local frac = b - whole * oper
+  local capacity = idiv(s.capU, s.per)
+  local low = 0
+  if s.debt then low = -capacity end
+  if whole >= capacity then return 0 end
+  if whole < low then return maxdebt(s) end
+  local f
+  if frac < math.floor(9007199254740992 / s.per) - 1 then
+    f = idiv(frac * s.per, oper)
+  else
+    f = math.max(0, math.floor(frac / oper * s.per) - 2)
+  end
+  local nb = whole * s.per + f
+  if nb > s.capU then nb = s.capU end
+  return s.capU - nb
+end
 local tm = redis.call('TIME')
 local us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 local st, okv, all = {}, {}, 1
 for i = 1, #KEYS do
   local b = (i - 1) * 9
   local capU, per, m, q = tonumber(ARGV[b+1]), tonumber(ARGV[b+2]), tonumber(ARGV[b+3]), tonumber(ARGV[b+4])
-  local n, shadow, sig = tonumber(ARGV[b+5]), ARGV[b+6] == '1', ARGV[b+7]
-  local k = KEYS[i]
-  local s = st[k]
-  if not s then
-    local now = idiv(us, q)
-    s = {d = 0, t = now, capU = capU, per = per, m = m, q = q, sig = sig, now = now, sub = us - now * q}
-    local v = redis.call('GET', k)
-    if v then
-      local a = string.find(v, ' ', 1, true)
-      local c = string.find(v, ' ', a + 1, true)
-      local d, t = tonumber(string.sub(v, 1, a - 1)), tonumber(string.sub(v, a + 1, c - 1))
-      local vsig = string.sub(v, c + 1)
-      if vsig == sig then
-        s.d, s.t = refill(d, t, m, now)
-      else
-        local f = {}
-        for w in string.gmatch(vsig, '%d+') do f[#f + 1] = tonumber(w) end
-        d = refill(d, t, f[3], idiv(us, f[4]))
-        local whole = math.min(idiv(f[1] - d, f[2]), idiv(capU, per))
-        s.d, s.dirty, s.carried = capU - whole * per, true, true
-      end
-    end
-    s.d0 = s.d
-    st[k] = s
-  end
+  local n, flags, sig = tonumber(ARGV[b+5]), tonumber(ARGV[b+6]), ARGV[b+7]
+  local shadow, debt = flags % 2 == 1, math.floor(flags / 2) % 2 == 1
+  if flags >= 4 then all = 0 end
   local ok = 0
-  if n < 0 then
-    ok = 1
-    if not s.carried then
-      local left = refill(tonumber(ARGV[b+8]), tonumber(ARGV[b+9]), s.m, s.now)
-      s.d, s.dirty = math.max(0, s.d - math.min(-n * s.per, left)), true
+  if capU == 0 then
+    if n == 0 then ok = 1 elseif not shadow then all = 0 end
+  else
+    local k = KEYS[i]
+    local s = st[k]
+    local now = idiv(us, q)
+    if not s then
+      s = {d = 0, t = now, capU = capU, per = per, m = m, q = q, debt = debt, sig = sig, now = now, sub = us - now * q}
+      local v = redis.call('GET', k)
+      if v then
+        local a = string.find(v, ' ', 1, true)
+        local c = string.find(v, ' ', a + 1, true)
+        local d, t = tonumber(string.sub(v, 1, a - 1)), tonumber(string.sub(v, a + 1, c - 1))
+        local vsig = string.sub(v, c + 1)
+        if vsig == sig then
+          s.d, s.t = refill(d, t, m, now)
+        else
+          local f = {}
+          for w in string.gmatch(vsig, '%d+') do f[#f + 1] = tonumber(w) end
+          d = refill(d, t, f[3], idiv(us, f[4]))
+          s.d, s.carried = carry(d, f[1], f[2], s), true
+        end
+      end
+      s.all, s.dbt = s.d, s.d
+      st[k] = s
+    elseif s.sig ~= sig then
+      -- one key under two limits in one request
+      local ocap, oper = s.capU, s.per
+      s.capU, s.per, s.m, s.q, s.debt, s.sig = capU, per, m, q, debt, sig
+      s.all, s.dbt = carry(s.all, ocap, oper, s), carry(s.dbt, ocap, oper, s)
+      s.t, s.now, s.sub, s.carried = now, now, us - now * q, true
     end
-  elseif n * s.per <= s.capU - s.d then
-    ok = 1
-    if n > 0 then s.d, s.dirty = s.d + n * s.per, true end
-  elseif not shadow then
-    all = 0
+    local c = n * s.per
+    if n < 0 then
+      ok = 1
+      if not s.carried then
+        local left = refill(tonumber(ARGV[b+8]), tonumber(ARGV[b+9]), s.m, s.now)
+        s.all, s.taken = math.max(0, s.all - math.min(-c, left)), true
+      end
+    else
+      if c <= s.capU - s.all then ok = 1 end
+      if s.debt then
+        local md = maxdebt(s)
+        if c > md - s.all then s.all = md else s.all = s.all + c end
+        if c > md - s.dbt then s.dbt = md else s.dbt = s.dbt + c end
+        s.charged = true
+      elseif ok == 1 and n > 0 then
+        s.all, s.taken = s.all + c, true
+      end
+      if ok == 0 and not shadow then all = 0 end
+    end
   end
   okv[i] = ok
 end
-if all == 1 then
-  for k, s in pairs(st) do
-    if s.dirty then
-      if s.d == 0 then
-        redis.call('DEL', k)
+for k, s in pairs(st) do
+  local d, dirty = s.dbt, s.carried or s.charged
+  if all == 1 then d, dirty = s.all, dirty or s.taken end
+  s.fin = d
+  if dirty then
+    if d == 0 then
+      redis.call('DEL', k)
+    else
+      local v = string.format('%d %d ', d, s.t) .. s.sig
+      local full = 0
+      if s.m > 0 then full = s.t - s.now + cdiv(d, s.m) end
+      if s.m > 0 and full < 1125899906842624 / s.q then
+        redis.call('SET', k, v, 'PX', string.format('%d', cdiv(full * s.q - s.sub, 1000)))
       else
-        local v = string.format('%d %d ', s.d, s.t) .. s.sig
-        local full = 0
-        if s.m > 0 then full = s.t - s.now + cdiv(s.d, s.m) end
-        if s.m > 0 and full < 1125899906842624 / s.q then
-          redis.call('SET', k, v, 'PX', string.format('%d', cdiv(full * s.q - s.sub, 1000)))
-        else
-          redis.call('SET', k, v)
-        end
+        redis.call('SET', k, v)
       end
     end
   end
-else
-  for _, s in pairs(st) do s.d = s.d0 end
 end
 local out = {all}
 for i = 1, #KEYS do
   local s = st[KEYS[i]]
-  local reset = 0
-  if s.d > 0 then
-    if s.m > 0 then reset = s.t - s.now + cdiv(s.d, s.m) else reset = -1 end
+  if tonumber(ARGV[(i - 1) * 9 + 1]) == 0 then
+    for _, x in ipairs({okv[i], 0, 0, 0, 0, 0}) do out[#out + 1] = x end
+  else
+    local reset = 0
+    if s.fin > 0 then
+      if s.m > 0 then reset = s.t - s.now + cdiv(s.fin, s.m) else reset = -1 end
+    end
+    out[#out + 1] = okv[i]
+    out[#out + 1] = idiv(s.capU - s.fin, s.per)
+    out[#out + 1] = reset
+    out[#out + 1] = s.sub
+    out[#out + 1] = s.fin
+    out[#out + 1] = s.t
   end
-  out[#out + 1] = okv[i]
-  out[#out + 1] = idiv(s.capU - s.d, s.per)
-  out[#out + 1] = reset
-  out[#out + 1] = s.sub
-  out[#out + 1] = s.d
-  out[#out + 1] = s.t
 end
 return out
 `

@@ -10,6 +10,11 @@
 // single instance, or a Cluster where the request's keys share a slot) the
 // all-or-nothing rule holds exactly, as in memory.
 //
+// A changed limit is carried over by the first script that meets it, and
+// written back whatever the request's outcome (see script.go); so are the
+// charges of debt hits. A hit of capacity 0 has no key: the script refuses
+// any cost but 0 in the same atomic step.
+//
 // # A Cluster whose keys span nodes
 //
 // A script may touch keys of one slot only, so on a Cluster each bucket is
@@ -30,13 +35,17 @@
 // # Units
 //
 // Rates are requests_per_unit per unit, a whole number of seconds, so they
-// are exact: time is counted in ticks of q microseconds (the finest power of
-// ten from 1 µs to 1 s that fits), a token is per units and a bucket
-// refills m units per tick, per/m being the ticks per token reduced. A
-// bucket must fit capacity·per < 2^53 − 2^34 (at the coarsest tick, a second,
-// per is the unit's seconds divided by their gcd with requests_per_unit: a
-// burst of 10^8 at one a year fits); Decide rejects one that does not
-// with an error wrapping admit.ErrInvalidConfig.
+// are exact: the arithmetic is package rls/internal/tick's, the memory
+// store's, with time in ticks of q microseconds (the finest power of ten
+// from 1 µs to 1 s that fits). A bucket must fit capacity·per ≤ 2^52 (half
+// that with debt: true), per being the ticks per token at that tick,
+// reduced (at the coarsest tick, a second, per is the unit's seconds
+// divided by their gcd with requests_per_unit: a burst of 10^8 at one a
+// year fits), so that every number the script handles is an integer below
+// 2^53, exact in Lua's doubles; Decide rejects one that does not with an
+// error wrapping admit.ErrInvalidConfig. The parameters of the limits seen
+// are kept in a memo of 256 entries, so the limits clients bring
+// (overrides) cannot grow the process.
 //
 // # Failure
 //
@@ -57,6 +66,8 @@ import (
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/rls"
+	"github.com/admit-go/admit/rls/internal/memo"
+	"github.com/admit-go/admit/rls/internal/tick"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
@@ -64,14 +75,19 @@ import (
 // DefaultPrefix starts every key the store writes.
 const DefaultPrefix = "admit-rls:"
 
+// maxUnits bounds a bucket's debt in units (capacity·per, twice that with
+// debt), so that with a cost of up to one more burst every number the
+// script handles stays below 2^53.
+const maxUnits = 1 << 52
+
 // Store is the Redis rls.Store. It is safe for concurrent use; build one
-// with New.
+// with New or NewRueidis.
 type Store struct {
 	exec    runner
 	split   bool // decide each key alone, then give back (a Cluster)
 	prefix  string
 	timeout time.Duration
-	params  sync.Map // paramsKey → params
+	params  *memo.Memo[limit, params]
 }
 
 var _ rls.Store = (*Store)(nil)
@@ -91,8 +107,16 @@ func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d
 type runner func(ctx context.Context, keys, args []string) ([]int64, error)
 
 // New returns a Store on a go-redis client. A *redis.ClusterClient is
-// decided key by key (see the package doc); any other client with one
-// script per request. go-redis sends one command per connection at a time.
+// decided key by key (see the package doc); a *redis.Client, or another
+// client that sends every command to one server, with one script per
+// request. go-redis sends one command per connection at a time.
+//
+// Refused, with an error wrapping admit.ErrInvalidConfig: a client that
+// ignores context deadlines (set ContextTimeoutEnabled), go-redis's
+// AutoPipeliner (which does not honour them either), and a *redis.Ring,
+// which sends a script to the shard of its first key: a request's other
+// buckets would be read and written there, beside the same buckets on
+// their own shards, so a bucket would admit up to once per shard.
 func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: nil client", admit.ErrInvalidConfig)
@@ -105,16 +129,20 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 		}
 		return script.Run(ctx, c, keys, a...).Int64Slice()
 	}
+	deadlines := true
 	switch c := c.(type) {
 	case *redis.Client:
-		if !c.Options().ContextTimeoutEnabled {
-			return nil, fmt.Errorf("%w: the client ignores context deadlines; set ContextTimeoutEnabled", admit.ErrInvalidConfig)
-		}
+		deadlines = c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
-		if !c.Options().ContextTimeoutEnabled {
-			return nil, fmt.Errorf("%w: the client ignores context deadlines; set ContextTimeoutEnabled", admit.ErrInvalidConfig)
-		}
+		deadlines = c.Options().ContextTimeoutEnabled
 		s.split = true
+	case *redis.Ring:
+		return nil, fmt.Errorf("%w: a *redis.Ring sends a request's script to the shard of its first key, so a bucket would be kept on several shards and admit up to once on each; use a *redis.ClusterClient or a *redis.Client", admit.ErrInvalidConfig)
+	case *redis.AutoPipeliner:
+		return nil, fmt.Errorf("%w: go-redis's AutoPipeliner does not bound a command by its context's deadline, so WithTimeout could not bound a decision; for pipelining use NewRueidis", admit.ErrInvalidConfig)
+	}
+	if !deadlines {
+		return nil, fmt.Errorf("%w: the client ignores context deadlines; set ContextTimeoutEnabled", admit.ErrInvalidConfig)
 	}
 	return s.apply(opts)
 }
@@ -140,78 +168,48 @@ func (s *Store) apply(opts []Option) (*Store, error) {
 	if s.timeout <= 0 {
 		return nil, fmt.Errorf("%w: timeout %v is not positive", admit.ErrInvalidConfig, s.timeout)
 	}
+	s.params = memo.New(newParams)
 	return s, nil
 }
 
-type paramsKey struct {
+// limit is what a Hit's bucket is computed from.
+type limit struct {
 	capacity, count int64
 	period          time.Duration
+	debt            bool
 }
 
-// params is a bucket's integer arithmetic; see the package doc.
+// params is a bucket's arithmetic (package tick) and its script arguments:
+// capU, per, m, q and the signature "capU:per:m:q:debt", formatted once.
 type params struct {
-	capU, per, m, q int64
-	args            [5]string // capU, per, m, q and the signature "capU:per:m:q", formatted once
+	tick.Params
+	args [5]string
 }
 
-func (p *params) format() params {
-	c, pe, m, q := strconv.FormatInt(p.capU, 10), strconv.FormatInt(p.per, 10), strconv.FormatInt(p.m, 10), strconv.FormatInt(p.q, 10)
-	p.args = [5]string{c, pe, m, q, c + ":" + pe + ":" + m + ":" + q}
-	return *p
-}
-
-// maxCapUnits keeps capU + 2·m below 2^53 (m < 2^32).
-const maxCapUnits = int64(1)<<53 - int64(1)<<34
-
-func (s *Store) paramsFor(h *rls.Hit) (params, error) {
-	k := paramsKey{h.Capacity, h.Count, h.Period}
-	if p, ok := s.params.Load(k); ok {
-		return p.(params), nil
-	}
-	p, err := newParams(k)
+func newParams(l limit) (params, error) {
+	tp, err := tick.New(l.capacity, l.count, l.period, l.debt, time.Microsecond, maxUnits)
 	if err != nil {
 		return params{}, err
 	}
-	s.params.Store(k, p)
-	return p, nil
+	c, pe, m, q := strconv.FormatInt(tp.CapU, 10), strconv.FormatInt(tp.Per, 10), strconv.FormatInt(tp.M, 10), strconv.FormatInt(tp.Q, 10)
+	debt := "0"
+	if l.debt {
+		debt = "1"
+	}
+	return params{Params: tp, args: [5]string{c, pe, m, q, c + ":" + pe + ":" + m + ":" + q + ":" + debt}}, nil
+}
+
+func (s *Store) paramsFor(h *rls.Hit) (params, error) {
+	if h.Capacity == 0 {
+		return params{}, nil // a limit of zero: no bucket
+	}
+	return s.params.Get(limit{h.Capacity, h.Count, h.Period, h.Debt})
 }
 
 // Check implements rls.Store.
 func (s *Store) Check(h rls.Hit) error {
 	_, err := s.paramsFor(&h)
 	return err
-}
-
-func newParams(k paramsKey) (params, error) {
-	switch {
-	case k.capacity < 1 || k.capacity > maxCapUnits:
-		return params{}, fmt.Errorf("%w: capacity %d is outside [1, 2^53)", admit.ErrInvalidConfig, k.capacity)
-	case k.count < 0 || k.count > math.MaxUint32:
-		return params{}, fmt.Errorf("%w: count %d is outside [0, 2^32)", admit.ErrInvalidConfig, k.count)
-	case k.period < time.Second || k.period%time.Second != 0:
-		return params{}, fmt.Errorf("%w: period %v is not a whole number of seconds", admit.ErrInvalidConfig, k.period)
-	case k.count == 0:
-		p := params{capU: k.capacity, per: 1, m: 0, q: 1e6}
-		return p.format(), nil
-	}
-	periodUs := k.period.Microseconds()
-	for q := int64(1); q <= 1e6; q *= 10 {
-		ticks := periodUs / q // ticks per period; a whole number as the period is whole seconds
-		g := gcd(ticks, k.count)
-		per, m := ticks/g, k.count/g
-		if per <= maxCapUnits/k.capacity {
-			p := params{capU: k.capacity * per, per: per, m: m, q: q}
-			return p.format(), nil
-		}
-	}
-	return params{}, fmt.Errorf("%w: %d per %v with burst %d does not fit Redis's integers (burst × seconds per token must stay below 2^53)", admit.ErrInvalidConfig, k.count, k.period, k.capacity)
-}
-
-func gcd(a, b int64) int64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
 }
 
 // Decide implements rls.Store.
@@ -230,33 +228,56 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if !s.split || len(hits) == 1 {
-		admitted, err := s.run(cctx, hits, ps, results, nil, nil)
+		admitted, err := s.run(cctx, hits, ps, results, nil, nil, false)
 		return admitted, s.wrap(ctx, err)
 	}
 	return s.decideSplit(ctx, cctx, hits, ps, results)
 }
 
+// Script flags, per hit.
+const (
+	flagShadow  = 1 // may lack its cost without refusing
+	flagDebt    = 2 // charged whatever the outcome
+	flagRefused = 4 // the request is refused already: take nothing
+)
+
 // run runs the script over hits. back, when not nil, makes it a give-back:
 // back[i] is hit i's take, whose N tokens it returns as far as they still
 // count (see script.go). taken, when not nil, receives each hit's debt and
-// tick after the decision, for a later give-back.
-func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []rls.Result, back, taken []take) (bool, error) {
+// tick after the decision, for a later give-back. refused runs the hits of
+// a request already refused: nothing is taken, but changed limits and
+// debt charges are applied and each hit's OK says whether it held its cost.
+func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []rls.Result, back, taken []take, refused bool) (bool, error) {
 	keys := make([]string, len(hits))
 	args := make([]string, 0, 9*len(hits))
 	for i := range hits {
-		h, p := &hits[i], ps[i]
+		h, p := &hits[i], &ps[i]
 		keys[i] = s.prefix + h.Key
-		cost := strconv.FormatInt(min(h.N, h.Capacity+1), 10) // n·per stays below 2^53 whatever N was asked
+		limit := h.Capacity + 1 // n·per stays below 2^53 whatever N was asked
+		if h.Debt {
+			limit = 2*h.Capacity + 1
+		}
+		cost := strconv.FormatInt(min(h.N, limit), 10)
 		d1, t1 := "0", "0"
 		if back != nil {
 			cost = strconv.FormatInt(-h.N, 10)
 			d1, t1 = strconv.FormatInt(back[i].d, 10), strconv.FormatInt(back[i].t, 10)
 		}
-		shadow := "0"
+		flags := 0
 		if h.Shadow {
-			shadow = "1"
+			flags |= flagShadow
 		}
-		args = append(args, p.args[0], p.args[1], p.args[2], p.args[3], cost, shadow, p.args[4], d1, t1)
+		if h.Debt {
+			flags |= flagDebt
+		}
+		if refused {
+			flags |= flagRefused
+		}
+		if h.Capacity == 0 {
+			args = append(args, "0", "1", "0", "1", cost, strconv.Itoa(flags), "", d1, t1)
+			continue
+		}
+		args = append(args, p.args[0], p.args[1], p.args[2], p.args[3], cost, strconv.Itoa(flags), p.args[4], d1, t1)
 	}
 	out, err := s.exec(ctx, keys, args)
 	if err != nil {
@@ -268,7 +289,7 @@ func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []
 	for i := range hits {
 		r := out[1+6*i:]
 		ok := r[0] == 1 && hits[i].N >= 0 && hits[i].N <= hits[i].Capacity
-		results[i] = rls.Result{OK: ok, Remaining: r[1], ResetAfter: wait(r[2], r[3], ps[i].q)}
+		results[i] = rls.Result{OK: ok, Remaining: max(0, r[1]), ResetAfter: wait(r[2], r[3], ps[i].Q)}
 		if taken != nil {
 			taken[i] = take{d: r[4], t: r[5]}
 		}
@@ -280,18 +301,31 @@ func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []
 type take struct{ d, t int64 }
 
 // decideSplit decides each hit alone, concurrently, and gives back what
-// the taking hits took when an enforced one refused.
+// the ordinary hits took when an enforced one refused. A hit of capacity 0
+// that refuses is known before any round trip: the others then run as a
+// refused request's, taking nothing.
 func (s *Store) decideSplit(ctx, cctx context.Context, hits []rls.Hit, ps []params, results []rls.Result) (bool, error) {
+	refused := false
+	for i := range hits {
+		h := &hits[i]
+		if h.Capacity == 0 {
+			results[i] = rls.Result{OK: h.N == 0}
+			refused = refused || h.N != 0 && !h.Shadow
+		}
+	}
 	errs := make([]error, len(hits))
 	taken := make([]take, len(hits))
 	var wg sync.WaitGroup
 	for i := range hits {
+		if hits[i].Capacity == 0 {
+			continue
+		}
 		wg.Go(func() {
-			_, errs[i] = s.run(cctx, hits[i:i+1], ps[i:i+1], results[i:i+1], nil, taken[i:i+1])
+			_, errs[i] = s.run(cctx, hits[i:i+1], ps[i:i+1], results[i:i+1], nil, taken[i:i+1], refused)
 		})
 	}
 	wg.Wait()
-	admitted := true
+	admitted := !refused
 	var failed error
 	for i := range hits {
 		if errs[i] != nil {
@@ -300,17 +334,18 @@ func (s *Store) decideSplit(ctx, cctx context.Context, hits []rls.Hit, ps []para
 			admitted = false
 		}
 	}
-	if admitted && failed == nil {
-		return true, nil
+	if refused || admitted && failed == nil {
+		return admitted, s.wrap(ctx, failed)
 	}
-	// Give back what was taken: by the hits that held their cost.
+	// Give back what was taken: by the ordinary hits that held their cost
+	// (a debt hit's charge stands whatever the outcome).
 	for i := range hits {
-		if errs[i] != nil || !results[i].OK || hits[i].N == 0 {
+		if errs[i] != nil || !results[i].OK || hits[i].N == 0 || hits[i].Debt || hits[i].Capacity == 0 {
 			continue
 		}
 		wg.Go(func() {
 			back := make([]rls.Result, 1)
-			if _, err := s.run(cctx, hits[i:i+1], ps[i:i+1], back, taken[i:i+1], nil); err != nil {
+			if _, err := s.run(cctx, hits[i:i+1], ps[i:i+1], back, taken[i:i+1], nil, false); err != nil {
 				errs[i] = fmt.Errorf("giving back %d tokens of %q: %w", hits[i].N, hits[i].Key, err)
 				return
 			}

@@ -1,11 +1,15 @@
 // Package settings implements admit-rls's environment: the variables of
-// envoyproxy/ratelimit whose meaning carries over, with the same names and
-// defaults (except BACKEND_TYPE, whose default is memory), and a refusal,
-// naming the variable, of every setting admit-rls does not implement.
+// envoyproxy/ratelimit, with the same names and defaults (except that the
+// backend is memory when no Redis setting is given), each one either
+// implemented, accepted with a note saying why it has no effect here, or
+// refused by name when it asks for something admit-rls does not do.
 package settings
 
 import (
+	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -17,10 +21,20 @@ import (
 
 // Settings is what the environment configures.
 type Settings struct {
-	Host     string // HOST, default 0.0.0.0: the HTTP endpoints
-	Port     int    // PORT, default 8080
-	GrpcHost string // GRPC_HOST, default 0.0.0.0
-	GrpcPort int    // GRPC_PORT, default 8081
+	Host      string // HOST, default 0.0.0.0: the HTTP endpoints
+	Port      int    // PORT, default 8080
+	GrpcHost  string // GRPC_HOST, default 0.0.0.0
+	GrpcPort  int    // GRPC_PORT, default 8081
+	DebugHost string // DEBUG_HOST, default 0.0.0.0: pprof and /rlconfig
+	DebugPort int    // DEBUG_PORT, default 6070
+
+	// GrpcMaxConnectionAge (GRPC_MAX_CONNECTION_AGE, default 24h) is how
+	// long a client connection may live before the server sends GOAWAY, so
+	// that clients spread over new replicas; GrpcMaxConnectionAgeGrace
+	// (GRPC_MAX_CONNECTION_AGE_GRACE, default 1h) how long its calls may
+	// then take before it is closed.
+	GrpcMaxConnectionAge      time.Duration
+	GrpcMaxConnectionAgeGrace time.Duration
 
 	RuntimeRoot           string // RUNTIME_ROOT, default /srv/runtime_data/current
 	RuntimeSubdirectory   string // RUNTIME_SUBDIRECTORY
@@ -28,13 +42,32 @@ type Settings struct {
 	RuntimeIgnoreDotFiles bool   // RUNTIME_IGNOREDOTFILES
 	MergeDomainConfig     bool   // MERGE_DOMAIN_CONFIG
 
-	BackendType     string        // BACKEND_TYPE: memory (default) or redis
+	// BackendType is BACKEND_TYPE (memory or redis). Unset, it is redis
+	// when any REDIS_ variable is set (an envoyproxy/ratelimit
+	// environment, whose default is redis), memory otherwise; BackendBy
+	// says which.
+	BackendType string
+	BackendBy   string
+
 	RedisSocketType string        // REDIS_SOCKET_TYPE: unix (default) or tcp
 	RedisURL        string        // REDIS_URL, default /var/run/nutcracker/ratelimit.sock
 	RedisType       string        // REDIS_TYPE: SINGLE (default) or CLUSTER
 	RedisAuth       string        // REDIS_AUTH: password, or user:password
-	RedisPoolSize   int           // REDIS_POOL_SIZE, default 10: checked, unused (rueidis pipelines)
 	RedisTimeout    time.Duration // REDIS_TIMEOUT, default 10s
+	// Redis is REDIS_URL parsed, with REDIS_AUTH and the REDIS_TLS
+	// settings applied.
+	Redis Redis
+	// RedisHealthCheck fails /healthcheck and the gRPC health service
+	// while Redis cannot be reached (REDIS_HEALTH_CHECK_ACTIVE_CONNECTION,
+	// default false, as in envoyproxy/ratelimit).
+	RedisHealthCheck bool
+	// RedisStartup* retry the first connection to Redis with exponential
+	// backoff: REDIS_STARTUP_INITIAL_INTERVAL (1s), _MAX_INTERVAL (30s),
+	// _MAX_ELAPSED_TIME (0, for ever).
+	RedisStartupInitial, RedisStartupMax, RedisStartupMaxElapsed time.Duration
+	// CacheKeyPrefix starts every Redis key, before admit-rls's own
+	// "admit-rls:" (CACHE_KEY_PREFIX).
+	CacheKeyPrefix string
 	// RedisFailureModeAllow admits requests while Redis cannot decide
 	// (REDIS_FAILURE_MODE_ALLOW, an admit-rls addition); by default they
 	// fail with Unavailable and Envoy's failure_mode_deny decides.
@@ -53,7 +86,25 @@ type Settings struct {
 	PrometheusAddr string // PROMETHEUS_ADDR, default :9090
 	PrometheusPath string // PROMETHEUS_PATH, default /metrics
 
-	LogLevel string // LOG_LEVEL, default WARN
+	LogLevel  string // LOG_LEVEL, default WARN
+	LogFormat string // LOG_FORMAT: text (default) or json
+
+	// Notes are the settings that were given and have no effect in
+	// admit-rls, each with the reason, for the log at start.
+	Notes []string
+}
+
+// Redis is where and how to connect to Redis.
+type Redis struct {
+	Network            string   // tcp or unix
+	Addrs              []string // host:port (or a socket path), one per node
+	Username, Password string
+	DB                 int
+	TLS                bool   // REDIS_TLS, or a rediss:// URL
+	TLSCACert          string // REDIS_TLS_CACERT: a PEM file; empty for the system's roots
+	TLSClientCert      string // REDIS_TLS_CLIENT_CERT and _KEY: PEM files
+	TLSClientKey       string
+	TLSSkipHostname    bool // REDIS_TLS_SKIP_HOSTNAME_VERIFICATION
 }
 
 // ConfigDir is where the YAML files live:
@@ -64,22 +115,46 @@ func (s *Settings) ConfigDir() string {
 
 // refused are envoyproxy/ratelimit's settings that admit-rls does not
 // implement, each with the one value that is harmless ("" meaning unset or
-// empty only).
+// empty only; "false" any false boolean).
 var refused = map[string]string{
 	"USE_STATSD": "false", "USE_DOG_STATSD": "false", "USE_DOG_STATSD_MOGRIFIERS": "",
 	"MEMCACHE_HOST_PORT": "", "MEMCACHE_SRV": "", "MEMCACHE_TLS": "false",
-	"CONFIG_TYPE": "FILE", "CONFIG_GRPC_XDS_SERVER_URL": "", "CONFIG_GRPC_XDS_NODE_ID": "",
-	"CONFIG_GRPC_XDS_NODE_METADATA": "", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "false",
-	"QUOTA_MODE": "false", "RESPONSE_DYNAMIC_METADATA": "false",
-	"REDIS_PERSECOND": "false", "REDIS_TLS": "false", "REDIS_PIPELINE_WINDOW": "0",
-	"REDIS_PIPELINE_LIMIT": "0", "REDIS_SENTINEL_AUTH": "",
+	"CONFIG_TYPE": "FILE", "FORCE_START_WITHOUT_INITIAL_CONFIG": "false",
+	"QUOTA_MODE": "false", "RESPONSE_DYNAMIC_METADATA": "false", "LOCAL_CACHE_SIZE_IN_BYTES": "0",
+	"REDIS_PERSECOND": "false", "REDIS_SENTINEL_AUTH": "",
 	"GRPC_SERVER_USE_TLS": "false", "GRPC_UDS": "", "TRACING_ENABLED": "false",
-	"LOCAL_CACHE_SIZE_IN_BYTES": "0", "PROMETHEUS_MAPPER_YAML": "",
-	"EXTRA_TAGS": "", "CACHE_KEY_PREFIX": "",
+	"PROMETHEUS_MAPPER_YAML": "", "EXTRA_TAGS": "",
+}
+
+// noEffect are envoyproxy/ratelimit's settings that admit-rls accepts and
+// that change nothing here, by prefix or name, with the reason.
+var noEffect = []struct{ name, why string }{
+	{"REDIS_POOL_SIZE", "rueidis pipelines concurrent decisions on shared connections"},
+	{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "rueidis pipelines concurrent decisions on shared connections"},
+	{"REDIS_PIPELINE_WINDOW", "rueidis pipelines concurrent decisions on shared connections"},
+	{"REDIS_PIPELINE_LIMIT", "rueidis pipelines concurrent decisions on shared connections"},
+	{"REDIS_CLUSTER_PIPELINE_PARALLELISM", "rueidis pipelines concurrent decisions on shared connections"},
+	{"REDIS_PERSECOND_", "there is no per-second Redis (REDIS_PERSECOND is false)"},
+	{"RUNTIME_WATCH_ROOT", "the configuration directory is polled, so a swapped RUNTIME_ROOT link and files changed in place both apply"},
+	{"EXPIRATION_JITTER_MAX_SECONDS", "a Redis bucket expires when it would be full again"},
+	{"NEAR_LIMIT_RATIO", "there is no near_limit statistic"},
+	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "a refused request never takes from its buckets"},
+	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "admit-rls serves only once a configuration has loaded"},
+	{"STATSD_", "there is no statsd (USE_STATSD is false)"},
+	{"STATS_FLUSH_INTERVAL", "there is no statsd"},
+	{"DISABLE_STATS", "USE_PROMETHEUS alone decides whether metrics are served"},
+	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "there is no response time histogram"},
+	{"MEMCACHE_", "BACKEND_TYPE is not memcache"},
+	{"CONFIG_GRPC_XDS_", "CONFIG_TYPE is FILE"},
+	{"XDS_CLIENT_", "CONFIG_TYPE is FILE"},
+	{"GRPC_SERVER_TLS_", "GRPC_SERVER_USE_TLS is false"},
+	{"GRPC_CLIENT_TLS_", "GRPC_SERVER_USE_TLS is false"},
+	{"TRACING_", "TRACING_ENABLED is false"},
 }
 
 // FromEnv reads the settings from env (os.Environ's form). Errors wrap
-// admit.ErrInvalidConfig and name the variable.
+// admit.ErrInvalidConfig and name every refused variable and bad value at
+// once.
 func FromEnv(env []string) (*Settings, error) {
 	m := map[string]string{}
 	for _, kv := range env {
@@ -87,77 +162,206 @@ func FromEnv(env []string) (*Settings, error) {
 			m[k] = v
 		}
 	}
-	var names []string
-	for k := range refused {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	var errs []string
+	for k, harmless := range refused {
 		v, set := m[k]
-		if !set || v == refused[k] || v == "" {
+		if !set || v == harmless || v == "" {
 			continue
 		}
-		if ok := refused[k]; ok == "false" {
-			if b, err := strconv.ParseBool(v); err == nil && !b {
+		if harmless == "false" || harmless == "0" {
+			if b, err := strconv.ParseBool(v); err == nil && !b || v == "0" {
 				continue
 			}
 		}
-		return nil, fmt.Errorf("%w: %s=%q is not implemented by admit-rls", admit.ErrInvalidConfig, k, v)
+		errs = append(errs, fmt.Sprintf("%s=%q is not implemented by admit-rls", k, v))
 	}
 	r := reader{m: m}
 	s := &Settings{
-		Host:                  r.str("HOST", "0.0.0.0"),
-		Port:                  r.int("PORT", 8080),
-		GrpcHost:              r.str("GRPC_HOST", "0.0.0.0"),
-		GrpcPort:              r.int("GRPC_PORT", 8081),
-		RuntimeRoot:           r.str("RUNTIME_ROOT", "/srv/runtime_data/current"),
-		RuntimeSubdirectory:   r.str("RUNTIME_SUBDIRECTORY", ""),
-		RuntimeAppDirectory:   r.str("RUNTIME_APPDIRECTORY", "config"),
-		RuntimeIgnoreDotFiles: r.bool("RUNTIME_IGNOREDOTFILES"),
-		MergeDomainConfig:     r.bool("MERGE_DOMAIN_CONFIG"),
-		BackendType:           strings.ToLower(r.str("BACKEND_TYPE", "memory")),
-		RedisSocketType:       strings.ToLower(r.str("REDIS_SOCKET_TYPE", "unix")),
-		RedisURL:              r.str("REDIS_URL", "/var/run/nutcracker/ratelimit.sock"),
-		RedisType:             strings.ToUpper(r.str("REDIS_TYPE", "SINGLE")),
-		RedisAuth:             r.str("REDIS_AUTH", ""),
-		RedisPoolSize:         r.int("REDIS_POOL_SIZE", 10),
-		RedisTimeout:          r.duration("REDIS_TIMEOUT", 10*time.Second),
-		RedisFailureModeAllow: r.bool("REDIS_FAILURE_MODE_ALLOW"),
-		MemoryMaxKeys:         r.int("MEMORY_MAX_KEYS", 1<<20),
-		ShadowMode:            r.bool("SHADOW_MODE"),
-		Headers:               r.bool("LIMIT_RESPONSE_HEADERS_ENABLED"),
-		LimitHeader:           r.str("LIMIT_LIMIT_HEADER", "RateLimit-Limit"),
-		RemainingHeader:       r.str("LIMIT_REMAINING_HEADER", "RateLimit-Remaining"),
-		ResetHeader:           r.str("LIMIT_RESET_HEADER", "RateLimit-Reset"),
-		UsePrometheus:         r.bool("USE_PROMETHEUS"),
-		PrometheusAddr:        r.str("PROMETHEUS_ADDR", ":9090"),
-		PrometheusPath:        r.str("PROMETHEUS_PATH", "/metrics"),
-		LogLevel:              strings.ToUpper(r.str("LOG_LEVEL", "WARN")),
+		Host:                      r.str("HOST", "0.0.0.0"),
+		Port:                      r.int("PORT", 8080),
+		GrpcHost:                  r.str("GRPC_HOST", "0.0.0.0"),
+		GrpcPort:                  r.int("GRPC_PORT", 8081),
+		DebugHost:                 r.str("DEBUG_HOST", "0.0.0.0"),
+		DebugPort:                 r.int("DEBUG_PORT", 6070),
+		GrpcMaxConnectionAge:      r.duration("GRPC_MAX_CONNECTION_AGE", 24*time.Hour),
+		GrpcMaxConnectionAgeGrace: r.duration("GRPC_MAX_CONNECTION_AGE_GRACE", time.Hour),
+		RuntimeRoot:               r.str("RUNTIME_ROOT", "/srv/runtime_data/current"),
+		RuntimeSubdirectory:       r.str("RUNTIME_SUBDIRECTORY", ""),
+		RuntimeAppDirectory:       r.str("RUNTIME_APPDIRECTORY", "config"),
+		RuntimeIgnoreDotFiles:     r.bool("RUNTIME_IGNOREDOTFILES"),
+		MergeDomainConfig:         r.bool("MERGE_DOMAIN_CONFIG"),
+		BackendType:               strings.ToLower(r.str("BACKEND_TYPE", "")),
+		RedisSocketType:           strings.ToLower(r.str("REDIS_SOCKET_TYPE", "unix")),
+		RedisURL:                  r.str("REDIS_URL", "/var/run/nutcracker/ratelimit.sock"),
+		RedisType:                 strings.ToUpper(r.str("REDIS_TYPE", "SINGLE")),
+		RedisAuth:                 r.str("REDIS_AUTH", ""),
+		RedisTimeout:              r.duration("REDIS_TIMEOUT", 10*time.Second),
+		RedisHealthCheck:          r.bool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"),
+		RedisStartupInitial:       r.duration("REDIS_STARTUP_INITIAL_INTERVAL", time.Second),
+		RedisStartupMax:           r.duration("REDIS_STARTUP_MAX_INTERVAL", 30*time.Second),
+		RedisStartupMaxElapsed:    r.duration("REDIS_STARTUP_MAX_ELAPSED_TIME", 0),
+		CacheKeyPrefix:            r.str("CACHE_KEY_PREFIX", ""),
+		RedisFailureModeAllow:     r.bool("REDIS_FAILURE_MODE_ALLOW"),
+		MemoryMaxKeys:             r.int("MEMORY_MAX_KEYS", 1<<20),
+		ShadowMode:                r.bool("SHADOW_MODE"),
+		Headers:                   r.bool("LIMIT_RESPONSE_HEADERS_ENABLED"),
+		LimitHeader:               r.str("LIMIT_LIMIT_HEADER", "RateLimit-Limit"),
+		RemainingHeader:           r.str("LIMIT_REMAINING_HEADER", "RateLimit-Remaining"),
+		ResetHeader:               r.str("LIMIT_RESET_HEADER", "RateLimit-Reset"),
+		UsePrometheus:             r.bool("USE_PROMETHEUS"),
+		PrometheusAddr:            r.str("PROMETHEUS_ADDR", ":9090"),
+		PrometheusPath:            r.str("PROMETHEUS_PATH", "/metrics"),
+		LogLevel:                  strings.ToUpper(r.str("LOG_LEVEL", "WARN")),
+		LogFormat:                 strings.ToLower(r.str("LOG_FORMAT", "text")),
 	}
-	if r.err != nil {
-		return nil, r.err
+	s.Redis = Redis{
+		TLS: r.bool("REDIS_TLS"), TLSCACert: r.str("REDIS_TLS_CACERT", ""),
+		TLSClientCert: r.str("REDIS_TLS_CLIENT_CERT", ""), TLSClientKey: r.str("REDIS_TLS_CLIENT_KEY", ""),
+		TLSSkipHostname: r.bool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"),
 	}
+	errs = append(errs, r.errs...)
 	switch {
-	case s.BackendType != "memory" && s.BackendType != "redis":
-		return nil, fmt.Errorf("%w: BACKEND_TYPE=%q: admit-rls implements memory and redis", admit.ErrInvalidConfig, s.BackendType)
-	case s.RedisSocketType != "tcp" && s.RedisSocketType != "unix":
-		return nil, fmt.Errorf("%w: REDIS_SOCKET_TYPE=%q: expected tcp or unix", admit.ErrInvalidConfig, s.RedisSocketType)
-	case s.RedisType != "SINGLE" && s.RedisType != "CLUSTER":
-		return nil, fmt.Errorf("%w: REDIS_TYPE=%q: admit-rls implements SINGLE and CLUSTER", admit.ErrInvalidConfig, s.RedisType)
-	case s.RedisType == "CLUSTER" && s.RedisSocketType != "tcp":
-		return nil, fmt.Errorf("%w: REDIS_TYPE=CLUSTER needs REDIS_SOCKET_TYPE=tcp", admit.ErrInvalidConfig)
-	case s.RedisTimeout <= 0:
-		return nil, fmt.Errorf("%w: REDIS_TIMEOUT=%v is not positive", admit.ErrInvalidConfig, s.RedisTimeout)
-	case s.MemoryMaxKeys < 1:
-		return nil, fmt.Errorf("%w: MEMORY_MAX_KEYS=%d is below 1", admit.ErrInvalidConfig, s.MemoryMaxKeys)
+	case s.BackendType != "":
+		s.BackendBy = "BACKEND_TYPE"
+	default:
+		s.BackendType, s.BackendBy = "memory", "default (no BACKEND_TYPE and no REDIS_ setting)"
+		for _, k := range sortedKeys(m) {
+			if strings.HasPrefix(k, "REDIS_") {
+				s.BackendType, s.BackendBy = "redis", k+" is set and BACKEND_TYPE is not (envoyproxy/ratelimit's default)"
+				break
+			}
+		}
+	}
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if s.BackendType != "memory" && s.BackendType != "redis" {
+		bad("BACKEND_TYPE=%q: admit-rls implements memory and redis", s.BackendType)
+	}
+	if s.RedisSocketType != "tcp" && s.RedisSocketType != "unix" {
+		bad("REDIS_SOCKET_TYPE=%q: expected tcp or unix", s.RedisSocketType)
+	}
+	if s.RedisType != "SINGLE" && s.RedisType != "CLUSTER" {
+		bad("REDIS_TYPE=%q: admit-rls implements SINGLE and CLUSTER", s.RedisType)
+	}
+	if s.RedisTimeout <= 0 {
+		bad("REDIS_TIMEOUT=%v is not positive", s.RedisTimeout)
+	}
+	if s.RedisStartupInitial <= 0 || s.RedisStartupMax < s.RedisStartupInitial || s.RedisStartupMaxElapsed < 0 {
+		bad("REDIS_STARTUP_INITIAL_INTERVAL=%v, REDIS_STARTUP_MAX_INTERVAL=%v, REDIS_STARTUP_MAX_ELAPSED_TIME=%v: want 0 < initial <= max and elapsed >= 0",
+			s.RedisStartupInitial, s.RedisStartupMax, s.RedisStartupMaxElapsed)
+	}
+	if s.GrpcMaxConnectionAge <= 0 || s.GrpcMaxConnectionAgeGrace < 0 {
+		bad("GRPC_MAX_CONNECTION_AGE=%v, GRPC_MAX_CONNECTION_AGE_GRACE=%v: want a positive age and a grace of 0 or more", s.GrpcMaxConnectionAge, s.GrpcMaxConnectionAgeGrace)
+	}
+	if s.MemoryMaxKeys < 1 {
+		bad("MEMORY_MAX_KEYS=%d is below 1", s.MemoryMaxKeys)
+	}
+	if s.LogFormat != "text" && s.LogFormat != "json" {
+		bad("LOG_FORMAT=%q: expected text or json", s.LogFormat)
+	}
+	if s.BackendType == "redis" {
+		if err := s.parseRedisURL(); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	for _, k := range sortedKeys(m) {
+		if _, r := refused[k]; r {
+			continue
+		}
+		for _, n := range noEffect {
+			if k == n.name || strings.HasSuffix(n.name, "_") && strings.HasPrefix(k, n.name) {
+				s.Notes = append(s.Notes, fmt.Sprintf("%s has no effect in admit-rls: %s", k, n.why))
+				break
+			}
+		}
+	}
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return nil, fmt.Errorf("%w: %s", admit.ErrInvalidConfig, strings.Join(errs, "; "))
 	}
 	return s, nil
 }
 
-// reader parses variables, keeping the first error.
+// parseRedisURL fills s.Redis from REDIS_URL: comma-separated nodes (a
+// Cluster's), each host:port, a socket path (REDIS_SOCKET_TYPE=unix), or
+// a redis:// or rediss:// URL with its user, password and database
+// (redis://user:password@host:port/db; a URL means TCP, rediss:// TLS).
+// A password in the URL takes the place of REDIS_AUTH.
+func (s *Settings) parseRedisURL() error {
+	rd := &s.Redis
+	rd.Network = s.RedisSocketType
+	rd.Username, rd.Password = "", s.RedisAuth
+	if u, p, ok := strings.Cut(s.RedisAuth, ":"); ok {
+		rd.Username, rd.Password = u, p
+	}
+	for _, node := range strings.Split(s.RedisURL, ",") {
+		node = strings.TrimSpace(node)
+		if !strings.HasPrefix(node, "redis://") && !strings.HasPrefix(node, "rediss://") {
+			if node == "" {
+				return fmt.Errorf("REDIS_URL=%q: an empty node", s.RedisURL)
+			}
+			rd.Addrs = append(rd.Addrs, node)
+			continue
+		}
+		u, err := url.Parse(node)
+		if err != nil {
+			return fmt.Errorf("REDIS_URL: %v", err)
+		}
+		if _, _, err := net.SplitHostPort(u.Host); err != nil {
+			u.Host = net.JoinHostPort(u.Hostname(), "6379")
+		}
+		rd.Network = "tcp"
+		rd.Addrs = append(rd.Addrs, u.Host)
+		rd.TLS = rd.TLS || u.Scheme == "rediss"
+		if u.User != nil {
+			rd.Username = u.User.Username()
+			rd.Password, _ = u.User.Password()
+		}
+		if db := strings.TrimPrefix(u.Path, "/"); db != "" {
+			if rd.DB, err = strconv.Atoi(db); err != nil || rd.DB < 0 {
+				return fmt.Errorf("REDIS_URL=%q: database %q is not a number", redact(node), db)
+			}
+		}
+	}
+	switch {
+	case rd.Network == "unix" && s.RedisType == "CLUSTER":
+		return errors.New("REDIS_TYPE=CLUSTER needs REDIS_SOCKET_TYPE=tcp")
+	case s.RedisType == "CLUSTER" && rd.DB != 0:
+		return fmt.Errorf("REDIS_URL: a Cluster has only database 0, not %d", rd.DB)
+	case s.RedisType == "SINGLE" && len(rd.Addrs) > 1:
+		return fmt.Errorf("REDIS_URL lists %d nodes with REDIS_TYPE=SINGLE", len(rd.Addrs))
+	}
+	return nil
+}
+
+// RedisTarget returns REDIS_URL with any password masked, for the log.
+func (s *Settings) RedisTarget() string {
+	nodes := strings.Split(s.RedisURL, ",")
+	for i := range nodes {
+		nodes[i] = redact(nodes[i])
+	}
+	return strings.Join(nodes, ",")
+}
+
+func redact(node string) string {
+	if u, err := url.Parse(node); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return node
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// reader parses variables, keeping every error.
 type reader struct {
-	m   map[string]string
-	err error
+	m    map[string]string
+	errs []string
 }
 
 func (r *reader) str(k, def string) string {
@@ -168,9 +372,7 @@ func (r *reader) str(k, def string) string {
 }
 
 func (r *reader) fail(k, v string, err error) {
-	if r.err == nil {
-		r.err = fmt.Errorf("%w: %s=%q: %v", admit.ErrInvalidConfig, k, v, err)
-	}
+	r.errs = append(r.errs, fmt.Sprintf("%s=%q: %v", k, v, err))
 }
 
 func (r *reader) int(k string, def int) int {

@@ -17,6 +17,11 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 8080, s.Port)
 	require.Equal(t, 8081, s.GrpcPort)
 	require.Equal(t, "memory", s.BackendType)
+	require.Equal(t, 6070, s.DebugPort)
+	require.Equal(t, 24*time.Hour, s.GrpcMaxConnectionAge)
+	require.Equal(t, time.Hour, s.GrpcMaxConnectionAgeGrace)
+	require.Equal(t, "text", s.LogFormat)
+	require.Empty(t, s.Notes)
 	require.Equal(t, "/srv/runtime_data/current/config", s.ConfigDir())
 	require.Equal(t, 10*time.Second, s.RedisTimeout)
 	require.Equal(t, ":9090", s.PrometheusAddr)
@@ -42,12 +47,94 @@ func TestEnv(t *testing.T) {
 func TestRefused(t *testing.T) {
 	for _, kv := range []string{
 		"USE_STATSD=true", "USE_DOG_STATSD=true", "MEMCACHE_HOST_PORT=h:1", "CONFIG_TYPE=GRPC_XDS_SOTW",
-		"QUOTA_MODE=true", "REDIS_PERSECOND=true", "REDIS_TLS=true", "GRPC_SERVER_USE_TLS=true",
+		"QUOTA_MODE=true", "REDIS_PERSECOND=true", "GRPC_SERVER_USE_TLS=true",
 		"BACKEND_TYPE=memcache", "REDIS_TYPE=SENTINEL", "PORT=x", "SHADOW_MODE=maybe", "REDIS_TIMEOUT=soon",
+		"LOG_FORMAT=yaml", "GRPC_MAX_CONNECTION_AGE=0s", "REDIS_URL=redis://h:1/x", "TRACING_ENABLED=true",
 	} {
 		_, err := settings.FromEnv([]string{kv})
 		require.Error(t, err, kv)
 		require.True(t, errors.Is(err, admit.ErrInvalidConfig), kv)
 		require.Contains(t, err.Error(), strings.SplitN(kv, "=", 2)[0], kv)
+	}
+}
+
+// TestAllRefusedAtOnce: every refused setting and bad value is named in one
+// error, so that a migration sees them all at the first start.
+func TestAllRefusedAtOnce(t *testing.T) {
+	_, err := settings.FromEnv([]string{"USE_STATSD=true", "QUOTA_MODE=true", "PORT=x", "LOG_FORMAT=xml"})
+	require.ErrorIs(t, err, admit.ErrInvalidConfig)
+	for _, name := range []string{"USE_STATSD", "QUOTA_MODE", "PORT", "LOG_FORMAT"} {
+		require.Contains(t, err.Error(), name)
+	}
+}
+
+// TestBackendDefault: memory for a bare start; Redis when an
+// envoyproxy/ratelimit environment names Redis without BACKEND_TYPE (its
+// default backend); BACKEND_TYPE wins.
+func TestBackendDefault(t *testing.T) {
+	for _, tc := range []struct {
+		env     []string
+		backend string
+		by      string
+	}{
+		{nil, "memory", "default"},
+		{[]string{"REDIS_URL=/tmp/r.sock"}, "redis", "REDIS_URL"},
+		{[]string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=h:1"}, "redis", "REDIS_SOCKET_TYPE"},
+		{[]string{"BACKEND_TYPE=memory", "REDIS_URL=h:1"}, "memory", "BACKEND_TYPE"},
+		{[]string{"BACKEND_TYPE=redis"}, "redis", "BACKEND_TYPE"},
+	} {
+		s, err := settings.FromEnv(tc.env)
+		require.NoError(t, err, tc.env)
+		require.Equal(t, tc.backend, s.BackendType, tc.env)
+		require.Contains(t, s.BackendBy, tc.by, tc.env)
+	}
+}
+
+// TestRedisURL: REDIS_URL as envoyproxy/ratelimit takes it: host:port or
+// a socket path, or redis:// and rediss:// URLs with user, password and
+// database, one per node of a Cluster.
+func TestRedisURL(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want settings.Redis
+	}{
+		{[]string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=h:1", "REDIS_AUTH=pw"},
+			settings.Redis{Network: "tcp", Addrs: []string{"h:1"}, Password: "pw"}},
+		{[]string{"REDIS_URL=/run/r.sock", "REDIS_AUTH=u:pw"},
+			settings.Redis{Network: "unix", Addrs: []string{"/run/r.sock"}, Username: "u", Password: "pw"}},
+		{[]string{"REDIS_URL=redis://:s3cret@h:1/3", "REDIS_AUTH=ignored"},
+			settings.Redis{Network: "tcp", Addrs: []string{"h:1"}, Password: "s3cret", DB: 3}},
+		{[]string{"REDIS_URL=rediss://user:pw@h"},
+			settings.Redis{Network: "tcp", Addrs: []string{"h:6379"}, Username: "user", Password: "pw", TLS: true}},
+		{[]string{"REDIS_TYPE=cluster", "REDIS_URL=redis://a:1,redis://b:2", "REDIS_TLS=true", "REDIS_TLS_CACERT=/ca.pem"},
+			settings.Redis{Network: "tcp", Addrs: []string{"a:1", "b:2"}, TLS: true, TLSCACert: "/ca.pem"}},
+	} {
+		s, err := settings.FromEnv(tc.env)
+		require.NoError(t, err, tc.env)
+		require.Equal(t, tc.want, s.Redis, tc.env)
+	}
+	s, err := settings.FromEnv([]string{"REDIS_URL=redis://:s3cret@h:1/3"})
+	require.NoError(t, err)
+	require.NotContains(t, s.RedisTarget(), "s3cret")
+	for _, bad := range [][]string{
+		{"REDIS_URL=redis://h:1/db"},
+		{"REDIS_TYPE=CLUSTER", "REDIS_URL=redis://a:1/2"},
+		{"REDIS_URL=a:1,b:2", "REDIS_SOCKET_TYPE=tcp"},
+		{"REDIS_TYPE=CLUSTER", "REDIS_URL=a:1"},
+	} {
+		_, err := settings.FromEnv(bad)
+		require.ErrorIs(t, err, admit.ErrInvalidConfig, bad)
+	}
+}
+
+// TestNotes: envoyproxy/ratelimit's settings that change nothing here are
+// accepted and noted, each with the reason, for the log.
+func TestNotes(t *testing.T) {
+	s, err := settings.FromEnv([]string{"REDIS_POOL_SIZE=20", "RUNTIME_WATCH_ROOT=false", "NEAR_LIMIT_RATIO=0.9",
+		"CONFIG_GRPC_XDS_NODE_ID=n", "USE_STATSD=false", "BACKEND_TYPE=memory"})
+	require.NoError(t, err)
+	require.Len(t, s.Notes, 4)
+	for i, name := range []string{"CONFIG_GRPC_XDS_NODE_ID", "NEAR_LIMIT_RATIO", "REDIS_POOL_SIZE", "RUNTIME_WATCH_ROOT"} {
+		require.True(t, strings.HasPrefix(s.Notes[i], name+" has no effect in admit-rls: "), s.Notes[i])
 	}
 }

@@ -1,7 +1,8 @@
 // Package storetest implements the conformance suite every rls.Store
 // passes (the memory store and the Redis store, single and Cluster). Its
 // buckets refill at most one token an hour, so the cases hold on any clock,
-// a server's included, however slow the machine.
+// a server's included, however slow the machine; the one case that needs
+// time to pass sleeps, and relies only on at least that much passing.
 package storetest
 
 import (
@@ -28,6 +29,10 @@ func Run(t *testing.T, newStore func(t *testing.T) rls.Store) {
 	t.Run("Costs", func(t *testing.T) { costs(t, newStore(t)) })
 	t.Run("ChangedLimit", func(t *testing.T) { changedLimit(t, newStore(t)) })
 	t.Run("Concurrent", func(t *testing.T) { concurrent(t, newStore(t)) })
+	t.Run("RaisedWhileRefused", func(t *testing.T) { raisedWhileRefused(t, newStore(t)) })
+	t.Run("ZeroLimit", func(t *testing.T) { zeroLimit(t, newStore(t)) })
+	t.Run("Debt", func(t *testing.T) { debt(t, newStore(t)) })
+	t.Run("DebtRefused", func(t *testing.T) { debtRefused(t, newStore(t)) })
 }
 
 func decide(t *testing.T, s rls.Store, hits ...rls.Hit) (bool, []rls.Result) {
@@ -117,6 +122,10 @@ func costs(t *testing.T, s rls.Store) {
 	expect(t, "its reset", res[0].ResetAfter, rls.Never)
 }
 
+// changedLimit: a changed limit carries the balance over, clamped to the
+// new capacity, whether the request that brings it is admitted or refused;
+// lowering keeps a balance below the new capacity, and raising again adds
+// nothing at once.
 func changedLimit(t *testing.T, s rls.Store) {
 	ok, _ := decide(t, s, hit("k", 10, 1, 4))
 	expect(t, "take 4 of 10", ok, true)
@@ -124,6 +133,16 @@ func changedLimit(t *testing.T, s rls.Store) {
 	expect(t, "take 1 under capacity 5", ok, true)
 	expect(t, "6 clamped to 5, less 1", res[0].Remaining, int64(4))
 	expect(t, "a larger capacity adds nothing", remaining(t, s, hit("k", 100, 1, 0)), int64(4))
+
+	ok, _ = decide(t, s, hit("l", 10, 1, 8))
+	expect(t, "take 8 of 10", ok, true)
+	ok, res = decide(t, s, hit("l", 5, 1, 3))
+	expect(t, "3 of 2 under capacity 5", ok, false)
+	expect(t, "remaining", res[0].Remaining, int64(2))
+	expect(t, "raised again", remaining(t, s, hit("l", 100, 100, 0)), int64(2))
+	ok, res = decide(t, s, hit("l", 1, 0, 0))
+	expect(t, "a check under capacity 1", ok, true)
+	expect(t, "clamped to 1", res[0].Remaining, int64(1))
 }
 
 // concurrent runs overlapping requests of three buckets from many
@@ -178,4 +197,107 @@ func concurrent(t *testing.T, s rls.Store) {
 	if t.Failed() {
 		t.Log(fmt.Sprint("used ", used))
 	}
+}
+
+// raisedWhileRefused: a drained client keeps asking while its limit is
+// raised from 1 an hour to 20 a second. The first request under the new
+// limit carries the balance over and is refused (it holds a sliver of a
+// token); that refusal must keep the carry-over, so that 150 ms later, 3
+// tokens at the new rate, the client is admitted. Undoing it would make
+// every request carry again from the old limit and find a sliver.
+func raisedWhileRefused(t *testing.T, s rls.Store) {
+	low := hit("r", 1, 1, 1)
+	high := rls.Hit{Key: "r", Capacity: 5, Count: 20, Period: time.Second, N: 1}
+	ok, _ := decide(t, s, low)
+	expect(t, "the one token", ok, true)
+	ok, _ = decide(t, s, low)
+	expect(t, "drained", ok, false)
+	ok, res := decide(t, s, high)
+	expect(t, "the first request under the raised limit", ok, false)
+	if res[0].ResetAfter <= 0 || res[0].ResetAfter > 250*time.Millisecond {
+		t.Fatalf("until full at 20 a second: %v, want (0, 250ms]", res[0].ResetAfter)
+	}
+	time.Sleep(150 * time.Millisecond)
+	ok, _ = decide(t, s, high)
+	expect(t, "admitted at the raised rate", ok, true)
+}
+
+// zeroLimit: a hit of capacity 0 refuses any cost but 0, and its refusal
+// takes nothing from the request's other buckets.
+func zeroLimit(t *testing.T, s rls.Store) {
+	a := hit("za", 3, 1, 1)
+	z := rls.Hit{Key: "zz", Capacity: 0, Count: 0, Period: time.Hour, N: 1}
+	for range 3 {
+		ok, res := decide(t, s, a, z)
+		expect(t, "refused by the zero limit", ok, false)
+		expect(t, "a held its cost", res[0].OK, true)
+		expect(t, "the zero limit's ok", res[1].OK, false)
+		expect(t, "the zero limit's remaining", res[1].Remaining, int64(0))
+		expect(t, "the zero limit's reset", res[1].ResetAfter, time.Duration(0))
+	}
+	expect(t, "a after three refusals", remaining(t, s, a), int64(3))
+	z.N = 0
+	ok, _ := decide(t, s, a, z)
+	expect(t, "a check of the zero limit", ok, true)
+	expect(t, "a took", remaining(t, s, a), int64(2))
+	z.N, z.Shadow = 1, true
+	ok, _ = decide(t, s, a, z)
+	expect(t, "a shadow zero limit", ok, true)
+	expect(t, "a took again", remaining(t, s, a), int64(1))
+}
+
+// debtHit is a debt bucket of capacity 10 refilled 10 an hour.
+func debtHit(key string, n int64) rls.Hit {
+	h := hit(key, 10, 10, n)
+	h.Debt = true
+	return h
+}
+
+// debt: a debt bucket is charged whatever it holds, down to minus one
+// burst, and holds nothing, not even a check, until refill repays it.
+func debt(t *testing.T, s rls.Store) {
+	ok, res := decide(t, s, debtHit("d", 6))
+	expect(t, "6 of 10", ok, true)
+	expect(t, "remaining", res[0].Remaining, int64(4))
+	ok, res = decide(t, s, debtHit("d", 7))
+	expect(t, "7 of 4", ok, false)
+	expect(t, "its ok", res[0].OK, false)
+	expect(t, "remaining in debt", res[0].Remaining, int64(0))
+	if res[0].ResetAfter < 78*time.Minute-time.Second || res[0].ResetAfter > 78*time.Minute {
+		t.Fatalf("a balance of -3: full in 13 tokens at 10 an hour, 78m; got %v", res[0].ResetAfter)
+	}
+	ok, _ = decide(t, s, debtHit("d", 0))
+	expect(t, "a check in debt", ok, false)
+	ok, res = decide(t, s, debtHit("d", 100))
+	expect(t, "100 more", ok, false)
+	if res[0].ResetAfter < 2*time.Hour-time.Second || res[0].ResetAfter > 2*time.Hour {
+		t.Fatalf("the debt stops at minus one burst: full in 2h; got %v", res[0].ResetAfter)
+	}
+	// The rule loses debt: true: the debt is forgiven (clamped to 0).
+	ok, res = decide(t, s, hit("d", 10, 10, 0))
+	expect(t, "a check once the rule has no debt", ok, true)
+	expect(t, "remaining", res[0].Remaining, int64(0))
+}
+
+// debtRefused: a debt hit is charged when another hit refuses the
+// request, while an ordinary hit takes nothing; a shadow debt hit is
+// charged without refusing.
+func debtRefused(t *testing.T, s rls.Store) {
+	empty := hit("e", 1, 1, 1)
+	ok, _ := decide(t, s, empty)
+	expect(t, "drain e", ok, true)
+	a := hit("a", 5, 1, 2)
+	ok, res := decide(t, s, debtHit("u", 4), a, empty)
+	expect(t, "refused by e", ok, false)
+	expect(t, "u held", res[0].OK, true)
+	expect(t, "u charged", remaining(t, s, debtHit("u", 0)), int64(6))
+	expect(t, "a took nothing", remaining(t, s, a), int64(5))
+	sh := debtHit("u", 20)
+	sh.Shadow = true
+	ok, res = decide(t, s, sh, a)
+	expect(t, "a shadow debt hit does not refuse", ok, true)
+	expect(t, "its ok", res[0].OK, false)
+	expect(t, "a took", remaining(t, s, a), int64(3))
+	ok, _ = decide(t, s, debtHit("u", 0))
+	expect(t, "u in debt", ok, false)
 }

@@ -3,13 +3,20 @@
 // variables and YAML configuration, decisions by package rls.
 //
 // It serves gRPC ShouldRateLimit on $GRPC_HOST:$GRPC_PORT, HTTP
-// /healthcheck and POST /json on $HOST:$PORT, and, with USE_PROMETHEUS,
-// /metrics on $PROMETHEUS_ADDR. The configuration is every file under
+// /healthcheck and POST /json on $HOST:$PORT, pprof and /rlconfig on
+// $DEBUG_HOST:$DEBUG_PORT, and, with USE_PROMETHEUS, /metrics on
+// $PROMETHEUS_ADDR. The configuration is every file under
 // $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY, re-read when it
 // changes (polled every 200 ms); a configuration that does not load is
 // logged and counted, and the previous one stays. SIGINT and SIGTERM stop
-// it gracefully. It logs, on stderr, the addresses it listens on (a port of
-// 0 picks a free one).
+// it gracefully.
+//
+// It logs on stderr through log/slog, as text or, with LOG_FORMAT=json,
+// as JSON, every line in that one format from the first (a refused
+// setting included): the backend in use and why, every setting that has
+// no effect here, the addresses it listens on (a port of 0 picks a free
+// one), each backend outage (its start, a line every 10 s while it lasts,
+// its end), and each configuration reload.
 package main
 
 import (
@@ -22,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,6 +41,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 )
 
 // pollInterval is how often the configuration directory is read.
@@ -41,10 +50,31 @@ const pollInterval = 200 * time.Millisecond
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	slog.SetDefault(newLogger(os.Environ()))
 	if err := run(ctx, os.Environ()); err != nil {
-		slog.Error("admit-rls", "err", err)
+		slog.Error("admit-rls stopped", "err", err)
 		os.Exit(1)
 	}
+}
+
+// newLogger is LOG_LEVEL's and LOG_FORMAT's logger on stderr, read before
+// any other setting so that every line, a refused setting's included, comes
+// in one format. A LOG_FORMAT other than text and json gives the text
+// format; the settings then refuse it.
+func newLogger(env []string) *slog.Logger {
+	var lvl, format string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "LOG_LEVEL="); ok {
+			lvl = strings.ToUpper(v)
+		} else if v, ok := strings.CutPrefix(kv, "LOG_FORMAT="); ok {
+			format = strings.ToLower(v)
+		}
+	}
+	opts := &slog.HandlerOptions{Level: level(lvl)}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
 func run(ctx context.Context, env []string) error {
@@ -52,23 +82,35 @@ func run(ctx context.Context, env []string) error {
 	if err != nil {
 		return err
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level(s.LogLevel)})))
+	for _, n := range s.Notes {
+		slog.Warn("setting ignored", "note", n)
+	}
 
 	m, err := newMetrics(s)
 	if err != nil {
 		return err
 	}
 	defer m.close()
-	store, closeStore, err := newStore(ctx, s)
+	hs := health.NewServer()
+	store, err := newBackend(ctx, s, hs)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
-	svc := rls.New(store, rls.Options{
+	defer store.close()
+	opts := rls.Options{
 		ShadowMode: s.ShadowMode, Headers: s.Headers, FailOpen: s.RedisFailureModeAllow,
 		LimitHeader: s.LimitHeader, RemainingHeader: s.RemainingHeader, ResetHeader: s.ResetHeader,
 		Observer: m,
-	})
+	}
+	if s.BackendType == "redis" && s.RedisHealthCheck {
+		opts.Health = func() error {
+			if !store.healthy() {
+				return errors.New("redis is unreachable")
+			}
+			return nil
+		}
+	}
+	svc := rls.New(store, opts)
 
 	dir := s.ConfigDir()
 	files, err := config.ReadDir(dir, s.RuntimeIgnoreDotFiles)
@@ -110,34 +152,51 @@ func run(ctx context.Context, env []string) error {
 	if err != nil {
 		return err
 	}
-	httpLn, err := net.Listen("tcp", net.JoinHostPort(s.Host, strconv.Itoa(s.Port)))
+	// listeners[i] is served by servers[i], once every one is open.
+	var listeners []net.Listener
+	listen := func(addr string) (net.Listener, error) {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return nil, err
+		}
+		listeners = append(listeners, l)
+		return l, nil
+	}
+	httpLn, err := listen(net.JoinHostPort(s.Host, strconv.Itoa(s.Port)))
 	if err != nil {
 		grpcLn.Close()
 		return err
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpc.KeepaliveParams(keepalive.ServerParameters{
+		MaxConnectionAge: s.GrpcMaxConnectionAge, MaxConnectionAgeGrace: s.GrpcMaxConnectionAgeGrace,
+	}))
 	pb.RegisterRateLimitServiceServer(gs, svc)
-	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	hs.SetServingStatus("ratelimit", healthpb.HealthCheckResponse_SERVING)
 
 	mux := http.NewServeMux()
 	mux.Handle("/", svc.HTTPHandler())
 	servers := []*http.Server{{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
-	listeners := []net.Listener{httpLn}
+	debugLn, err := listen(net.JoinHostPort(s.DebugHost, strconv.Itoa(s.DebugPort)))
+	if err != nil {
+		grpcLn.Close()
+		return err
+	}
+	servers = append(servers, &http.Server{Handler: debugHandler(svc), ReadHeaderTimeout: 10 * time.Second})
 	if s.UsePrometheus {
-		pl, err := net.Listen("tcp", s.PrometheusAddr)
+		pl, err := listen(s.PrometheusAddr)
 		if err != nil {
 			grpcLn.Close()
-			httpLn.Close()
 			return err
 		}
 		pm := http.NewServeMux()
 		pm.Handle(s.PrometheusPath, m.handler())
 		servers = append(servers, &http.Server{Handler: pm, ReadHeaderTimeout: 10 * time.Second})
-		listeners = append(listeners, pl)
 		slog.Warn("listening", "what", "prometheus", "addr", pl.Addr().String())
 	}
+	slog.Warn("listening", "what", "debug", "addr", debugLn.Addr().String())
 	slog.Warn("listening", "what", "grpc", "addr", grpcLn.Addr().String())
 	slog.Warn("listening", "what", "http", "addr", httpLn.Addr().String())
 
@@ -181,12 +240,44 @@ func level(s string) slog.Level {
 	return slog.LevelWarn
 }
 
-// newStore builds the backend BACKEND_TYPE names.
-func newStore(ctx context.Context, s *settings.Settings) (rls.Store, func(), error) {
-	switch s.BackendType {
-	case "redis":
-		return newRedisStore(ctx, s)
-	default:
-		return memstore.New(memstore.WithMaxKeys(s.MemoryMaxKeys)), func() {}, nil
+// closingBackend is the backend in use and how to let it go.
+type closingBackend struct {
+	*backend
+	close func()
+}
+
+// newBackend builds the store BACKEND_TYPE names (or that the REDIS_
+// settings imply), logs which and why, watches it for outages (see
+// backend), and keeps the health service's status (overall and
+// "ratelimit") in step with it when REDIS_HEALTH_CHECK_ACTIVE_CONNECTION
+// asks. Redis is probed every second until ctx ends.
+func newBackend(ctx context.Context, s *settings.Settings, hs *health.Server) (*closingBackend, error) {
+	setHealth := func(healthy bool) {
+		st := healthpb.HealthCheckResponse_SERVING
+		if !healthy {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+		}
+		hs.SetServingStatus("", st)
+		hs.SetServingStatus("ratelimit", st)
 	}
+	setHealth(true)
+	if s.BackendType != "redis" {
+		slog.Warn("backend", "backend", "memory", "by", s.BackendBy, "max_keys", s.MemoryMaxKeys,
+			"max_bytes", int64(s.MemoryMaxKeys)*memstore.BucketBytes)
+		st := memstore.New(memstore.WithMaxKeys(s.MemoryMaxKeys))
+		return &closingBackend{backend: &backend{Store: st, name: "memory"}, close: func() {}}, nil
+	}
+	slog.Warn("backend", "backend", "redis", "by", s.BackendBy, "type", s.RedisType, "url", s.RedisTarget(), "tls", s.Redis.TLS, "db", s.Redis.DB)
+	st, ping, closeClient, err := newRedisStore(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	b := &backend{Store: st, name: "redis"}
+	if s.RedisHealthCheck {
+		b.onChange = setHealth
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); b.probe(pctx, ping, s.RedisTimeout) }()
+	return &closingBackend{backend: b, close: func() { cancel(); <-done; closeClient() }}, nil
 }

@@ -54,7 +54,9 @@ type proc struct {
 	done   chan struct{} // closed when stderr hits EOF
 }
 
-var listening = regexp.MustCompile(`msg=listening what=(\w+) addr=(\S+)`)
+// listening matches the log line of a listener, in the text format or in
+// JSON (LOG_FORMAT=json).
+var listening = regexp.MustCompile(`msg=listening what=(\w+) addr=(\S+)|"msg":"listening","what":"(\w+)","addr":"([^"]+)"`)
 
 // startRLS starts admit-rls with env (on top of loopback addresses on free
 // ports and a runtime directory holding files), waits until it listens,
@@ -77,7 +79,7 @@ func launch(t *testing.T, env []string, files map[string]string) (*proc, error) 
 	p.cmd = exec.Command(binary)
 	p.cmd.Env = append([]string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0",
+		"HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0",
 		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=sub", "RUNTIME_APPDIRECTORY=config",
 		"LOG_LEVEL=INFO",
 	}, env...)
@@ -94,6 +96,9 @@ func launch(t *testing.T, env []string, files map[string]string) (*proc, error) 
 			p.mu.Lock()
 			p.stderr.WriteString(line + "\n")
 			if m := listening.FindStringSubmatch(line); m != nil {
+				if m[1] == "" {
+					m = m[2:]
+				}
 				p.addrs[m[1]] = m[2]
 				if !signalled && p.addrs["grpc"] != "" && p.addrs["http"] != "" {
 					signalled = true

@@ -1,11 +1,14 @@
 // Command rlsbench is a gRPC load generator for rate limit services (RLS
 // v3): it measures decisions per second and latency percentiles at given
 // numbers of concurrent streams, and, in accuracy mode, the most requests
-// one descriptor admitted within any window of given lengths. It is how
-// admit-rls and envoyproxy/ratelimit were compared side by side.
+// one descriptor admitted within any window of given lengths; in raise
+// mode, the time until a drained client is admitted after a reload raises
+// its limit. It is how admit-rls and envoyproxy/ratelimit were compared
+// side by side.
 //
 //	rlsbench -addr 127.0.0.1:8081 -streams 1,16,64 -d 5s
 //	rlsbench -addr 127.0.0.1:8081 -accuracy -streams 16 -d 3s -windows 100ms,1s -boundary 50ms
+//	rlsbench -addr 127.0.0.1:8081 -raise /path/to/config/raise.yaml -rounds 5
 package main
 
 import (
@@ -36,7 +39,16 @@ func main() {
 	windows := flag.String("windows", "100ms,1s", "accuracy windows, comma-separated")
 	label := flag.String("label", "", "label printed on every line")
 	lead := flag.Duration("boundary", 0, "accuracy mode: start this long before a whole second of the wall clock, so that a burst from an idle client crosses a unit boundary")
+	raise := flag.String("raise", "", "raise mode: the configuration file to write (domain raise, key client), in the service's configuration directory")
+	rounds := flag.Int("rounds", 5, "raise mode: rounds")
 	flag.Parse()
+	if *raise != "" {
+		if err := raiseRounds(*addr, *raise, *label, *rounds); err != nil {
+			fmt.Fprintln(os.Stderr, "rlsbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *accuracy && *lead > 0 {
 		now := time.Now()
 		next := now.Truncate(time.Second).Add(time.Second)

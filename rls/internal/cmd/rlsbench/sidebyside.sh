@@ -5,16 +5,17 @@
 #
 #   RATELIMIT=/path/to/envoyproxy-ratelimit-binary [ROUNDS=3] internal/cmd/rlsbench/sidebyside.sh [duration]
 #
-# Build that binary from the module proxy in a scratch directory (not in
-# this repository):
+# Build that binary from the module proxy in a scratch directory outside
+# this repository (never in it):
 #
-#   go mod init scratch && go get github.com/envoyproxy/ratelimit/src/service_cmd@VERSION
+#   cd "$(mktemp -d)" && go mod init scratch && go get github.com/envoyproxy/ratelimit/src/service_cmd@VERSION
 #   go build -o ratelimit github.com/envoyproxy/ratelimit/src/service_cmd
 #
 # Prints a header (internal/cmd/stamp: the machine, its caches and clock;
-# versions, commit), every rlsbench line, and the
+# versions, commit), every rlsbench line, the
 # median over the rounds of each service's throughput and p99 per stream
-# count.
+# count, and of the raise runs: the time from a reload that raises a drained
+# client's limit until the client is admitted.
 set -euo pipefail
 d=${1:-5s}
 : "${RATELIMIT:?set RATELIMIT to the envoyproxy/ratelimit binary}"
@@ -52,7 +53,10 @@ echo "# admit-rls commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD --
 echo "# duration per run: $d; config: client=<value> 1e6/s (throughput), client=hot 50/s, burst 50 (accuracy: an idle client's"
 echo "# 16 streams start 50 ms before a whole second and run 3 s; the bucket bound is 50 + 50/s x T: 55 in 100 ms, 100 in 1 s, 200 in 3 s)"
 
-common=(RUNTIME_ROOT="$work/runtime" RUNTIME_SUBDIRECTORY=sub RUNTIME_APPDIRECTORY=config USE_STATSD=false LOG_LEVEL=ERROR
+# RUNTIME_WATCH_ROOT=false: envoyproxy/ratelimit reloads on a change in the
+# directory (by default only on a swap of RUNTIME_ROOT's link); admit-rls
+# polls, and notes that the setting has no effect there.
+common=(RUNTIME_ROOT="$work/runtime" RUNTIME_SUBDIRECTORY=sub RUNTIME_APPDIRECTORY=config RUNTIME_WATCH_ROOT=false USE_STATSD=false LOG_LEVEL=ERROR
 	REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$rport" REDIS_TYPE=SINGLE)
 
 # start label env...: starts one service and records its gRPC port in
@@ -101,9 +105,25 @@ for label in "${labels[@]}"; do
 	redis-cli -p "$rport" flushall >/dev/null
 	"$work/rlsbench" -addr "127.0.0.1:${gport[$label]}" -label "$label" -accuracy -streams 16 -d 3s -windows 100ms,1s -boundary 50ms
 done
-echo "# median over the $rounds rounds (service, streams: decisions per second, p99)"
-python3 - "$work/tp.txt" <<'PY'
+# Raise: a reload that raises a drained client's limit from 5 to 600 a
+# minute (the file replaced by a rename), and the time until the client,
+# asking every 10 ms, is admitted; $rounds rounds per service.
+echo "# raise: per round, the time from the rename until an answer shows the new limit (reload) and until the drained client is admitted"
+for label in "${labels[@]}"; do
+	"$work/rlsbench" -addr "127.0.0.1:${gport[$label]}" -label "$label" -raise "$work/runtime/sub/config/raise.yaml" -rounds "$rounds" | tee -a "$work/raise.txt"
+done
+echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# median over the $rounds rounds (service, streams: decisions per second, p99; raise: reload, admitted)"
+python3 - "$work/tp.txt" "$work/raise.txt" <<'PY'
 import re, statistics, sys
+def seconds(v):
+    unit = re.match(r'[\d.]+(\D+)$', v).group(1)
+    return float(v[:-len(unit)]) * {'ms': 1e-3, 'µs': 1e-6, 's': 1.0}[unit]
+raise_runs = {}
+for line in open(sys.argv[2]):
+    m = re.match(r'(\S+) round=\d+ reload=(\S+) admitted=(\S+)', line)
+    if m:
+        raise_runs.setdefault(m.group(1), []).append((seconds(m.group(2)), seconds(m.group(3))))
 runs = {}
 for line in open(sys.argv[1]):
     m = re.match(r'round=\d+ (\S+) streams=(\d+) .*per_sec=(\d+) p50=\S+ p99=(\S+)', line)
@@ -115,4 +135,7 @@ for line in open(sys.argv[1]):
     runs.setdefault((m.group(1), int(m.group(2))), []).append((int(m.group(3)), float(p99[:-len(unit)]) * scale[unit]))
 for (label, st), v in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
     print(f"median {label} streams={st} per_sec={statistics.median(x[0] for x in v):.0f} p99={statistics.median(x[1] for x in v)*1e3:.2f}ms runs={len(v)}")
+for label, v in raise_runs.items():
+    print(f"median {label} raise reload={statistics.median(x[0] for x in v)*1e3:.0f}ms admitted={statistics.median(x[1] for x in v)*1e3:.0f}ms "
+          f"max_admitted={max(x[1] for x in v)*1e3:.0f}ms runs={len(v)}")
 PY

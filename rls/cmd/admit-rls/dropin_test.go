@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/admit-go/admit/redisbucket/redistest"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	ratelimit "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The tests of this file are what a team migrating from
+// envoyproxy/ratelimit trips on: each runs the admit-rls binary on the
+// memory store and on Redis where the backend matters.
+
+// backends returns the environments of the two backends: memory, and a
+// Redis server started for the test.
+func backends(t *testing.T) map[string][]string {
+	s := redistest.New(t)
+	return map[string][]string{
+		"memory": {"BACKEND_TYPE=memory"},
+		"redis":  {"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + s.Addr},
+	}
+}
+
+// rewrite replaces the file's content atomically (a rename), as a
+// configuration management tool would; the new content is written outside
+// the configuration directory, where it would be read as a second file.
+func rewrite(t *testing.T, file, content string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(filepath.Dir(file)), filepath.Base(file)+".tmp")
+	require.NoError(t, os.WriteFile(tmp, []byte(content), 0o644))
+	require.NoError(t, os.Rename(tmp, file))
+}
+
+// TestRaisedLimitApplies: a client drained at 5 a minute, still asking,
+// is admitted at the new rate once the rule is raised to 600 a minute by a
+// reload: the refused requests after the reload must not undo the
+// carry-over of its balance to the new rule.
+func TestRaisedLimitApplies(t *testing.T) {
+	const low = "domain: r\ndescriptors:\n  - key: client\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"
+	for name, env := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			p := startRLS(t, env, map[string]string{"r.yaml": low})
+			for range 5 {
+				require.Equal(t, ok, p.ask(t, "r", d("client", "c")).OverallCode)
+			}
+			require.Equal(t, over, p.ask(t, "r", d("client", "c")).OverallCode)
+			rewrite(t, filepath.Join(p.configDir, "r.yaml"), strings.Replace(low, "5}", "600}", 1))
+			// Refused requests until the new rule is in force (the one that
+			// sees it carries the balance over, and is refused: the carried
+			// balance holds less than a token).
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				resp := p.ask(t, "r", d("client", "c"))
+				if resp.Statuses[0].CurrentLimit.RequestsPerUnit == 600 {
+					break
+				}
+				require.Equal(t, over, resp.OverallCode)
+				require.True(t, time.Now().Before(deadline), "the reload did not apply")
+				time.Sleep(20 * time.Millisecond)
+			}
+			// 150 ms at 10 a second is 1.5 tokens, at 5 a minute 0.0125.
+			time.Sleep(150 * time.Millisecond)
+			require.Equal(t, ok, p.ask(t, "r", d("client", "c")).OverallCode, "the raised limit did not reach the drained client")
+		})
+	}
+}
+
+// TestZeroRuleAllOrNothing: a request refused by a rule of 0 takes nothing
+// from its other descriptors.
+func TestZeroRuleAllOrNothing(t *testing.T) {
+	const cfg = "domain: z\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 3}\n" +
+		"  - key: blocked\n    rate_limit: {unit: hour, requests_per_unit: 0}\n"
+	for name, env := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			p := startRLS(t, env, map[string]string{"z.yaml": cfg})
+			for range 3 {
+				resp := p.ask(t, "z", d("user", "u"), d("blocked", "x"))
+				require.Equal(t, over, resp.OverallCode)
+				require.Equal(t, []pb.RateLimitResponse_Code{ok, over}, codes3(resp))
+			}
+			// An override of 0 refuses the same way.
+			zero := d("user", "v")
+			zero.Limit = &commonOverride{RequestsPerUnit: 0, Unit: ratelimit.RateLimitUnit_HOUR}
+			require.Equal(t, over, p.ask(t, "z", d("user", "u"), zero).OverallCode)
+			for range 3 {
+				require.Equal(t, ok, p.ask(t, "z", d("user", "u")).OverallCode, "a refused request took from user=u")
+			}
+			require.Equal(t, over, p.ask(t, "z", d("user", "u")).OverallCode)
+		})
+	}
+}
+
+// TestUsageDebt: usage reported after the response (Envoy's
+// apply_on_stream_done with a hits_addend) is counted on a rule with
+// debt: true, into debt that later requests wait out; envoyproxy/ratelimit
+// refuses the third of these requests.
+func TestUsageDebt(t *testing.T) {
+	const cfg = "domain: u\ndescriptors:\n  - key: team\n    rate_limit: {unit: hour, requests_per_unit: 1000, debt: true}\n"
+	for name, env := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			p := startRLS(t, env, map[string]string{"u.yaml": cfg})
+			var codes []pb.RateLimitResponse_Code
+			for range 4 {
+				check := p.ask(t, "u", addend(d("team", "a"), 0)) // at the request: checks only
+				codes = append(codes, check.OverallCode)
+				p.ask(t, "u", addend(d("team", "a"), 600)) // at stream done: the usage
+			}
+			require.Equal(t, []pb.RateLimitResponse_Code{ok, ok, over, over}, codes)
+			// 2400 reported on 1000: the debt is bounded by one burst.
+			st := p.ask(t, "u", addend(d("team", "a"), 0)).Statuses[0]
+			require.Equal(t, uint32(0), st.LimitRemaining)
+			require.InDelta(t, 2*time.Hour.Seconds(), st.DurationUntilReset.AsDuration().Seconds(), 10,
+				"a full burst of debt, then a full burst to refill: two hours")
+		})
+	}
+}
+
+// TestNegativeHits: a refund is refused by name rather than charged.
+func TestNegativeHits(t *testing.T) {
+	p := startRLS(t, nil, map[string]string{"e2e.yaml": e2eConfig})
+	ds := addend(d("user", "neg"), 1)
+	ds.IsNegativeHits = true
+	_, err := p.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "e2e", Descriptors: []*commonDescriptor{ds}})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	require.ErrorContains(t, err, "is_negative_hits")
+	require.Equal(t, uint32(3), p.ask(t, "e2e", addend(d("user", "neg"), 0)).Statuses[0].LimitRemaining)
+}
+
+// TestNoLimitAnswers: a domain the configuration does not hold applies no
+// limit, overrides included, and a descriptor no limit applies to answers
+// limit_remaining 0, as envoyproxy/ratelimit does; an unlimited one,
+// 4294967295.
+func TestNoLimitAnswers(t *testing.T) {
+	p := startRLS(t, nil, map[string]string{"e2e.yaml": e2eConfig})
+	od := d("user", "o")
+	od.Limit = &commonOverride{RequestsPerUnit: 1, Unit: ratelimit.RateLimitUnit_HOUR}
+	for range 3 {
+		resp := p.ask(t, "nowhere", od, d("user", "o"))
+		require.Equal(t, ok, resp.OverallCode)
+		for _, st := range resp.Statuses {
+			require.Nil(t, st.CurrentLimit)
+			require.Equal(t, uint32(0), st.LimitRemaining)
+		}
+	}
+	resp := p.ask(t, "e2e", d("nothing", "x"), d("free", "x"), d("plan", "basic"), d("premium", "p"))
+	require.Equal(t, []uint32{0, math.MaxUint32, 0, 99}, []uint32{resp.Statuses[0].LimitRemaining,
+		resp.Statuses[1].LimitRemaining, resp.Statuses[2].LimitRemaining, resp.Statuses[3].LimitRemaining})
+}
+
+// TestLargeRules: a rule above 1e9 a second loads (hits counting bytes),
+// on both backends; a request with many descriptors, few limited, is
+// decided.
+func TestLargeRules(t *testing.T) {
+	const cfg = "domain: b\ndescriptors:\n  - key: bytes\n    rate_limit: {unit: second, requests_per_unit: 4000000000}\n" +
+		"  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 2}\n"
+	for name, env := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			p := startRLS(t, env, map[string]string{"b.yaml": cfg})
+			resp := p.ask(t, "b", addend(d("bytes", "x"), 3000000000))
+			require.Equal(t, ok, resp.OverallCode)
+			require.Equal(t, uint32(4000000000), resp.Statuses[0].CurrentLimit.RequestsPerUnit)
+			require.GreaterOrEqual(t, resp.Statuses[0].LimitRemaining, uint32(1000000000))
+			require.Equal(t, over, p.ask(t, "b", addend(d("bytes", "x"), math.MaxUint32)).OverallCode, "a cost above the burst")
+
+			var ds []*commonDescriptor
+			for i := range 100 {
+				ds = append(ds, d("other", fmt.Sprint(i)))
+			}
+			ds = append(ds, d("user", "many"))
+			for range 2 {
+				require.Equal(t, ok, p.ask(t, "b", ds...).OverallCode)
+			}
+			require.Equal(t, over, p.ask(t, "b", ds...).OverallCode)
+		})
+	}
+}
+
+// TestRedisByDefault: an envoyproxy/ratelimit environment (REDIS_URL, no
+// BACKEND_TYPE) runs on Redis, so that two replicas share their limits,
+// and the log says which backend is in use.
+func TestRedisByDefault(t *testing.T) {
+	s := redistest.New(t)
+	env := []string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + s.Addr}
+	files := map[string]string{"e2e.yaml": e2eConfig}
+	a, b := startRLS(t, env, files), startRLS(t, env, files)
+	admitted := 0
+	for i := range 6 {
+		p := a
+		if i%2 == 1 {
+			p = b
+		}
+		if p.ask(t, "e2e", d("user", "shared")).OverallCode == ok {
+			admitted++
+		}
+	}
+	require.Equal(t, 3, admitted, "two replicas on a limit of 3")
+	require.Contains(t, a.log(), "backend=redis")
+	require.Contains(t, startRLS(t, nil, files).log(), "backend=memory")
+}
+
+// TestRedisURL: REDIS_URL as a redis:// URL, with a password and a
+// database, as envoyproxy/ratelimit accepts it.
+func TestRedisURL(t *testing.T) {
+	s := redistest.New(t)
+	c := redisClient(t, s.Addr, "", 0)
+	require.NoError(t, c.ConfigSet(context.Background(), "requirepass", "s3cret").Err())
+	p := startRLS(t, []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=redis://:s3cret@" + s.Addr + "/3"},
+		map[string]string{"e2e.yaml": e2eConfig})
+	require.Equal(t, ok, p.ask(t, "e2e", d("user", "url")).OverallCode)
+	db3 := redisClient(t, s.Addr, "s3cret", 3)
+	keys, err := db3.Keys(context.Background(), "admit-rls:*").Result()
+	require.NoError(t, err)
+	require.Len(t, keys, 1, "the bucket is in database 3")
+}
+
+func redisClient(t *testing.T, addr, password string, db int) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, Password: password, DB: db})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
