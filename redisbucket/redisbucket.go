@@ -25,12 +25,13 @@
 // NewLimits builds a Limiter whose AllowN applies several limits (a burst
 // and a daily quota, say) to each key, and every Limiter implements
 // admit.PolicyLimiter: AllowLimits takes the limits with each call (a tier
-// read from the request). Either way all of a key's limits are decided in
-// the one script, on the one key, on the server's clock, in one round trip,
-// all or nothing, by the rules on admit.PolicyLimiter: state per (key,
-// Name), shared between AllowN and AllowLimits calls that name the same
-// limit; the Decision names the deciding limit in Policy. A call that brings
-// another Capacity or Rate for a Name the key holds:
+// read from the request), at most MaxLimits of them. Either way all of a
+// key's limits are decided in the one script, on the one key, on the
+// server's clock, in one round trip, all or nothing, by the rules on
+// admit.PolicyLimiter: state per (key, Name), shared between AllowN and
+// AllowLimits calls that name the same limit; the Decision names the
+// deciding limit in Policy. A call that brings another Capacity or Rate for
+// a Name the key holds:
 //
 //   - through AllowLimits, carries the balance over: advanced to now at the
 //     old rate, converted to the new units rounding down (by under a
@@ -83,6 +84,11 @@
 // learns whether Redis answers. An outage's error names Redis's cause and
 // never matches the caller's context errors. A Redis restart or failover
 // that loses data refills every bucket: an absent key is a full one.
+// An error reply is an outage only when it says that Redis cannot decide
+// now (LOADING, BUSY, OOM, READONLY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
+// NOREPLICAS, MISCONF, too many clients); any other (a script error,
+// WRONGTYPE, NOPERM) is a refusal of this decision: denied, with an error
+// wrapping admit.ErrInvalidConfig, whatever the policy.
 // The client must honour context deadlines
 // (ContextTimeoutEnabled: true in go-redis's options); New rejects a
 // *redis.Client or *redis.ClusterClient that does not, and go-redis's
@@ -287,7 +293,7 @@ func (l *Limiter) remote(ctx context.Context, key string, n, want int64, by time
 		l.brk.release()
 		return admit.Decision{}, 0, ctx.Err()
 	}
-	return l.result(ctx, key, n, res, l.settle(res, err, sent), set)
+	return l.result(ctx, key, n, res, l.settle(err, sent), set)
 }
 
 // detached is remote for a caller that waits less than the timeout.
@@ -299,7 +305,7 @@ func (l *Limiter) detached(ctx context.Context, key string, n, want int64, by ti
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 		res, err := l.tr.run(cctx, l.rkey(key), n, want, set)
 		cancel()
-		f.res, f.err = res, l.settle(res, err, sent)
+		f.res, f.err = res, l.settle(err, sent)
 		close(f.done) // publishes res and err
 	}()
 	var byC <-chan time.Time
@@ -325,18 +331,13 @@ type flight struct {
 	err  error
 }
 
-// settle checks the script's reply and tells the breaker what it shows:
-// Redis answered (a decision or an error reply such as WRONGTYPE), or it
-// failed (a network error, or no reply within the timeout). It returns the
-// error to report: a failure's cause never matches context.DeadlineExceeded
-// or context.Canceled, which would read as the caller's context ending. sent
+// settle tells the breaker what the script's outcome shows: Redis
+// answered (a decision or an error reply such as WRONGTYPE), or it failed
+// (a network error, or no reply within the timeout). It returns the error
+// to report: a failure's cause never matches context.DeadlineExceeded or
+// context.Canceled, which would read as the caller's context ending. sent
 // is when the request started (monotonic ns).
-func (l *Limiter) settle(res []int64, err error, sent int64) error {
-	if err == nil && len(res) != 6 {
-		err = fmt.Errorf("redisbucket: script returned %d values, want 6", len(res))
-		l.brk.succeed()
-		return err
-	}
+func (l *Limiter) settle(err error, sent int64) error {
 	if err == nil || l.tr.isReply(err) {
 		l.brk.succeed()
 		return err
@@ -344,19 +345,35 @@ func (l *Limiter) settle(res []int64, err error, sent int64) error {
 	return l.brk.fail(err, l.timeout, l.tr.dialFailure(sent))
 }
 
-// result turns a settled reply into AllowN's answer.
+// result turns a settled reply into AllowN's answer. Only a failure to
+// reach Redis, or an error reply that says Redis cannot decide now
+// (unavailableReply), goes to the failure policy: any other error reply, or
+// a reply the script cannot have sent, is Redis refusing this decision, and
+// no policy may admit it.
 func (l *Limiter) result(ctx context.Context, key string, n int64, res []int64, err error, set *limitSet) (admit.Decision, int64, error) {
 	if err != nil {
-		if l.tr.isReply(err) {
-			if d, err, ok := l.refused(key, err.Error(), set); ok {
-				return d, 0, err
-			}
+		if l.tr.isReply(err) && !unavailableReply(err.Error()) {
+			d, err := l.refused(key, err, set)
+			return d, 0, err
 		}
 		return l.unavailable(ctx, key, n, err, set)
 	}
+	d, taken, err := decision(res, set)
+	if err != nil {
+		m := set.limits[set.minIdx]
+		return admit.Decision{Limit: m.Capacity, Policy: m.Name}, 0, fmt.Errorf("%w: key %q: %w", admit.ErrInvalidConfig, key, err)
+	}
+	return d, taken, nil
+}
+
+// decision reads the script's reply: the Decision and the tokens taken.
+func decision(res []int64, set *limitSet) (admit.Decision, int64, error) {
+	if len(res) != 6 {
+		return admit.Decision{}, 0, fmt.Errorf("redisbucket: the script replied %d values, want 6", len(res))
+	}
 	i := int(res[5]) - 1
 	if i < 0 || i >= len(set.limits) {
-		return l.unavailable(ctx, key, n, fmt.Errorf("redisbucket: script named limit %d of %d", i+1, len(set.limits)), set)
+		return admit.Decision{}, 0, fmt.Errorf("redisbucket: the script named limit %d of %d", i+1, len(set.limits))
 	}
 	return admit.Decision{
 		Allowed:    res[0] == 1,
@@ -368,27 +385,48 @@ func (l *Limiter) result(ctx context.Context, key string, n int64, res []int64, 
 	}, res[4], nil
 }
 
-// refused reads the script's error replies that are not Redis failing but
-// a key this limiter must not decide: one of its Names stored with other
-// parameters by another limiter on the prefix, or a value this package did
-// not write. Denied, nothing written, whatever the policy.
-func (l *Limiter) refused(key, msg string, set *limitSet) (admit.Decision, error, bool) {
+// unavailableReply reports whether an error reply says that Redis cannot
+// decide now, though it answers: loading its data, busy with a script, out
+// of memory under noeviction, a replica or a Cluster that is failing over
+// or reconfiguring, writes stopped, no room for another client. Those are
+// outages, for the failure policy. Every other error reply (the script's
+// own errors, WRONGTYPE, NOPERM, an unknown command) says that this
+// decision cannot be made on this key or with this configuration, now or
+// later: treated as an outage, WithFailOpen would admit on a healthy Redis
+// (a review saw 5 of 5 admitted at capacity 2). A reply missing from the
+// list is thus refused, never admitted: the safe side.
+func unavailableReply(msg string) bool {
+	code, _, _ := strings.Cut(msg, " ")
+	switch code {
+	case "LOADING", "BUSY", "OOM", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "MISCONF":
+		return true
+	}
+	return strings.HasPrefix(msg, "ERR max number of clients reached")
+}
+
+// refused answers an error reply that is not an outage: one of the
+// limiter's Names stored with other parameters by another limiter on the
+// prefix, a value this package did not write, or any other error of the
+// script or the key. Denied, nothing written, an error wrapping
+// admit.ErrInvalidConfig, whatever the failure policy.
+func (l *Limiter) refused(key string, reply error, set *limitSet) (admit.Decision, error) {
+	msg := reply.Error()
 	m := set.limits[set.minIdx]
 	d := admit.Decision{Limit: m.Capacity, Policy: m.Name}
 	if rest, ok := strings.CutPrefix(msg, mismatch); ok {
 		idx, stored, _ := strings.Cut(rest, " ")
 		i, err := strconv.Atoi(idx)
 		if err != nil || i < 1 || i > len(set.limits) {
-			return d, fmt.Errorf("%w: key %q: %s", admit.ErrInvalidConfig, key, msg), true
+			return d, fmt.Errorf("%w: key %q: %s", admit.ErrInvalidConfig, key, msg)
 		}
 		lim := set.limits[i-1]
 		return d, fmt.Errorf("%w: key %q holds limit %q as a bucket of %s, this limiter's is %s: limiters sharing a prefix must agree on their limits' capacity and rate (AllowLimits carries a balance over instead)",
-			admit.ErrInvalidConfig, key, lim.Name, describe(stored), describe(set.params[i-1].numbers())), true
+			admit.ErrInvalidConfig, key, lim.Name, describe(stored), describe(set.params[i-1].numbers()))
 	}
 	if stored, ok := strings.CutPrefix(msg, malformed); ok {
-		return d, fmt.Errorf("%w: key %q holds %q, which this package did not write", admit.ErrInvalidConfig, key, stored), true
+		return d, fmt.Errorf("%w: key %q holds %q, which this package did not write", admit.ErrInvalidConfig, key, stored)
 	}
-	return admit.Decision{}, nil, false
+	return d, fmt.Errorf("%w: key %q: Redis refused the decision (not an outage, so the failure policy does not apply): %w", admit.ErrInvalidConfig, key, reply)
 }
 
 // wait converts the script's µs to a duration: 0 stays 0 and -1 is Never
