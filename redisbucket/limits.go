@@ -59,7 +59,7 @@ func (l *Limiter) AllowLimits(ctx context.Context, key string, n int64, limits .
 	if err := ctx.Err(); err != nil {
 		return admit.Decision{}, err
 	}
-	d, _, err := l.remote(ctx, key, n, n, time.Time{}, set)
+	d, _, err := l.remote(ctx, key, n, n, time.Time{}, set, nil)
 	return d, err
 }
 

@@ -113,7 +113,9 @@ func WithFallback(k admit.KeyedLimiter) Option {
 // the server's, counted down. Remaining and
 // ResetAfter are then as of the latest round trip. A caller waits for at
 // most one round trip in flight on its key, and all it does stays within
-// WithTimeout. The bound per key then becomes
+// WithTimeout. A round trip's tokens belong to the key: a caller that stops
+// waiting first (its context ends) leaves them, when the reply comes, to
+// the callers after it. The bound per key then becomes
 // capacity + rate·(T + maxAge) over any span T, since tokens taken from the
 // server up to maxAge before the span may be spent inside it; surplus that
 // ages out is lost (under-admission, never over). n must be at least 2 and

@@ -122,6 +122,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/admit-go/admit"
@@ -243,7 +244,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (admit.Decisi
 	if l.batch != nil && n > 0 {
 		return l.batch.allow(ctx, l, key, n)
 	}
-	d, _, err := l.remote(ctx, key, n, n, time.Time{}, l.fixed)
+	d, _, err := l.remote(ctx, key, n, n, time.Time{}, l.fixed, nil)
 	return d, err
 }
 
@@ -275,13 +276,18 @@ func (l *Limiter) rkey(key string) string { return l.prefix + Separator + key }
 // caller's own deadline never triggers the failure policy), the policy's
 // decision if by passed. Otherwise it runs on the caller's goroutine, the
 // healthy path's cost: no goroutine, one timer.
-func (l *Limiter) remote(ctx context.Context, key string, n, want int64, by time.Time, set *limitSet) (admit.Decision, int64, error) {
+//
+// h, when not nil, is a batched request's (see handoff): it runs on its own
+// goroutine whenever the caller might leave before the reply (ctx can end),
+// since a request cancelled in flight may have taken its tokens with no one
+// told, and a reply that comes after the caller left goes to h.
+func (l *Limiter) remote(ctx context.Context, key string, n, want int64, by time.Time, set *limitSet, h *handoff) (admit.Decision, int64, error) {
 	if cause := l.brk.allow(); cause != nil {
 		return l.unavailable(ctx, key, n, cause, set)
 	}
 	own := time.Now().Add(l.timeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(own) || !by.IsZero() && by.Before(own) {
-		return l.detached(ctx, key, n, want, by, set)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(own) || !by.IsZero() && by.Before(own) || h != nil && ctx.Done() != nil {
+		return l.detached(ctx, key, n, want, by, set, h)
 	}
 	sent := int64(time.Since(mono))
 	cctx, cancel := context.WithTimeout(ctx, l.timeout)
@@ -296,8 +302,21 @@ func (l *Limiter) remote(ctx context.Context, key string, n, want int64, by time
 	return l.result(ctx, key, n, res, l.settle(err, sent), set)
 }
 
-// detached is remote for a caller that waits less than the timeout.
-func (l *Limiter) detached(ctx context.Context, key string, n, want int64, by time.Time, set *limitSet) (admit.Decision, int64, error) {
+// handoff takes the reply to a batched request whose caller stopped
+// waiting before it came: land runs on the request's goroutine with the
+// script's reply and the settled error, and remote sets left before it
+// returns, so that the caller knows the outcome is no longer its own. The
+// batcher puts the tokens taken into the key's lease, where later callers
+// spend them: a batch taken for a caller who left is not lost (a review saw
+// capacity 100 spent by one caller whose deadline passed, then 0 of the
+// next 99 admitted).
+type handoff struct {
+	land func(res []int64, err error)
+	left bool
+}
+
+// detached is remote for a caller that may stop waiting before the reply.
+func (l *Limiter) detached(ctx context.Context, key string, n, want int64, by time.Time, set *limitSet, h *handoff) (admit.Decision, int64, error) {
 	f := &flight{done: make(chan struct{})}
 	go func() {
 		// Without the caller's cancellation, with its values (tracing).
@@ -306,6 +325,9 @@ func (l *Limiter) detached(ctx context.Context, key string, n, want int64, by ti
 		res, err := l.tr.run(cctx, l.rkey(key), n, want, set)
 		cancel()
 		f.res, f.err = res, l.settle(err, sent)
+		if !f.state.CompareAndSwap(flightWaiting, flightDelivered) && h != nil {
+			h.land(f.res, f.err) // the caller left
+		}
 		close(f.done) // publishes res and err
 	}()
 	var byC <-chan time.Time
@@ -316,19 +338,44 @@ func (l *Limiter) detached(ctx context.Context, key string, n, want int64, by ti
 	}
 	select {
 	case <-f.done:
-		return l.result(ctx, key, n, f.res, f.err, set)
 	case <-ctx.Done():
-		return admit.Decision{}, 0, ctx.Err()
+		if f.state.CompareAndSwap(flightWaiting, flightLeft) {
+			h.leave()
+			return admit.Decision{}, 0, ctx.Err()
+		}
+		<-f.done // delivered just now: the outcome is this caller's
 	case <-byC:
-		return l.unavailable(ctx, key, n, &timeoutError{after: l.timeout, what: "no decision (waiting behind another on the key)"}, set)
+		if f.state.CompareAndSwap(flightWaiting, flightLeft) {
+			h.leave()
+			return l.unavailable(ctx, key, n, &timeoutError{after: l.timeout, what: "no decision (waiting behind another on the key)"}, set)
+		}
+		<-f.done
+	}
+	return l.result(ctx, key, n, f.res, f.err, set)
+}
+
+func (h *handoff) leave() {
+	if h != nil {
+		h.left = true
 	}
 }
 
+// A flight's state: the request's goroutine moves it from waiting to
+// delivered, or the caller from waiting to left; whichever comes second
+// knows the outcome is the other's (delivered: the caller's to read; left:
+// the handoff's).
+const (
+	flightWaiting int32 = iota
+	flightDelivered
+	flightLeft
+)
+
 // flight is one request's outcome, written before done is closed.
 type flight struct {
-	done chan struct{}
-	res  []int64
-	err  error
+	done  chan struct{}
+	state atomic.Int32
+	res   []int64
+	err   error
 }
 
 // settle tells the breaker what the script's outcome shows: Redis
