@@ -30,6 +30,7 @@ type config struct {
 	fallback admit.KeyedLimiter
 	batchN   int64
 	batchAge time.Duration
+	eviction bool // WithEvictionAccepted
 	err      error
 }
 
@@ -135,4 +136,17 @@ func WithBatch(n int64, maxAge time.Duration) Option {
 		}
 		c.batchN, c.batchAge = n, maxAge
 	}
+}
+
+// WithEvictionAccepted lets New use a Redis whose maxmemory-policy may
+// evict keys (anything but noeviction: volatile-lru, a common managed
+// default, or allkeys-lru, say), which New otherwise refuses, and skips the
+// check, so New makes no round trip. Under memory pressure such a Redis
+// deletes buckets, and a deleted bucket reads as a full one: a drained key
+// admits up to a whole capacity again, with no error and whatever the
+// failure policy. Accept that only where Redis cannot run short of memory
+// (maxmemory well above what the keys need) or over-admission under memory
+// pressure is acceptable; noeviction is the safe setting.
+func WithEvictionAccepted() Option {
+	return func(c *config) { c.eviction = true }
 }

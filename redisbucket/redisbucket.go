@@ -95,7 +95,11 @@
 // AutoPipeliner, which does not even with that option. New rejects a
 // *redis.Ring: when one of its shards dies the Ring moves that shard's keys
 // to the others, where a drained bucket reads as a full one with no error,
-// which no failure policy could see.
+// which no failure policy could see. For the same reason New refuses a
+// Redis whose maxmemory-policy may evict keys (anything but noeviction,
+// read with CONFIG GET or, where CONFIG is refused, INFO memory), unless
+// WithEvictionAccepted says the risk is known: an evicted bucket reads as
+// full.
 //
 // # Pipelining
 //
@@ -156,7 +160,10 @@ var _ admit.KeyedLimiter = (*Limiter)(nil)
 // refillPerSecond tokens per second, stored through client (a *redis.Client,
 // a *redis.ClusterClient or a failover client; a *redis.Ring is rejected, see
 // the package doc). See the package doc for the supported ranges; errors wrap
-// admit.ErrInvalidConfig.
+// admit.ErrInvalidConfig. Unless WithEvictionAccepted is given, New asks
+// each node for its maxmemory-policy, within WithTimeout, and refuses one
+// that may evict keys (see WithEvictionAccepted); a node that cannot be
+// asked is not checked.
 //
 // It is NewLimits with the one limit {Name: "", Capacity: capacity, Rate:
 // refillPerSecond}.
@@ -178,6 +185,14 @@ func newLimiter(tr transport, limits []admit.Limit, opts []Option) (*Limiter, er
 	set, err := newLimitSet(limits, false)
 	if err != nil {
 		return nil, err
+	}
+	if !cfg.eviction {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
+		err := checkEviction(ctx, tr)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
 	}
 	l := &Limiter{
 		tr:       tr,
