@@ -146,3 +146,6 @@ func Lease(l *Limiter, key string) (left int64, inFlight, ok bool) {
 	defer e.mu.Unlock()
 	return e.left, e.flight != nil, true
 }
+
+// ScriptSource is the script's Lua source.
+const ScriptSource = src
