@@ -8,6 +8,19 @@
 // results/redis-<date>-<host>-<commit>.txt.
 //
 //	cd redisbucket && go run ./internal/cmd/redisbench -save ../results
+//
+// Two focused runs replace the full one. -paired N runs redis_rate and
+// redisbucket at 64 goroutines, one hot key and 10k keys, in N rounds of
+// one process per case with the order reversed every other round, and
+// reports the ratio of each round (its median and spread) and the server's
+// µs per call; -pin puts redis-server and the client on different CPUs,
+// -against DIR adds a build of another checkout's redisbucket directory
+// (results/redis-paired-...). -callgrind counts redis-server's
+// instructions per decision under valgrind, which a busy machine does not
+// disturb (results/redis-servercost-...).
+//
+//	cd redisbucket && go run ./internal/cmd/redisbench -paired 20 -pin -save ../results
+//	cd redisbucket && go run ./internal/cmd/redisbench -callgrind -save ../results
 package main
 
 import (
@@ -44,6 +57,11 @@ func main() {
 	benchtime := flag.String("benchtime", "20000x", "go test -benchtime for BenchmarkDecision")
 	count := flag.Int("count", 3, "go test -count for BenchmarkDecision")
 	trial := flag.Duration("trial", 250*time.Millisecond, "storm trial length")
+	rounds := flag.Int("paired", 0, "instead of the full run: this many paired rounds of redis_rate and redisbucket at 64 goroutines (see paired)")
+	pin := flag.Bool("pin", false, "with -paired: redis-server on CPU 0, the client on CPU 1 (taskset)")
+	against := flag.String("against", "", "with -paired: also a build of the redisbucket directory of another checkout (\"old\")")
+	cost := flag.Bool("callgrind", false, "instead of the full run: redis-server's instructions per decision under callgrind")
+	calls := flag.Int("calls", 10000, "with -callgrind: decisions measured per case")
 	flag.Parse()
 	log.SetFlags(0)
 
@@ -61,18 +79,29 @@ func main() {
 	var out bytes.Buffer
 	w := io.MultiWriter(os.Stdout, &out)
 	provenance.Write(w, runtime.Version(), "cd redisbucket && go run ./internal/cmd/redisbench "+strings.Join(os.Args[1:], " "))
+	machine(w)
 	fmt.Fprintf(w, "redis-server: %s\n", redisVersion())
 	fmt.Fprintf(w, "note: client, server and redis-benchmark share the machine's cores; every figure includes that contention\n\n")
 
-	floors(w, srv)
-	decisions(w, srv, *benchtime, *count)
-	storm(w, srv, *trial)
+	kind := "redis"
+	switch {
+	case *rounds > 0:
+		kind = "redis-paired"
+		paired(w, srv, *rounds, *pin, *against, *benchtime)
+	case *cost:
+		kind = "redis-servercost"
+		serverCost(w, *calls)
+	default:
+		floors(w, srv)
+		decisions(w, srv, *benchtime, *count)
+		storm(w, srv, *trial)
+	}
 	fmt.Fprintf(w, "\nloadavg-at-end: %s\n", provenance.LoadAvg())
 
 	if *save != "" {
 		commit, _ := provenance.Commit()
 		host, _ := os.Hostname()
-		name := filepath.Join(*save, fmt.Sprintf("redis-%s-%s-%s.txt", time.Now().UTC().Format("2006-01-02"), host, commit))
+		name := filepath.Join(*save, fmt.Sprintf("%s-%s-%s-%s.txt", kind, time.Now().UTC().Format("2006-01-02"), host, commit))
 		if err := os.WriteFile(name, out.Bytes(), 0o644); err != nil {
 			log.Fatal(err)
 		}
