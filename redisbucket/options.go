@@ -69,8 +69,12 @@ func WithPrefix(p string) Option {
 // request to Redis is bounded by it alone: a caller whose context ends
 // sooner gets ctx.Err() at its deadline while its request runs on, on a
 // goroutine of its own, to the timeout, so that its outcome still tells
-// whether Redis answers. While Redis fails, at most one decision per timeout
-// probes it; the rest are decided by the failure policy at once.
+// whether Redis answers. A caller that is cancelled (no earlier deadline)
+// gets ctx.Err() when its request ends, at the latest at the timeout; a wait
+// for a pooled connection or a dial may end up to a sixteenth of the timeout
+// before it, since requests that start close together share one timer.
+// While Redis fails, at most one decision per timeout probes it; the rest
+// are decided by the failure policy at once.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {

@@ -81,7 +81,8 @@
 // operation. A caller whose context ends sooner than the timeout gets
 // ctx.Err() at its deadline, never the policy's decision; its request runs
 // on to the timeout on a goroutine of its own, so that the breaker still
-// learns whether Redis answers. An outage's error names Redis's cause and
+// learns whether Redis answers. A caller cancelled without such a deadline
+// gets ctx.Err() when its request ends (within the timeout). An outage's error names Redis's cause and
 // never matches the caller's context errors. A Redis restart or failover
 // that loses data refills every bucket: an absent key is a full one.
 // An error reply is an outage only when it says that Redis cannot decide
@@ -121,7 +122,6 @@ package redisbucket
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -151,7 +151,8 @@ type Limiter struct {
 	fallback admit.KeyedLimiter
 	batch    *batcher // nil without WithBatch
 
-	brk breaker
+	brk       breaker
+	deadlines deadlines
 }
 
 var _ admit.KeyedLimiter = (*Limiter)(nil)
@@ -202,6 +203,7 @@ func newLimiter(tr transport, limits []admit.Limit, opts []Option) (*Limiter, er
 		open:     cfg.open,
 		fallback: cfg.fallback,
 	}
+	l.deadlines.timeout = cfg.timeout
 	if cfg.batchN > 0 {
 		l.batch = newBatcher(min(cfg.batchN, set.minCap), cfg.batchAge)
 	}
@@ -290,7 +292,8 @@ func (l *Limiter) rkey(key string) string { return l.prefix + Separator + key }
 // and the caller stops waiting at its deadline: ctx.Err() if ctx ended (a
 // caller's own deadline never triggers the failure policy), the policy's
 // decision if by passed. Otherwise it runs on the caller's goroutine, the
-// healthy path's cost: no goroutine, one timer.
+// healthy path's cost: no goroutine, no timer of its own (see deadlines),
+// one clock reading.
 //
 // h, when not nil, is a batched request's (see handoff): it runs on its own
 // goroutine whenever the caller might leave before the reply (ctx can end),
@@ -300,21 +303,21 @@ func (l *Limiter) remote(ctx context.Context, key string, n, want int64, by time
 	if cause := l.brk.allow(); cause != nil {
 		return l.unavailable(ctx, key, n, cause, set)
 	}
-	own := time.Now().Add(l.timeout)
+	now := int64(time.Since(mono))
+	own := mono.Add(time.Duration(now) + l.timeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(own) || !by.IsZero() && by.Before(own) || h != nil && ctx.Done() != nil {
 		return l.detached(ctx, key, n, want, by, set, h)
 	}
-	sent := int64(time.Since(mono))
-	cctx, cancel := context.WithTimeout(ctx, l.timeout)
-	res, err := l.tr.run(cctx, l.rkey(key), n, want, set)
-	cancel()
-	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
-		// The caller gave up; Redis may be fine. (A caller's deadline
-		// cannot end the request first: it is not before the timeout.)
-		l.brk.release()
+	res, err := l.tr.run(&callCtx{Context: ctx, deadline: own, s: l.deadlines.get(now)}, l.rkey(key), n, want, set)
+	// The request ends by its own deadline, never by the caller's context,
+	// so its outcome tells the breaker whether Redis answers.
+	err = l.settle(err, now)
+	if err != nil && ctx.Err() != nil {
+		// The caller's context ended meanwhile (cancelled: a deadline is
+		// not before the request's): the caller's error, not the policy's.
 		return admit.Decision{}, 0, ctx.Err()
 	}
-	return l.result(ctx, key, n, res, l.settle(err, sent), set)
+	return l.result(ctx, key, n, res, err, set)
 }
 
 // handoff takes the reply to a batched request whose caller stopped
