@@ -25,12 +25,16 @@ type build struct {
 	name, bin string
 }
 
-// pairedRun is one BenchmarkDecision case in one process: its decisions/s
-// and the server's time per EVALSHA over the run (INFO commandstats,
-// reset before it).
+// pairedRun is one BenchmarkDecision case in one process: its decisions/s,
+// the server's time per EVALSHA over the run (INFO commandstats, reset
+// before it), and the CPU time per decision of the client process (its
+// rusage, so including its start and warm-up, the same for every case) and
+// of redis-server (/proc/<pid>/stat, 10 ms ticks). CPU time per decision is
+// what a decision costs where client and server share cores, and moves far
+// less than decisions/s when other work shares the machine.
 type pairedRun struct {
-	dps, usec float64
-	line      string
+	dps, usec, clientCPU, serverCPU float64
+	line                            string
 }
 
 // paired runs BenchmarkDecision's 64-goroutine cases, one hot key and 10k
@@ -54,8 +58,12 @@ func paired(w io.Writer, srv *redistest.Server, rounds int, pin bool, against, b
 	}
 	cpu := "2"
 	var client []string
+	pid := serverPID(srv)
+	decisions, err := strconv.ParseFloat(strings.TrimSuffix(benchtime, "x"), 64)
+	if err != nil || !strings.HasSuffix(benchtime, "x") {
+		log.Fatalf("-paired needs -benchtime as a count of decisions (20000x), not %q", benchtime)
+	}
 	if pin {
-		pid := serverPID(srv)
 		if out, err := exec.Command("taskset", "-a", "-p", "-c", "0", strconv.Itoa(pid)).CombinedOutput(); err != nil {
 			log.Fatalf("taskset the server: %v: %s", err, out)
 		}
@@ -102,11 +110,14 @@ func paired(w io.Writer, srv *redistest.Server, rounds int, pin bool, against, b
 				"-test.benchtime", benchtime, "-test.count", "1", "-test.cpu", cpu)
 			cmd := exec.Command(args[0], args[1:]...)
 			cmd.Env = append(os.Environ(), "REDISBUCKET_ADDR="+srv.Addr)
+			cpu0 := processCPU(pid)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				log.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 			}
-			run := pairedRun{usec: evalshaUsec(c)}
+			run := pairedRun{usec: evalshaUsec(c),
+				clientCPU: float64(cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime()) / 1e3 / decisions,
+				serverCPU: (processCPU(pid) - cpu0) / decisions}
 			for _, line := range strings.Split(string(out), "\n") {
 				if !strings.HasPrefix(line, "BenchmarkDecision/") {
 					continue
@@ -126,16 +137,16 @@ func paired(w io.Writer, srv *redistest.Server, rounds int, pin bool, against, b
 			// benchfmt: the build as a configuration line, so that
 			// benchstat can pivot on it; the server's µs per call as a
 			// metric of its own.
-			fmt.Fprintf(w, "build: %s\nround: %d\n%s %.2f server-µs/call\n", k.build, r+1, run.line, run.usec)
+			fmt.Fprintf(w, "build: %s\nround: %d\n%s %.2f server-µs/call %.2f client-cpu-µs/op %.2f server-cpu-µs/op\n", k.build, r+1, run.line, run.usec, run.clientCPU, run.serverCPU)
 		}
 	}
 	fmt.Fprintf(w, "\n## Summary: %d rounds; ratio = redisbucket's decisions/s over redis_rate's in the same round and build\n\n", rounds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "keys\tbuild\tredis_rate/s\tredisbucket/s\tratio median\tmin\tmax\trounds ≥ 1\tserver µs/call rr\trb\t\n")
+	fmt.Fprintf(tw, "keys\tbuild\tredis_rate/s\tredisbucket/s\tratio median\tmin\tmax\trounds ≥ 1\tEVALSHA µs rr\trb\tclient CPU µs/op rr\trb\tserver CPU µs/op rr\trb\t\n")
 	for _, keys := range []string{"1", "10k"} {
 		for _, b := range builds {
 			rr, rb := runs[caseKey{keys, b.name, "redis_rate"}], runs[caseKey{keys, b.name, "redisbucket"}]
-			var ratios, rrD, rbD, rrU, rbU []float64
+			var ratios, rrD, rbD, rrU, rbU, rrC, rbC, rrS, rbS []float64
 			above := 0
 			for i := range rr {
 				ratios = append(ratios, rb[i].dps/rr[i].dps)
@@ -144,9 +155,11 @@ func paired(w io.Writer, srv *redistest.Server, rounds int, pin bool, against, b
 				}
 				rrD, rbD = append(rrD, rr[i].dps), append(rbD, rb[i].dps)
 				rrU, rbU = append(rrU, rr[i].usec), append(rbU, rb[i].usec)
+				rrC, rbC = append(rrC, rr[i].clientCPU), append(rbC, rb[i].clientCPU)
+				rrS, rbS = append(rrS, rr[i].serverCPU), append(rbS, rb[i].serverCPU)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f\t%d/%d\t%.2f\t%.2f\t\n", keys, b.name, median(rrD), median(rbD),
-				median(ratios), minOf(ratios), maxOf(ratios), above, len(ratios), median(rrU), median(rbU))
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f\t%d/%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", keys, b.name, median(rrD), median(rbD),
+				median(ratios), minOf(ratios), maxOf(ratios), above, len(ratios), median(rrU), median(rbU), median(rrC), median(rbC), median(rrS), median(rbS))
 		}
 	}
 	tw.Flush()
@@ -211,6 +224,20 @@ func evalshaUsec(c *redis.Client) float64 {
 		}
 	}
 	return math.NaN()
+}
+
+// processCPU is the user and system CPU time of process pid so far, in
+// µs, from /proc/<pid>/stat (fields 14 and 15, in clock ticks of 10 ms).
+func processCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The command name, field 2, is in parentheses and may hold spaces.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) * 1e4
 }
 
 func minOf(v []float64) float64 {
