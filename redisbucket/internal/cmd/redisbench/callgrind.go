@@ -31,11 +31,60 @@ import (
 // work for a call: reading and parsing the command, the script, the reply.
 // As in BenchmarkDecision, capacity 1e9 at 1 token per second, so every
 // decision admits and writes.
-func serverCost(w io.Writer, calls int) {
+//
+// With against, the same measurement also runs on redisbucket at that
+// commit: this command's own source, built in a worktree of the commit.
+func serverCost(w io.Writer, calls int, against string) {
 	if _, err := exec.LookPath("valgrind"); err != nil {
 		log.Fatal("the server-cost run needs valgrind (apt-get install valgrind)")
 	}
 	fmt.Fprintf(w, "## Server instructions per decision: redis-server under callgrind, %d decisions from one connection after one warm pass over the keys\n\n", calls)
+	costTable(w, calls)
+	if against == "" {
+		return
+	}
+	dir, err := os.MkdirTemp("", "redisbench-against-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	tree := filepath.Join(dir, "old")
+	if out, err := exec.Command("git", "worktree", "add", "--detach", tree, against).CombinedOutput(); err != nil {
+		log.Fatalf("git worktree add %s: %v: %s", against, err, out)
+	}
+	defer exec.Command("git", "worktree", "remove", "--force", tree).Run()
+	src, _ := filepath.Glob("internal/cmd/redisbench/*.go")
+	if len(src) == 0 {
+		log.Fatal("-against needs to run from redisbucket/, where internal/cmd/redisbench is")
+	}
+	to := filepath.Join(tree, "redisbucket", "internal", "cmd", "redisbench")
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	for _, f := range src {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, filepath.Base(f)), b, 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+	bin := filepath.Join(dir, "redisbench-old")
+	build := exec.Command("go", "build", "-o", bin, "./internal/cmd/redisbench")
+	build.Dir = filepath.Join(tree, "redisbucket")
+	if out, err := build.CombinedOutput(); err != nil {
+		log.Fatalf("building redisbench at %s: %v: %s", against, err, out)
+	}
+	out, err := exec.Command(bin, "-costtable", "-calls", strconv.Itoa(calls)).Output()
+	if err != nil {
+		log.Fatalf("redisbench at %s: %v", against, err)
+	}
+	fmt.Fprintf(w, "redisbucket at commit %s (this command's source built there):\n\n%s\n", against, out)
+}
+
+// costTable prints the instructions per decision of each implementation.
+func costTable(w io.Writer, calls int) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "keys\timpl\tinstructions/decision\tvs redis_rate\t\n")
 	for _, keys := range []int{1, 10_000} {
@@ -147,3 +196,9 @@ func costOf(impl string, keys, calls int) float64 {
 	log.Fatalf("no totals in %s", dumps[len(dumps)-1])
 	return 0
 }
+
+// quiet drops go-redis's log lines: the pool logs every failed dial while
+// valgrind starts redis-server.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}

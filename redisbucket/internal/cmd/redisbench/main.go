@@ -13,9 +13,9 @@
 // redisbucket at 64 goroutines, one hot key and 10k keys, in N rounds of
 // one process per case with the order reversed every other round, and
 // reports the ratio of each round (its median and spread) and the server's
-// µs per call; -pin puts redis-server and the client on different CPUs,
-// -against DIR adds a build of another checkout's redisbucket directory
-// (results/redis-paired-...). -callgrind counts redis-server's
+// µs per call and CPU time per decision; -pin puts redis-server and the
+// client on different CPUs, -against COMMIT adds a build of redisbucket at
+// that commit (results/redis-paired-...). -callgrind counts redis-server's
 // instructions per decision under valgrind, which a busy machine does not
 // disturb (results/redis-servercost-...).
 //
@@ -59,11 +59,17 @@ func main() {
 	trial := flag.Duration("trial", 250*time.Millisecond, "storm trial length")
 	rounds := flag.Int("paired", 0, "instead of the full run: this many paired rounds of redis_rate and redisbucket at 64 goroutines (see paired)")
 	pin := flag.Bool("pin", false, "with -paired: redis-server on CPU 0, the client on CPU 1 (taskset)")
-	against := flag.String("against", "", "with -paired: also a build of the redisbucket directory of another checkout (\"old\")")
+	against := flag.String("against", "", "with -paired or -callgrind: also redisbucket at this commit (\"old\")")
 	cost := flag.Bool("callgrind", false, "instead of the full run: redis-server's instructions per decision under callgrind")
 	calls := flag.Int("calls", 10000, "with -callgrind: decisions measured per case")
+	table := flag.Bool("costtable", false, "only the -callgrind table, nothing else (for -callgrind -against)")
 	flag.Parse()
 	log.SetFlags(0)
+	if *table {
+		redis.SetLogger(quiet{})
+		costTable(os.Stdout, *calls)
+		return
+	}
 
 	dir, err := os.MkdirTemp("", "redisbench-")
 	if err != nil {
@@ -87,10 +93,14 @@ func main() {
 	switch {
 	case *rounds > 0:
 		kind = "redis-paired"
+		if *pin {
+			kind = "redis-paired-pinned"
+		}
 		paired(w, srv, *rounds, *pin, *against, *benchtime)
 	case *cost:
 		kind = "redis-servercost"
-		serverCost(w, *calls)
+		redis.SetLogger(quiet{})
+		serverCost(w, *calls, *against)
 	default:
 		floors(w, srv)
 		decisions(w, srv, *benchtime, *count)

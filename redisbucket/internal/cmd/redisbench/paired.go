@@ -54,7 +54,14 @@ func paired(w io.Writer, srv *redistest.Server, rounds int, pin bool, against, b
 	defer os.RemoveAll(dir)
 	builds := []build{{name: "new", bin: compile(".", filepath.Join(dir, "new.test"))}}
 	if against != "" {
-		builds = append(builds, build{name: "old", bin: compile(against, filepath.Join(dir, "old.test"))})
+		// A worktree of the commit, removed afterwards; its redisbucket
+		// module builds against that commit's core module (replace ../).
+		tree := filepath.Join(dir, "old")
+		if out, err := exec.Command("git", "worktree", "add", "--detach", tree, against).CombinedOutput(); err != nil {
+			log.Fatalf("git worktree add %s: %v: %s", against, err, out)
+		}
+		defer exec.Command("git", "worktree", "remove", "--force", tree).Run()
+		builds = append(builds, build{name: "old", bin: compile(filepath.Join(tree, "redisbucket"), filepath.Join(dir, "old.test"))})
 	}
 	cpu := "2"
 	var client []string
@@ -92,7 +99,7 @@ func paired(w io.Writer, srv *redistest.Server, rounds int, pin bool, against, b
 	}
 	fmt.Fprintf(w, "## Paired rounds: BenchmarkDecision at 64 goroutines, one case per process, -benchtime %s, -cpu %s, %s\n\n", benchtime, cpu, pinned)
 	if against != "" {
-		fmt.Fprintf(w, "builds: new = this checkout, old = %s\n\n", against)
+		fmt.Fprintf(w, "builds: new = this checkout, old = commit %s\n\n", against)
 	}
 	for r := range rounds {
 		seq := append([]caseKey(nil), order...)
