@@ -26,19 +26,7 @@ func TestBatchServesAfterCallerLeft(t *testing.T) {
 	defer c.Close()
 	direct := client(t, srv)
 	ctx := context.Background()
-	// Open the pool's connections first: a new one's handshake takes
-	// several delayed round trips.
-	var warm sync.WaitGroup
-	for range 4 {
-		warm.Add(1)
-		go func() {
-			defer warm.Done()
-			cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			_ = c.Ping(cctx).Err()
-		}()
-	}
-	warm.Wait()
+	warmPool(c, 4)
 	for _, leave := range []string{"deadline", "cancel"} {
 		for _, later := range []string{"during", "after"} {
 			t.Run(leave+"/"+later, func(t *testing.T) {
@@ -46,6 +34,12 @@ func TestBatchServesAfterCallerLeft(t *testing.T) {
 				l, err := redisbucket.New(c, 100, 1e-6, redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(testTimeout), redisbucket.WithBatch(100, time.Hour))
 				if err != nil {
 					t.Fatal(err)
+				}
+				// One decision first, so that the script is loaded (a first
+				// EVALSHA answered NOSCRIPT is a second call) and the
+				// connections are open.
+				if d, err := l.AllowN(ctx, "warm", 1); err != nil || !d.Allowed {
+					t.Fatalf("a first decision: %+v, %v", d, err)
 				}
 				var lctx context.Context
 				var cancel context.CancelFunc
