@@ -12,10 +12,10 @@ import (
 // go-redis and rueidis bound a request through its context: the socket
 // deadlines come from ctx.Deadline(), and a wait for a pooled connection or
 // a dial ends when ctx.Done() closes. context.WithTimeout for every decision
-// costs a timer, a channel and five allocations: 1.0–1.6 µs of CPU on the
-// project's 2-core machine, measured, most of what this package's client
-// spent per decision beyond go-redis/redis_rate's (whose callers pass their
-// own context). Instead, each request's context (callCtx) carries its exact
+// costs a timer, a channel and five allocations, several times what the
+// shared slots below cost (BenchmarkRequestContext; docs/redis.md has the
+// run), and most of what this package's client spent per decision beyond
+// go-redis/redis_rate's (whose callers pass their own context). Instead, each request's context (callCtx) carries its exact
 // deadline, now + timeout, for the sockets, and shares Done with the
 // requests that start within the same sixteenth of a timeout: one channel,
 // closed by one timer at the earliest of their deadlines. A pool wait or a
