@@ -68,6 +68,7 @@ fuzz: ## longer runs of the fuzz tests (their seeds run in make test)
 	cd rls && $(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 30s ./memstore/
 	cd rls && $(GO) test -run '^$$' -fuzz FuzzChanges -fuzztime 30s ./memstore/
 	cd redisbucket && $(GO) test -run '^$$' -fuzz FuzzPolicyModel -fuzztime 30s .
+	cd redisbucket && $(GO) test -run '^$$' -fuzz FuzzFastPath -fuzztime 30s .
 	cd admitgrpc && $(GO) test -run '^$$' -fuzz FuzzKeyByPeer -fuzztime 15s .
 	cd admitotel && $(GO) test -run '^$$' -fuzz FuzzCounts -fuzztime 30s .
 

@@ -98,7 +98,7 @@ func (b *batcher) get(key string) *lease {
 func (b *batcher) allow(ctx context.Context, l *Limiter, key string, n int64) (admit.Decision, error) {
 	e := b.get(key)
 	if e == nil {
-		d, _, err := l.remote(ctx, key, n, n, time.Time{}, l.fixed)
+		d, _, err := l.remote(ctx, key, n, n, time.Time{}, l.fixed, nil)
 		return d, err
 	}
 	// by is the decision's deadline once it has waited for another's round
@@ -131,7 +131,7 @@ func (b *batcher) allow(ctx context.Context, l *Limiter, key string, n int64) (a
 			// no queueing behind round trip after round trip; decide this
 			// one on its own.
 			e.mu.Unlock()
-			d, _, err := l.remote(ctx, key, n, n, by, l.fixed)
+			d, _, err := l.remote(ctx, key, n, n, by, l.fixed, nil)
 			return d, err
 		}
 		f := e.flight
@@ -160,8 +160,30 @@ func (b *batcher) allow(ctx context.Context, l *Limiter, key string, n int64) (a
 	e.left, e.expires, e.deniedN = 0, 0, 0
 	e.mu.Unlock()
 
-	d, taken, err := l.remote(ctx, key, n, max(b.n, n), by, l.fixed)
+	// The round trip's outcome lands in the lease whether or not this
+	// caller is still waiting for it (see handoff): landed by this caller,
+	// which spends n of it, or, if it left first, by the request's
+	// goroutine, which spends none. Until then the flight stays open, so
+	// that callers who come meanwhile wait for it rather than send their own.
+	h := &handoff{land: func(res []int64, err error) {
+		d, taken, derr := decision(res, l.fixed)
+		if err == nil {
+			err = derr
+		}
+		b.land(e, done, start, 0, n, d, taken, err)
+	}}
+	d, taken, err := l.remote(ctx, key, n, max(b.n, n), by, l.fixed, h)
+	if h.left {
+		return d, err
+	}
+	return b.land(e, done, start, n, n, d, taken, err)
+}
 
+// land records a round trip's outcome in lease e and ends its flight, done:
+// taken tokens, of which used are spent by the caller that lands it (n, or
+// 0 for a caller that left), or a denial of n. start is when the request
+// was sent. It returns the caller's Decision.
+func (b *batcher) land(e *lease, done chan struct{}, start, used, n int64, d admit.Decision, taken int64, err error) (admit.Decision, error) {
 	e.mu.Lock()
 	defer func() {
 		e.flight = nil
@@ -185,7 +207,7 @@ func (b *batcher) allow(ctx context.Context, l *Limiter, key string, n int64) (a
 		}
 		return d, nil
 	}
-	e.left, e.expires = taken-n, start+int64(b.age)
+	e.left, e.expires = taken-used, start+int64(b.age)
 	e.last = d
 	// Remaining counts the surplus this process holds: it is spendable
 	// here, though Redis already counts it as taken.

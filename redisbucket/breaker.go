@@ -44,12 +44,6 @@ func (b *breaker) succeed() {
 	}
 }
 
-func (b *breaker) release() {
-	if b.until.Load() != 0 {
-		b.probing.Store(false)
-	}
-}
-
 // fail records a failed request, bounded by the timeout retry, and returns
 // the error to report. A request that ran out of its timeout reports that,
 // with a backend error as its cause when there was one: dialed, a dial that

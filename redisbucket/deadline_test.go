@@ -164,19 +164,7 @@ func TestBatchWaitsBoundedByTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	// Open the pool's connections first: each new one's handshake takes
-	// several delayed round trips.
-	var warm sync.WaitGroup
-	for range 32 {
-		warm.Add(1)
-		go func() {
-			defer warm.Done()
-			cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			_ = c.Ping(cctx).Err()
-		}()
-	}
-	warm.Wait()
+	warmPool(c, 32)
 	if !eventually(20, func() bool { d, err := l.AllowN(ctx, "warm", 2); return err == nil && d.Allowed }) {
 		t.Fatal("no decision through the proxy")
 	}

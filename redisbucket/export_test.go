@@ -131,3 +131,21 @@ func unpack(b string, n int) []int64 {
 	}
 	return out
 }
+
+// Lease reports key's lease in the limiter's batcher: the tokens it holds
+// and whether a round trip for it is in flight; ok is false if there is no
+// lease for key.
+func Lease(l *Limiter, key string) (left int64, inFlight, ok bool) {
+	l.batch.mu.Lock()
+	e, ok := l.batch.leases[key]
+	l.batch.mu.Unlock()
+	if !ok {
+		return 0, false, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.left, e.flight != nil, true
+}
+
+// ScriptSource is the script's Lua source.
+const ScriptSource = src

@@ -20,8 +20,8 @@ var _ admit.PolicyLimiter = (*Limiter)(nil)
 // NewLimits returns a Limiter whose AllowN applies every one of limits to
 // each key, all or nothing, as admit.PolicyLimiter's rules say, decided in
 // one script on the key's one Redis key. Limits are checked by
-// admit.ValidateLimits, then each must be representable (see the package
-// doc); errors wrap admit.ErrInvalidConfig. With WithBatch, a round trip
+// admit.ValidateLimits, there may be at most MaxLimits, and each must be
+// representable (see the package doc); errors wrap admit.ErrInvalidConfig. With WithBatch, a round trip
 // takes the batch from every limit at once (see WithBatch).
 func NewLimits(client redis.UniversalClient, limits []admit.Limit, opts ...Option) (*Limiter, error) {
 	if client == nil {
@@ -35,7 +35,8 @@ func NewLimits(client redis.UniversalClient, limits []admit.Limit, opts ...Optio
 
 // AllowLimits decides key against limits chosen for this call, as
 // admit.PolicyLimiter's rules say: all or nothing, in one script on the
-// key's one Redis key, on the server's clock, in one round trip. State is
+// key's one Redis key, on the server's clock, in one round trip. More than
+// MaxLimits limits are an error wrapping admit.ErrInvalidConfig. State is
 // per (key, Name) and shared with AllowN's limits of the same Names. A Name
 // the key holds with another Capacity or Rate carries its balance over
 // (advanced to now at the old rate, then clamped to the new capacity; the
@@ -58,7 +59,7 @@ func (l *Limiter) AllowLimits(ctx context.Context, key string, n int64, limits .
 	if err := ctx.Err(); err != nil {
 		return admit.Decision{}, err
 	}
-	d, _, err := l.remote(ctx, key, n, n, time.Time{}, set)
+	d, _, err := l.remote(ctx, key, n, n, time.Time{}, set, nil)
 	return d, err
 }
 
@@ -79,8 +80,20 @@ type limitSet struct {
 	boxed []any
 }
 
+// MaxLimits is the most limits one call may bring (NewLimits' limits, or
+// AllowLimits'); more are rejected with an error wrapping
+// admit.ErrInvalidConfig, before any round trip. The script's work and its
+// arguments grow with each limit, and Lua's stack bounds what it can take
+// at once (2 000 limits overflowed it). A key may still hold records of
+// more Names, brought by different calls: the script reads and writes any
+// number of them.
+const MaxLimits = 64
+
 // newLimitSet checks limits and picks each one's units.
 func newLimitSet(limits []admit.Limit, perCall bool) (*limitSet, error) {
+	if len(limits) > MaxLimits {
+		return nil, fmt.Errorf("%w: %d limits in one call, above redisbucket.MaxLimits (%d)", admit.ErrInvalidConfig, len(limits), MaxLimits)
+	}
 	if err := admit.ValidateLimits(limits); err != nil {
 		return nil, err
 	}

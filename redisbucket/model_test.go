@@ -14,7 +14,9 @@ import (
 var modelRun atomic.Int64
 
 // FuzzPolicyModel drives AllowLimits on one key with limits chosen per
-// call from four Names, in any order and at any capacity, against a model:
+// call from four Names, in any order and at any capacity (one Name alone
+// runs the script's one-limit fast path when the key holds only its
+// record), against a model:
 // all or nothing, state per Name, a changed capacity clamping the balance,
 // the Decision's deciding limit, and the stored value holding exactly one
 // record per Name that is not full. The limits have rate 0, so nothing
@@ -26,6 +28,12 @@ func FuzzPolicyModel(f *testing.F) {
 	f.Add([]byte{0x0f, 0x12, 0x03, 0x05, 0x34, 0x02, 0x0f, 0x56, 0x01, 0x03, 0x00, 0x09, 0x1a, 0x77, 0x00})
 	f.Add([]byte{0x01, 0x00, 0x01, 0x03, 0x11, 0x01, 0x07, 0x22, 0x02, 0x0f, 0x33, 0x03, 0x08, 0x00, 0x01, 0x0f, 0x70, 0x00})
 	f.Add([]byte{0x0c, 0x45, 0x02, 0x0c, 0x54, 0x02, 0x0c, 0x45, 0x02, 0x03, 0x21, 0x05, 0x0f, 0x00, 0x00})
+	// One key between one limit (the script's fast path) and several: a
+	// alone twice (absent, then its own record), a and b (two records), a
+	// alone on the two-record value, b clamped full and dropped (a's record
+	// alone again), a peeked and denied alone, then a at another capacity
+	// (carried over) and alone at it.
+	f.Add([]byte{0x01, 0x02, 0x01, 0x01, 0x02, 0x01, 0x03, 0x02, 0x01, 0x01, 0x02, 0x00, 0x02, 0x00, 0x00, 0x01, 0x02, 0x00, 0x01, 0x02, 0x01, 0x01, 0x05, 0x00, 0x01, 0x05, 0x01})
 	c := client(f, srv)
 	l, err := redisbucket.New(c, 1, 1, redisbucket.WithPrefix("t:model:"), redisbucket.WithTimeout(testTimeout))
 	if err != nil {

@@ -30,6 +30,7 @@ type config struct {
 	fallback admit.KeyedLimiter
 	batchN   int64
 	batchAge time.Duration
+	eviction bool // WithEvictionAccepted
 	err      error
 }
 
@@ -68,8 +69,12 @@ func WithPrefix(p string) Option {
 // request to Redis is bounded by it alone: a caller whose context ends
 // sooner gets ctx.Err() at its deadline while its request runs on, on a
 // goroutine of its own, to the timeout, so that its outcome still tells
-// whether Redis answers. While Redis fails, at most one decision per timeout
-// probes it; the rest are decided by the failure policy at once.
+// whether Redis answers. A caller that is cancelled (no earlier deadline)
+// gets ctx.Err() when its request ends, at the latest at the timeout; a wait
+// for a pooled connection or a dial may end up to a sixteenth of the timeout
+// before it, since requests that start close together share one timer.
+// While Redis fails, at most one decision per timeout probes it; the rest
+// are decided by the failure policy at once.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
@@ -113,7 +118,9 @@ func WithFallback(k admit.KeyedLimiter) Option {
 // the server's, counted down. Remaining and
 // ResetAfter are then as of the latest round trip. A caller waits for at
 // most one round trip in flight on its key, and all it does stays within
-// WithTimeout. The bound per key then becomes
+// WithTimeout. A round trip's tokens belong to the key: a caller that stops
+// waiting first (its context ends) leaves them, when the reply comes, to
+// the callers after it. The bound per key then becomes
 // capacity + rate·(T + maxAge) over any span T, since tokens taken from the
 // server up to maxAge before the span may be spent inside it; surplus that
 // ages out is lost (under-admission, never over). n must be at least 2 and
@@ -133,4 +140,17 @@ func WithBatch(n int64, maxAge time.Duration) Option {
 		}
 		c.batchN, c.batchAge = n, maxAge
 	}
+}
+
+// WithEvictionAccepted lets New use a Redis whose maxmemory-policy may
+// evict keys (anything but noeviction: volatile-lru, a common managed
+// default, or allkeys-lru, say), which New otherwise refuses, and skips the
+// check, so New makes no round trip. Under memory pressure such a Redis
+// deletes buckets, and a deleted bucket reads as a full one: a drained key
+// admits up to a whole capacity again, with no error and whatever the
+// failure policy. Accept that only where Redis cannot run short of memory
+// (maxmemory well above what the keys need) or over-admission under memory
+// pressure is acceptable; noeviction is the safe setting.
+func WithEvictionAccepted() Option {
+	return func(c *config) { c.eviction = true }
 }

@@ -25,12 +25,13 @@
 // NewLimits builds a Limiter whose AllowN applies several limits (a burst
 // and a daily quota, say) to each key, and every Limiter implements
 // admit.PolicyLimiter: AllowLimits takes the limits with each call (a tier
-// read from the request). Either way all of a key's limits are decided in
-// the one script, on the one key, on the server's clock, in one round trip,
-// all or nothing, by the rules on admit.PolicyLimiter: state per (key,
-// Name), shared between AllowN and AllowLimits calls that name the same
-// limit; the Decision names the deciding limit in Policy. A call that brings
-// another Capacity or Rate for a Name the key holds:
+// read from the request), at most MaxLimits of them. Either way all of a
+// key's limits are decided in the one script, on the one key, on the
+// server's clock, in one round trip, all or nothing, by the rules on
+// admit.PolicyLimiter: state per (key, Name), shared between AllowN and
+// AllowLimits calls that name the same limit; the Decision names the
+// deciding limit in Policy. A call that brings another Capacity or Rate for
+// a Name the key holds:
 //
 //   - through AllowLimits, carries the balance over: advanced to now at the
 //     old rate, converted to the new units rounding down (by under a
@@ -80,16 +81,26 @@
 // operation. A caller whose context ends sooner than the timeout gets
 // ctx.Err() at its deadline, never the policy's decision; its request runs
 // on to the timeout on a goroutine of its own, so that the breaker still
-// learns whether Redis answers. An outage's error names Redis's cause and
+// learns whether Redis answers. A caller cancelled without such a deadline
+// gets ctx.Err() when its request ends (within the timeout). An outage's error names Redis's cause and
 // never matches the caller's context errors. A Redis restart or failover
 // that loses data refills every bucket: an absent key is a full one.
+// An error reply is an outage only when it says that Redis cannot decide
+// now (LOADING, BUSY, OOM, READONLY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
+// NOREPLICAS, MISCONF, too many clients); any other (a script error,
+// WRONGTYPE, NOPERM) is a refusal of this decision: denied, with an error
+// wrapping admit.ErrInvalidConfig, whatever the policy.
 // The client must honour context deadlines
 // (ContextTimeoutEnabled: true in go-redis's options); New rejects a
 // *redis.Client or *redis.ClusterClient that does not, and go-redis's
 // AutoPipeliner, which does not even with that option. New rejects a
 // *redis.Ring: when one of its shards dies the Ring moves that shard's keys
 // to the others, where a drained bucket reads as a full one with no error,
-// which no failure policy could see.
+// which no failure policy could see. For the same reason New refuses a
+// Redis whose maxmemory-policy may evict keys (anything but noeviction,
+// read with CONFIG GET or, where CONFIG is refused, INFO memory), unless
+// WithEvictionAccepted says the risk is known: an evicted bucket reads as
+// full.
 //
 // # Pipelining
 //
@@ -111,11 +122,11 @@ package redisbucket
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/admit-go/admit"
@@ -140,7 +151,8 @@ type Limiter struct {
 	fallback admit.KeyedLimiter
 	batch    *batcher // nil without WithBatch
 
-	brk breaker
+	brk       breaker
+	deadlines deadlines
 }
 
 var _ admit.KeyedLimiter = (*Limiter)(nil)
@@ -149,7 +161,10 @@ var _ admit.KeyedLimiter = (*Limiter)(nil)
 // refillPerSecond tokens per second, stored through client (a *redis.Client,
 // a *redis.ClusterClient or a failover client; a *redis.Ring is rejected, see
 // the package doc). See the package doc for the supported ranges; errors wrap
-// admit.ErrInvalidConfig.
+// admit.ErrInvalidConfig. Unless WithEvictionAccepted is given, New asks
+// each node for its maxmemory-policy, within WithTimeout, and refuses one
+// that may evict keys (see WithEvictionAccepted); a node that cannot be
+// asked is not checked.
 //
 // It is NewLimits with the one limit {Name: "", Capacity: capacity, Rate:
 // refillPerSecond}.
@@ -172,6 +187,14 @@ func newLimiter(tr transport, limits []admit.Limit, opts []Option) (*Limiter, er
 	if err != nil {
 		return nil, err
 	}
+	if !cfg.eviction {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
+		err := checkEviction(ctx, tr)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
 	l := &Limiter{
 		tr:       tr,
 		fixed:    set,
@@ -180,6 +203,7 @@ func newLimiter(tr transport, limits []admit.Limit, opts []Option) (*Limiter, er
 		open:     cfg.open,
 		fallback: cfg.fallback,
 	}
+	l.deadlines.timeout = cfg.timeout
 	if cfg.batchN > 0 {
 		l.batch = newBatcher(min(cfg.batchN, set.minCap), cfg.batchAge)
 	}
@@ -237,7 +261,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (admit.Decisi
 	if l.batch != nil && n > 0 {
 		return l.batch.allow(ctx, l, key, n)
 	}
-	d, _, err := l.remote(ctx, key, n, n, time.Time{}, l.fixed)
+	d, _, err := l.remote(ctx, key, n, n, time.Time{}, l.fixed, nil)
 	return d, err
 }
 
@@ -268,30 +292,49 @@ func (l *Limiter) rkey(key string) string { return l.prefix + Separator + key }
 // and the caller stops waiting at its deadline: ctx.Err() if ctx ended (a
 // caller's own deadline never triggers the failure policy), the policy's
 // decision if by passed. Otherwise it runs on the caller's goroutine, the
-// healthy path's cost: no goroutine, one timer.
-func (l *Limiter) remote(ctx context.Context, key string, n, want int64, by time.Time, set *limitSet) (admit.Decision, int64, error) {
+// healthy path's cost: no goroutine, no timer of its own (see deadlines),
+// one clock reading.
+//
+// h, when not nil, is a batched request's (see handoff): it runs on its own
+// goroutine whenever the caller might leave before the reply (ctx can end),
+// since a request cancelled in flight may have taken its tokens with no one
+// told, and a reply that comes after the caller left goes to h.
+func (l *Limiter) remote(ctx context.Context, key string, n, want int64, by time.Time, set *limitSet, h *handoff) (admit.Decision, int64, error) {
 	if cause := l.brk.allow(); cause != nil {
 		return l.unavailable(ctx, key, n, cause, set)
 	}
-	own := time.Now().Add(l.timeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(own) || !by.IsZero() && by.Before(own) {
-		return l.detached(ctx, key, n, want, by, set)
+	now := int64(time.Since(mono))
+	own := mono.Add(time.Duration(now) + l.timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(own) || !by.IsZero() && by.Before(own) || h != nil && ctx.Done() != nil {
+		return l.detached(ctx, key, n, want, by, set, h)
 	}
-	sent := int64(time.Since(mono))
-	cctx, cancel := context.WithTimeout(ctx, l.timeout)
-	res, err := l.tr.run(cctx, l.rkey(key), n, want, set)
-	cancel()
-	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
-		// The caller gave up; Redis may be fine. (A caller's deadline
-		// cannot end the request first: it is not before the timeout.)
-		l.brk.release()
+	res, err := l.tr.run(&callCtx{Context: ctx, deadline: own, s: l.deadlines.get(now)}, l.rkey(key), n, want, set)
+	// The request ends by its own deadline, never by the caller's context,
+	// so its outcome tells the breaker whether Redis answers.
+	err = l.settle(err, now)
+	if err != nil && ctx.Err() != nil {
+		// The caller's context ended meanwhile (cancelled: a deadline is
+		// not before the request's): the caller's error, not the policy's.
 		return admit.Decision{}, 0, ctx.Err()
 	}
-	return l.result(ctx, key, n, res, l.settle(res, err, sent), set)
+	return l.result(ctx, key, n, res, err, set)
 }
 
-// detached is remote for a caller that waits less than the timeout.
-func (l *Limiter) detached(ctx context.Context, key string, n, want int64, by time.Time, set *limitSet) (admit.Decision, int64, error) {
+// handoff takes the reply to a batched request whose caller stopped
+// waiting before it came: land runs on the request's goroutine with the
+// script's reply and the settled error, and remote sets left before it
+// returns, so that the caller knows the outcome is no longer its own. The
+// batcher puts the tokens taken into the key's lease, where later callers
+// spend them: a batch taken for a caller who left is not lost (a review saw
+// capacity 100 spent by one caller whose deadline passed, then 0 of the
+// next 99 admitted).
+type handoff struct {
+	land func(res []int64, err error)
+	left bool
+}
+
+// detached is remote for a caller that may stop waiting before the reply.
+func (l *Limiter) detached(ctx context.Context, key string, n, want int64, by time.Time, set *limitSet, h *handoff) (admit.Decision, int64, error) {
 	f := &flight{done: make(chan struct{})}
 	go func() {
 		// Without the caller's cancellation, with its values (tracing).
@@ -299,7 +342,10 @@ func (l *Limiter) detached(ctx context.Context, key string, n, want int64, by ti
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 		res, err := l.tr.run(cctx, l.rkey(key), n, want, set)
 		cancel()
-		f.res, f.err = res, l.settle(res, err, sent)
+		f.res, f.err = res, l.settle(err, sent)
+		if !f.state.CompareAndSwap(flightWaiting, flightDelivered) && h != nil {
+			h.land(f.res, f.err) // the caller left
+		}
 		close(f.done) // publishes res and err
 	}()
 	var byC <-chan time.Time
@@ -310,33 +356,53 @@ func (l *Limiter) detached(ctx context.Context, key string, n, want int64, by ti
 	}
 	select {
 	case <-f.done:
-		return l.result(ctx, key, n, f.res, f.err, set)
 	case <-ctx.Done():
-		return admit.Decision{}, 0, ctx.Err()
+		if f.state.CompareAndSwap(flightWaiting, flightLeft) {
+			h.leave()
+			return admit.Decision{}, 0, ctx.Err()
+		}
+		<-f.done // delivered just now: the outcome is this caller's
 	case <-byC:
-		return l.unavailable(ctx, key, n, &timeoutError{after: l.timeout, what: "no decision (waiting behind another on the key)"}, set)
+		if f.state.CompareAndSwap(flightWaiting, flightLeft) {
+			h.leave()
+			return l.unavailable(ctx, key, n, &timeoutError{after: l.timeout, what: "no decision (waiting behind another on the key)"}, set)
+		}
+		<-f.done
+	}
+	return l.result(ctx, key, n, f.res, f.err, set)
+}
+
+func (h *handoff) leave() {
+	if h != nil {
+		h.left = true
 	}
 }
+
+// A flight's state: the request's goroutine moves it from waiting to
+// delivered, or the caller from waiting to left; whichever comes second
+// knows the outcome is the other's (delivered: the caller's to read; left:
+// the handoff's).
+const (
+	flightWaiting int32 = iota
+	flightDelivered
+	flightLeft
+)
 
 // flight is one request's outcome, written before done is closed.
 type flight struct {
-	done chan struct{}
-	res  []int64
-	err  error
+	done  chan struct{}
+	state atomic.Int32
+	res   []int64
+	err   error
 }
 
-// settle checks the script's reply and tells the breaker what it shows:
-// Redis answered (a decision or an error reply such as WRONGTYPE), or it
-// failed (a network error, or no reply within the timeout). It returns the
-// error to report: a failure's cause never matches context.DeadlineExceeded
-// or context.Canceled, which would read as the caller's context ending. sent
+// settle tells the breaker what the script's outcome shows: Redis
+// answered (a decision or an error reply such as WRONGTYPE), or it failed
+// (a network error, or no reply within the timeout). It returns the error
+// to report: a failure's cause never matches context.DeadlineExceeded or
+// context.Canceled, which would read as the caller's context ending. sent
 // is when the request started (monotonic ns).
-func (l *Limiter) settle(res []int64, err error, sent int64) error {
-	if err == nil && len(res) != 6 {
-		err = fmt.Errorf("redisbucket: script returned %d values, want 6", len(res))
-		l.brk.succeed()
-		return err
-	}
+func (l *Limiter) settle(err error, sent int64) error {
 	if err == nil || l.tr.isReply(err) {
 		l.brk.succeed()
 		return err
@@ -344,19 +410,35 @@ func (l *Limiter) settle(res []int64, err error, sent int64) error {
 	return l.brk.fail(err, l.timeout, l.tr.dialFailure(sent))
 }
 
-// result turns a settled reply into AllowN's answer.
+// result turns a settled reply into AllowN's answer. Only a failure to
+// reach Redis, or an error reply that says Redis cannot decide now
+// (unavailableReply), goes to the failure policy: any other error reply, or
+// a reply the script cannot have sent, is Redis refusing this decision, and
+// no policy may admit it.
 func (l *Limiter) result(ctx context.Context, key string, n int64, res []int64, err error, set *limitSet) (admit.Decision, int64, error) {
 	if err != nil {
-		if l.tr.isReply(err) {
-			if d, err, ok := l.refused(key, err.Error(), set); ok {
-				return d, 0, err
-			}
+		if l.tr.isReply(err) && !unavailableReply(err.Error()) {
+			d, err := l.refused(key, err, set)
+			return d, 0, err
 		}
 		return l.unavailable(ctx, key, n, err, set)
 	}
+	d, taken, err := decision(res, set)
+	if err != nil {
+		m := set.limits[set.minIdx]
+		return admit.Decision{Limit: m.Capacity, Policy: m.Name}, 0, fmt.Errorf("%w: key %q: %w", admit.ErrInvalidConfig, key, err)
+	}
+	return d, taken, nil
+}
+
+// decision reads the script's reply: the Decision and the tokens taken.
+func decision(res []int64, set *limitSet) (admit.Decision, int64, error) {
+	if len(res) != 6 {
+		return admit.Decision{}, 0, fmt.Errorf("redisbucket: the script replied %d values, want 6", len(res))
+	}
 	i := int(res[5]) - 1
 	if i < 0 || i >= len(set.limits) {
-		return l.unavailable(ctx, key, n, fmt.Errorf("redisbucket: script named limit %d of %d", i+1, len(set.limits)), set)
+		return admit.Decision{}, 0, fmt.Errorf("redisbucket: the script named limit %d of %d", i+1, len(set.limits))
 	}
 	return admit.Decision{
 		Allowed:    res[0] == 1,
@@ -368,27 +450,48 @@ func (l *Limiter) result(ctx context.Context, key string, n int64, res []int64, 
 	}, res[4], nil
 }
 
-// refused reads the script's error replies that are not Redis failing but
-// a key this limiter must not decide: one of its Names stored with other
-// parameters by another limiter on the prefix, or a value this package did
-// not write. Denied, nothing written, whatever the policy.
-func (l *Limiter) refused(key, msg string, set *limitSet) (admit.Decision, error, bool) {
+// unavailableReply reports whether an error reply says that Redis cannot
+// decide now, though it answers: loading its data, busy with a script, out
+// of memory under noeviction, a replica or a Cluster that is failing over
+// or reconfiguring, writes stopped, no room for another client. Those are
+// outages, for the failure policy. Every other error reply (the script's
+// own errors, WRONGTYPE, NOPERM, an unknown command) says that this
+// decision cannot be made on this key or with this configuration, now or
+// later: treated as an outage, WithFailOpen would admit on a healthy Redis
+// (a review saw 5 of 5 admitted at capacity 2). A reply missing from the
+// list is thus refused, never admitted: the safe side.
+func unavailableReply(msg string) bool {
+	code, _, _ := strings.Cut(msg, " ")
+	switch code {
+	case "LOADING", "BUSY", "OOM", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "MISCONF":
+		return true
+	}
+	return strings.HasPrefix(msg, "ERR max number of clients reached")
+}
+
+// refused answers an error reply that is not an outage: one of the
+// limiter's Names stored with other parameters by another limiter on the
+// prefix, a value this package did not write, or any other error of the
+// script or the key. Denied, nothing written, an error wrapping
+// admit.ErrInvalidConfig, whatever the failure policy.
+func (l *Limiter) refused(key string, reply error, set *limitSet) (admit.Decision, error) {
+	msg := reply.Error()
 	m := set.limits[set.minIdx]
 	d := admit.Decision{Limit: m.Capacity, Policy: m.Name}
 	if rest, ok := strings.CutPrefix(msg, mismatch); ok {
 		idx, stored, _ := strings.Cut(rest, " ")
 		i, err := strconv.Atoi(idx)
 		if err != nil || i < 1 || i > len(set.limits) {
-			return d, fmt.Errorf("%w: key %q: %s", admit.ErrInvalidConfig, key, msg), true
+			return d, fmt.Errorf("%w: key %q: %s", admit.ErrInvalidConfig, key, msg)
 		}
 		lim := set.limits[i-1]
 		return d, fmt.Errorf("%w: key %q holds limit %q as a bucket of %s, this limiter's is %s: limiters sharing a prefix must agree on their limits' capacity and rate (AllowLimits carries a balance over instead)",
-			admit.ErrInvalidConfig, key, lim.Name, describe(stored), describe(set.params[i-1].numbers())), true
+			admit.ErrInvalidConfig, key, lim.Name, describe(stored), describe(set.params[i-1].numbers()))
 	}
 	if stored, ok := strings.CutPrefix(msg, malformed); ok {
-		return d, fmt.Errorf("%w: key %q holds %q, which this package did not write", admit.ErrInvalidConfig, key, stored), true
+		return d, fmt.Errorf("%w: key %q holds %q, which this package did not write", admit.ErrInvalidConfig, key, stored)
 	}
-	return admit.Decision{}, nil, false
+	return d, fmt.Errorf("%w: key %q: Redis refused the decision (not an outage, so the failure policy does not apply): %w", admit.ErrInvalidConfig, key, reply)
 }
 
 // wait converts the script's µs to a duration: 0 stays 0 and -1 is Never

@@ -75,6 +75,28 @@ import "github.com/redis/go-redis/v9"
 // and one SET with PX: a hash and a separate PEXPIRE cost more commands per
 // decision.
 //
+// One limit is the common case, and its call is decided before any of the
+// general code runs: a call with one limit on 1 µs ticks whose key is
+// absent or holds exactly that limit's record (its head, then its state)
+// reads, refills, decides and writes it with a few locals, the same steps
+// as the general code for k = 1 on 1 µs ticks, and returns. The general
+// code makes its helpers (closures) and tables afresh on every call, which
+// a one-limit call does not need; the server time saved is in the
+// package's results (docs/redis.md, Measured). Any other key (records of
+// other Names beside the limit's, the Name with other parameters, a value
+// this package did not write) or a coarser tick falls through to the
+// general code on the same GET and TIME, so a key moves freely between
+// one limit and several: both write the same layout. FuzzFastPath runs
+// this source with and without the fast path on the same values at the
+// same server time and requires identical replies, values and expiry.
+//
+// A call brings at most MaxLimits limits (the client checks), but a key
+// may hold records of any number of Names, left by calls that brought
+// different ones: parsed records are matched through an index by Name, and
+// states packs them in chunks, since struct.pack takes its numbers as
+// arguments and Lua's stack holds about 8 000 (a key of 4 000 Names failed
+// with "too many results to unpack").
+//
 // ARGV: n (tokens asked; 0 peeks), want (tokens to take from every limit
 // when each holds at least n, >= n; batching asks for more than n), strict
 // ("1" or "0"), the call's record heads back to back, and the call's
@@ -95,12 +117,90 @@ import "github.com/redis/go-redis/v9"
 const src = `
 local n = tonumber(ARGV[1])
 local want = tonumber(ARGV[2])
-local strict = ARGV[3] == '1'
 local Hc, Pc = ARGV[4], ARGV[5]
-local k = #Pc / 32
 local NEVER = 9007199254740992
+local floor, sub, sunpack, spack = math.floor, string.sub, struct.unpack, struct.pack
+local tm = redis.call('TIME')
+local us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+local s = redis.call('GET', KEYS[1])
+-- One limit on 1 µs ticks, its key absent or holding exactly its record:
+-- decided here, without the general code's helpers and tables (closures
+-- and tables are made afresh on every call; the measured difference is in
+-- the package's results). Any other key falls through to the general code
+-- below, which reads and writes the same layout, so a key moves freely
+-- between the two. The steps are those of the general code for k = 1, q = 1.
+if #Pc == 32 and (not s or #s == #Hc + 16 and sub(s, 1, #Hc) == Hc) then
+  local cap, per, m, q = sunpack('<dddd', Pc)
+  if q == 1 then
+    local d, t = 0, us
+    if s then
+      d, t = sunpack('<dd', s, #Hc + 1)
+      if not (d >= 0 and d <= cap and t >= 0 and t < NEVER) then return redis.error_reply('ADMITFORMAT ' .. s) end
+      if us > t then
+        if m == 1 then
+          d = d - (us - t)
+        elseif m > 0 then
+          if us - t > floor(d / m) + 1 then d = 0 else d = d - (us - t) * m end
+        end
+        if d < 0 then d = 0 end
+        t = us
+      end
+    end
+    local a = cap - d
+    -- w: the whole tokens held, idiv(a, per) written out.
+    local w = a
+    if per ~= 1 then
+      w = floor(a / per)
+      if w * per > a then w = w - 1 elseif (w + 1) * per <= a then w = w + 1 end
+    end
+    local ok, take, retry = 1, 0, 0
+    if w < n then
+      -- Denied: n tokens exist once the refill covers the shortfall.
+      ok, retry = 0, -1
+      if m > 0 then
+        local x = n * per - a + m - 1
+        local ticks = floor(x / m)
+        if ticks * m > x then ticks = ticks - 1 elseif (ticks + 1) * m <= x then ticks = ticks + 1 end
+        retry = t - us + ticks
+        if retry >= NEVER then retry = -1 end
+      end
+    elseif n > 0 then
+      take = want
+      if w < take then take = w end
+      d = d + take * per
+    end
+    -- reset: the µs until debt d at t is gone (the general code's full).
+    local reset = 0
+    if d > 0 then
+      reset = NEVER
+      if m > 0 then
+        local ticks = d
+        if m ~= 1 then
+          local x = d + m - 1
+          ticks = floor(x / m)
+          if ticks * m > x then ticks = ticks - 1 elseif (ticks + 1) * m <= x then ticks = ticks + 1 end
+        end
+        reset = t - us + ticks
+        if reset >= NEVER then reset = NEVER end
+      end
+    end
+    if take > 0 then
+      if reset < 1125899906842624 then
+        redis.call('SET', KEYS[1], Hc .. spack('<dd', d, t), 'PX', floor((reset + 999) / 1000))
+      else
+        redis.call('SET', KEYS[1], Hc .. spack('<dd', d, t))
+      end
+    end
+    if reset >= NEVER then reset = -1 end
+    return {ok, w - take, retry, reset, take, 1}
+  end
+end
+s = s or ''
+-- The general code: any number of limits, any tick, any stored value.
+local strict = ARGV[3] == '1'
+local k = #Pc / 32
 -- Library functions as locals: a global lookup costs more, per limit.
-local floor, max, min, sub, sunpack, spack, tunpack = math.floor, math.max, math.min, string.sub, struct.unpack, struct.pack, unpack
+local max, min, tunpack = math.max, math.min, unpack
 -- P: the call's parameters, four per limit (cap, per, m, q), in one unpack.
 local P = {sunpack('<' .. string.rep('dddd', k), Pc)}
 local function idiv(a, b)
@@ -109,8 +209,6 @@ local function idiv(a, b)
   if r * b > a then r = r - 1 elseif (r + 1) * b <= a then r = r + 1 end
   return r
 end
-local tm = redis.call('TIME')
-local us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 -- upto is the µs from now until ticks after tick t (t >= now) on ticks of
 -- q µs, counted from the current tick's start so that every product stays
 -- near the wait itself; NEVER at or beyond 2^53.
@@ -165,9 +263,12 @@ local function heads()
 end
 -- records parses a stored value, heads then states, into records {tag (the
 -- "<len>:<name>" part), p (the 32 packed bytes of the parameters), head,
--- cap, m, q, d, t}, or returns nil if it does not parse.
+-- cap, m, q, d, t}, and an index of them by tag, or returns nil if it does
+-- not parse (a Name twice included: this script never writes that). The
+-- index keeps matching a call's limits linear in the records, however many
+-- Names earlier calls left on the key.
 local function records(s)
-  local list, i = {}, 1
+  local list, byTag, i = {}, {}, 1
   while #s - i + 1 > 16 * #list do
     local c = string.find(s, ':', i, true)
     local digits = c and sub(s, i, c - 1)
@@ -176,7 +277,9 @@ local function records(s)
     if e + 32 > #s then return nil end
     local cap, per, m, q = sunpack('<dddd', s, e + 1)
     if not (cap >= 1 and cap < NEVER and cap % 1 == 0 and per >= 1 and per % 1 == 0 and m >= 0 and m % 1 == 0 and q >= 1 and q % 1 == 0) then return nil end
-    list[#list + 1] = {tag = sub(s, i, e), p = sub(s, e + 1, e + 32), head = sub(s, i, e + 32), cap = cap, m = m, q = q}
+    local r = {tag = sub(s, i, e), p = sub(s, e + 1, e + 32), head = sub(s, i, e + 32), cap = cap, m = m, q = q}
+    if byTag[r.tag] then return nil end
+    list[#list + 1], byTag[r.tag] = r, r
     i = e + 33
   end
   if #s - i + 1 ~= 16 * #list then return nil end
@@ -184,9 +287,21 @@ local function records(s)
     r.d, r.t = sunpack('<dd', s, i + 16 * (x - 1))
     if not good(r.d, r.t, r.cap) then return nil end
   end
-  return list
+  return list, byTag
 end
-local s = redis.call('GET', KEYS[1]) or ''
+-- states packs the numbers of O, two per record. struct.pack takes them as
+-- arguments and Lua's C stack holds at most about 8 000, so a key holding
+-- thousands of Names (each call brings at most 64, but calls may bring
+-- different ones) is packed in chunks.
+local function states(O)
+  if #O <= 512 then return spack('<' .. string.rep('d', #O), tunpack(O)) end
+  local parts = {}
+  for i = 1, #O, 512 do
+    local j = min(i + 511, #O)
+    parts[#parts + 1] = spack('<' .. string.rep('d', j - i + 1), tunpack(O, i, j))
+  end
+  return table.concat(parts)
+end
 -- D and T: each limit's debt and time, refilled to now. The common case is
 -- a key last written by the same limits: its value is the call's heads,
 -- byte for byte, then their states, read with one comparison and one
@@ -225,7 +340,8 @@ elseif #s == #Hc + 16 * k and sub(s, 1, #Hc) == Hc then
     D[j], T[j] = d, t
   end
 else
-  list = records(s)
+  local byTag
+  list, byTag = records(s)
   if not list then return redis.error_reply('ADMITFORMAT ' .. s) end
   hs = heads()
   for j = 1, k do
@@ -235,34 +351,33 @@ else
     local tag = sub(h, 1, #h - 32)
     local now = idiv(us, q)
     local d, t = 0, now
-    for _, r in ipairs(list) do
-      if r.tag == tag then
-        r.call = true
-        if r.head == h then
-          d, t = advance(r.d, r.t, m, now)
-        elseif strict then
-          return redis.error_reply('ADMITPARAMS ' .. j .. ' ' .. string.format('%d %d %d %d', sunpack('<dddd', r.p)))
+    local r = byTag[tag]
+    if r then
+      r.call = true
+      if r.head == h then
+        d, t = advance(r.d, r.t, m, now)
+      elseif strict then
+        return redis.error_reply('ADMITPARAMS ' .. j .. ' ' .. string.format('%d %d %d %d', sunpack('<dddd', r.p)))
+      else
+        -- Carry over: advanced under the old parameters, converted to
+        -- the new units rounding down, clamped to the new capacity.
+        local oc, oper, om, oq = sunpack('<dddd', r.p)
+        local od, ot = advance(r.d, r.t, om, idiv(us, oq))
+        local bal = oc - od
+        local whole = idiv(bal, oper)
+        if whole >= idiv(cap, per) then
+          d = 0
         else
-          -- Carry over: advanced under the old parameters, converted to
-          -- the new units rounding down, clamped to the new capacity.
-          local oc, oper, om, oq = sunpack('<dddd', r.p)
-          local od, ot = advance(r.d, r.t, om, idiv(us, oq))
-          local bal = oc - od
-          local whole = idiv(bal, oper)
-          if whole >= idiv(cap, per) then
-            d = 0
-          else
-            -- The fraction of a token, f/oper·per units, rounded down:
-            -- exactly while f·per is exact, else less one unit for the
-            -- double's rounding.
-            local f = bal - whole * oper
-            local part
-            if f * per < NEVER then part = idiv(f * per, oper) else part = max(0, floor(f / oper * per) - 1) end
-            d = cap - (whole * per + part)
-          end
-          t = max(idiv(ot * oq + q - 1, q), idiv(us + q - 1, q))
-          changed = true
+          -- The fraction of a token, f/oper·per units, rounded down:
+          -- exactly while f·per is exact, else less one unit for the
+          -- double's rounding.
+          local f = bal - whole * oper
+          local part
+          if f * per < NEVER then part = idiv(f * per, oper) else part = max(0, floor(f / oper * per) - 1) end
+          d = cap - (whole * per + part)
         end
+        t = max(idiv(ot * oq + q - 1, q), idiv(us + q - 1, q))
+        changed = true
       end
     end
     D[j], T[j] = d, t
@@ -368,7 +483,7 @@ if taken > 0 or changed then
         end
       end
     end
-    if #H > 0 then v = table.concat(H) .. spack('<' .. string.rep('dd', #H), tunpack(O)) end
+    if #H > 0 then v = table.concat(H) .. states(O) end
   end
   if not v then
     redis.call('DEL', KEYS[1])

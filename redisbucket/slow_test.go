@@ -1,11 +1,14 @@
 package redisbucket_test
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // slowProxy forwards loopback connections to a real redis-server and holds
@@ -67,4 +70,21 @@ func slowProxy(t *testing.T, upstream string, delay time.Duration) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// warmPool opens n of c's pooled connections at once, before a test's
+// timed part: through slowProxy each new connection's handshake takes
+// several delayed round trips.
+func warmPool(c *redis.Client, n int) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_ = c.Ping(ctx).Err()
+		}()
+	}
+	wg.Wait()
 }

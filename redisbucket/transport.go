@@ -21,6 +21,9 @@ type transport interface {
 	// dialFailure returns the latest connection the client failed to
 	// open at or after since (monotonic ns), or nil.
 	dialFailure(since int64) error
+	// policies returns the maxmemory-policy of each node that could be
+	// asked (see checkEviction).
+	policies(ctx context.Context) []nodePolicy
 }
 
 // goRedis runs the script through go-redis: EVALSHA, then EVAL on NOSCRIPT.

@@ -8,6 +8,19 @@
 // results/redis-<date>-<host>-<commit>.txt.
 //
 //	cd redisbucket && go run ./internal/cmd/redisbench -save ../results
+//
+// Two focused runs replace the full one. -paired N runs redis_rate and
+// redisbucket at 64 goroutines, one hot key and 10k keys, in N rounds of
+// one process per case with the order reversed every other round, and
+// reports the ratio of each round (its median and spread) and the server's
+// µs per call and CPU time per decision; -pin puts redis-server and the
+// client on different CPUs, -against COMMIT adds a build of redisbucket at
+// that commit (results/redis-paired-...). -callgrind counts redis-server's
+// instructions per decision under valgrind, which a busy machine does not
+// disturb (results/redis-servercost-...).
+//
+//	cd redisbucket && go run ./internal/cmd/redisbench -paired 20 -pin -save ../results
+//	cd redisbucket && go run ./internal/cmd/redisbench -callgrind -save ../results
 package main
 
 import (
@@ -44,8 +57,19 @@ func main() {
 	benchtime := flag.String("benchtime", "20000x", "go test -benchtime for BenchmarkDecision")
 	count := flag.Int("count", 3, "go test -count for BenchmarkDecision")
 	trial := flag.Duration("trial", 250*time.Millisecond, "storm trial length")
+	rounds := flag.Int("paired", 0, "instead of the full run: this many paired rounds of redis_rate and redisbucket at 64 goroutines (see paired)")
+	pin := flag.Bool("pin", false, "with -paired: redis-server on CPU 0, the client on CPU 1 (taskset)")
+	against := flag.String("against", "", "with -paired or -callgrind: also redisbucket at this commit (\"old\")")
+	cost := flag.Bool("callgrind", false, "instead of the full run: redis-server's instructions per decision under callgrind")
+	calls := flag.Int("calls", 10000, "with -callgrind: decisions measured per case")
+	table := flag.Bool("costtable", false, "only the -callgrind table, nothing else (for -callgrind -against)")
 	flag.Parse()
 	log.SetFlags(0)
+	if *table {
+		redis.SetLogger(quiet{})
+		costTable(os.Stdout, *calls)
+		return
+	}
 
 	dir, err := os.MkdirTemp("", "redisbench-")
 	if err != nil {
@@ -61,18 +85,33 @@ func main() {
 	var out bytes.Buffer
 	w := io.MultiWriter(os.Stdout, &out)
 	provenance.Write(w, runtime.Version(), "cd redisbucket && go run ./internal/cmd/redisbench "+strings.Join(os.Args[1:], " "))
+	machine(w)
 	fmt.Fprintf(w, "redis-server: %s\n", redisVersion())
 	fmt.Fprintf(w, "note: client, server and redis-benchmark share the machine's cores; every figure includes that contention\n\n")
 
-	floors(w, srv)
-	decisions(w, srv, *benchtime, *count)
-	storm(w, srv, *trial)
+	kind := "redis"
+	switch {
+	case *rounds > 0:
+		kind = "redis-paired"
+		if *pin {
+			kind = "redis-paired-pinned"
+		}
+		paired(w, srv, *rounds, *pin, *against, *benchtime)
+	case *cost:
+		kind = "redis-servercost"
+		redis.SetLogger(quiet{})
+		serverCost(w, *calls, *against)
+	default:
+		floors(w, srv)
+		decisions(w, srv, *benchtime, *count)
+		storm(w, srv, *trial)
+	}
 	fmt.Fprintf(w, "\nloadavg-at-end: %s\n", provenance.LoadAvg())
 
 	if *save != "" {
 		commit, _ := provenance.Commit()
 		host, _ := os.Hostname()
-		name := filepath.Join(*save, fmt.Sprintf("redis-%s-%s-%s.txt", time.Now().UTC().Format("2006-01-02"), host, commit))
+		name := filepath.Join(*save, fmt.Sprintf("%s-%s-%s-%s.txt", kind, time.Now().UTC().Format("2006-01-02"), host, commit))
 		if err := os.WriteFile(name, out.Bytes(), 0o644); err != nil {
 			log.Fatal(err)
 		}
@@ -198,6 +237,9 @@ func median(v []float64) float64 {
 	}
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
 	return s[len(s)/2]
 }
 
