@@ -85,7 +85,6 @@ func main() {
 	var out bytes.Buffer
 	w := io.MultiWriter(os.Stdout, &out)
 	provenance.Write(w, runtime.Version(), "cd redisbucket && go run ./internal/cmd/redisbench "+strings.Join(os.Args[1:], " "))
-	machine(w)
 	fmt.Fprintf(w, "redis-server: %s\n", redisVersion())
 	fmt.Fprintf(w, "note: client, server and redis-benchmark share the machine's cores; every figure includes that contention\n\n")
 
