@@ -68,8 +68,12 @@ func StreamClientInterceptor(l admit.Limiter) grpc.StreamClientInterceptor {
 			return nil, waitStatus(ctx, err)
 		}
 		// The stream outlives this function: its context is released when
-		// it ends (OnFinish runs once, also when opening it fails).
-		s, err := streamer(ctx, desc, cc, method, append(opts, grpc.OnFinish(func(error) { cancel() }))...)
+		// it ends (OnFinish runs once, also when opening it fails). opts is
+		// the caller's slice when the ClientConn has no default call
+		// options, and may have spare capacity shared by concurrent
+		// calls: the full slice expression makes append copy it rather
+		// than write another stream's OnFinish into it.
+		s, err := streamer(ctx, desc, cc, method, append(opts[:len(opts):len(opts)], grpc.OnFinish(func(error) { cancel() }))...)
 		if err != nil {
 			cancel()
 		}

@@ -2,6 +2,7 @@ package admitgrpc_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/admit-go/admit/mutexbucket"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
@@ -178,4 +180,59 @@ func TestClientRetriesOneToken(t *testing.T) {
 	if got, tokens := attempts.Load(), l.Tokens(); got != 1+5 || tokens != 8 {
 		t.Fatalf("%d attempts for %v tokens; want 6 attempts (1 + 5 retried) for 2 tokens", got, 10-tokens)
 	}
+}
+
+// TestStreamClientCallOptions: the stream interceptor adds its OnFinish to
+// a copy of the caller's CallOptions, never into the caller's slice. A
+// caller that shares one slice with spare capacity across streams (as
+// cc.NewStream(ctx, desc, method, shared...) passes it through when the
+// ClientConn has no default call options) must find it untouched after a
+// stream, and concurrent streams over it must not race (-race), nor one
+// stream's end cancel another's context.
+func TestStreamClientCallOptions(t *testing.T) {
+	s := startServer(t, "tcp", nil, nil)
+	l, err := mutexbucket.New(1000, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient("passthrough:///"+s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStreamInterceptor(admitgrpc.StreamClientInterceptor(l)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	shared := make([]grpc.CallOption, 1, 8)
+	shared[0] = grpc.WaitForReady(true)
+	desc := &grpc.StreamDesc{StreamName: "Watch", ServerStreams: true}
+	open := func() error {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		st, err := cc.NewStream(ctx, desc, healthpb.Health_Watch_FullMethodName, shared...)
+		if err != nil {
+			return err
+		}
+		if err := st.SendMsg(&healthpb.HealthCheckRequest{}); err != nil {
+			return err
+		}
+		if err := st.CloseSend(); err != nil {
+			return err
+		}
+		var resp healthpb.HealthCheckResponse
+		return st.RecvMsg(&resp)
+	}
+	if err := open(); err != nil {
+		t.Fatal(err)
+	}
+	if spare := shared[1:cap(shared)]; spare[0] != nil {
+		t.Fatalf("the interceptor wrote %T into the caller's CallOption slice, past its length", spare[0])
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if err := open(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
 }
