@@ -123,37 +123,61 @@ func TestClientStatuses(t *testing.T) {
 	}
 }
 
-// timeoutConfig gives the health service's methods a timeout of 2 s.
-const timeoutConfig = `{"methodConfig": [{"name": [{"service": "grpc.health.v1.Health"}], "timeout": "2s"}]}`
+// timeoutConfig gives the health service's methods a timeout of 100 s.
+const timeoutConfig = `{"methodConfig": [{"name": [{"service": "grpc.health.v1.Health"}], "timeout": "100s"}]}`
 
 // TestClientMethodTimeout: the service config's method timeout bounds the
-// wait on the limiter as a deadline of the call's own would. With the next
-// token 10 s away, a method whose timeout is 2 s fails at once
-// (admit.ErrDeadline: ResourceExhausted), and nothing is sent (it used to
-// wait the 10 s, then send); with a token there, the call goes through.
+// wait on the limiter as a deadline of the call's own would. With the
+// bucket drained and the next token 1000 s away on the limiter's clock, a
+// method whose timeout is 100 s fails at once (admit.ErrDeadline:
+// ResourceExhausted), never sleeps on the limiter, and sends nothing: on
+// a new ClientConn, whose first call finds no service config until the
+// resolver answers, and on the next call. (It used to sleep until the
+// token came, then send; and after the first fix, the first call on a new
+// ClientConn still did.) The limiter runs on a fake clock, so the test
+// sees a wait as a sleeper on it, whatever the machine's speed.
 func TestClientMethodTimeout(t *testing.T) {
 	s := startServer(t, "tcp", nil, nil)
-	l, err := mutexbucket.New(1, 0.1)
+	clk := buckettest.NewFakeClock(0)
+	l, err := mutexbucket.New(1, 1e-3, admit.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := dial(t, s.addr, grpc.WithDefaultServiceConfig(timeoutConfig),
-		grpc.WithUnaryInterceptor(admitgrpc.UnaryClientInterceptor(l)),
-		grpc.WithStreamInterceptor(admitgrpc.StreamClientInterceptor(l)))
-	ctx := context.Background()
-	if _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
-		t.Fatalf("with a token: %v", err)
+	if !l.TryAcquire() {
+		t.Fatal("a new bucket is not full")
 	}
-	for name, call := range map[string]func() error{
-		"unary":  func() error { _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); return err },
-		"stream": func() error { return watch(c, ctx) },
-	} {
-		if err := call(); status.Code(err) != codes.ResourceExhausted {
-			t.Errorf("%s, the token 10 s away, timeout 2 s: %v; want ResourceExhausted at once", name, err)
+	ctx := context.Background()
+	for _, kind := range []string{"unary", "stream"} {
+		c := dial(t, s.addr, grpc.WithDefaultServiceConfig(timeoutConfig),
+			grpc.WithUnaryInterceptor(admitgrpc.UnaryClientInterceptor(l)),
+			grpc.WithStreamInterceptor(admitgrpc.StreamClientInterceptor(l)))
+		call := func() error { _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); return err }
+		if kind == "stream" {
+			call = func() error { return watch(c, ctx) }
+		}
+		for _, conn := range []string{"new ClientConn", "resolved ClientConn"} {
+			done := make(chan error, 1)
+			go func() { done <- call() }()
+			watching, stop := context.WithCancel(ctx)
+			slept := make(chan error, 1)
+			go func() { slept <- clk.WaitForSleepers(watching, 1) }()
+			select {
+			case err = <-done:
+				stop()
+				<-slept
+			case <-slept:
+				stop()
+				t.Errorf("%s, %s: the call sleeps on the limiter past its method timeout", kind, conn)
+				clk.Advance(1000 * time.Second) // let it go, to see what it does next
+				err = <-done
+			}
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Errorf("%s, %s, the token 1000 s away, timeout 100 s: %v; want ResourceExhausted at once", kind, conn, err)
+			}
 		}
 	}
-	if got := s.handled.Load(); got != 1 {
-		t.Fatalf("%d calls reached the server; want 1", got)
+	if got := s.handled.Load(); got != 0 {
+		t.Fatalf("%d calls reached the server; want none", got)
 	}
 }
 
