@@ -3,6 +3,9 @@ package admitgrpc_test
 import (
 	"context"
 	"net"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
 
@@ -136,5 +140,140 @@ func TestStreamDenialTrailersOnly(t *testing.T) {
 	wantHeader(t, tr, "retry-after", "1000")
 	if got := s.handled.Load(); got != 1 {
 		t.Fatalf("the stream handler ran %d times; want 1", got)
+	}
+}
+
+// slowRetryConfig retries RESOURCE_EXHAUSTED up to 5 attempts in all with
+// a backoff of about a day: a retry that comes sooner than that came from
+// the server's pushback.
+const slowRetryConfig = `{"methodConfig": [{
+	"name": [{"service": "grpc.health.v1.Health"}],
+	"retryPolicy": {
+		"maxAttempts": 5,
+		"initialBackoff": "86400s",
+		"maxBackoff": "86400s",
+		"backoffMultiplier": 1,
+		"retryableStatusCodes": ["RESOURCE_EXHAUSTED"]
+	}
+}]}`
+
+// pushbacks is a client stats handler that records the
+// grpc-retry-pushback-ms trailer of every attempt the client makes ("none"
+// where the trailer has none), as grpc-go's retry logic reads it.
+type pushbacks struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (p *pushbacks) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (p *pushbacks) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (p *pushbacks) HandleConn(context.Context, stats.ConnStats)                       {}
+func (p *pushbacks) HandleRPC(_ context.Context, s stats.RPCStats) {
+	tr, ok := s.(*stats.InTrailer)
+	if !ok {
+		return
+	}
+	v := "none"
+	if got := tr.Trailer.Get("grpc-retry-pushback-ms"); len(got) > 0 {
+		v = strings.Join(got, ",")
+	}
+	p.mu.Lock()
+	p.seen = append(p.seen, v)
+	p.mu.Unlock()
+}
+
+func (p *pushbacks) take() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.seen
+	p.seen = nil
+	return s
+}
+
+// TestRetryPushback: a refusal tells grpc-go's retryPolicy when to come
+// back (gRFC A6's grpc-retry-pushback-ms trailer). A denial whose token
+// comes before the call's deadline says the exact wait, so the retry comes
+// when the token is due, not on the policy's backoff (a day here), and is
+// admitted; one whose token comes after the deadline, a zero rate's, and a
+// cost above the capacity say -1: no retry (each used to be attempted 5
+// times, each attempt another limiter decision, ending DeadlineExceeded
+// where the token came too late). A call without a deadline gets no
+// pushback: the policy's own backoff governs it.
+func TestRetryPushback(t *testing.T) {
+	minute := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), time.Minute)
+	}
+	none := func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }
+	cases := []struct {
+		name     string
+		rate     float64 // the bucket of 1's rate, drained before the call
+		cost     int64
+		ctx      func() (context.Context, context.CancelFunc)
+		config   string
+		tick     bool // the second attempt moves the clock on 1 ms
+		want     codes.Code
+		pushback []string // each attempt's trailer, as the client saw it
+	}{
+		{"wait before the deadline", 1000, 1, minute, slowRetryConfig, true, codes.OK, []string{"1", "none"}},
+		{"wait past the deadline", 1.0 / 3600, 1, minute, slowRetryConfig, false, codes.ResourceExhausted, []string{"-1"}},
+		{"zero rate", 0, 1, none, retryConfig, false, codes.ResourceExhausted, []string{"-1"}},
+		{"cost above the capacity", 1000, 2, none, retryConfig, false, codes.ResourceExhausted, []string{"-1"}},
+		{"no deadline", 1000, 1, none, retryConfig, false, codes.ResourceExhausted, []string{"none", "none", "none", "none", "none"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clk := buckettest.NewFakeClock(0)
+			l, err := keyed.New(1, c.rate, admit.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, err := l.AllowN(context.Background(), "127.0.0.1", 1); err != nil || !d.Allowed {
+				t.Fatalf("draining the bucket: %+v, %v", d, err)
+			}
+			addr, attempts := attemptServer(t, admitgrpc.UnaryServerInterceptor(l, admitgrpc.WithCost(func(context.Context, string) int64 { return c.cost })), func(n int64) {
+				if n == 2 && c.tick {
+					clk.Advance(time.Millisecond)
+				}
+			})
+			seen := &pushbacks{}
+			cl := dial(t, addr, grpc.WithDefaultServiceConfig(c.config), grpc.WithStatsHandler(seen))
+			ctx, cancel := c.ctx()
+			defer cancel()
+			_, err = cl.Check(ctx, &healthpb.HealthCheckRequest{})
+			if status.Code(err) != c.want {
+				t.Fatalf("%v; want %v", err, c.want)
+			}
+			if got := seen.take(); !slices.Equal(got, c.pushback) {
+				t.Fatalf("attempts' pushback %q; want %q", got, c.pushback)
+			}
+			if got := attempts.Load(); got != int64(len(c.pushback)) {
+				t.Fatalf("%d attempts reached the server; want %d", got, len(c.pushback))
+			}
+		})
+	}
+}
+
+// TestStreamPushback: a denied stream carries the same pushback: -1 for a
+// stream whose token comes after its deadline, so grpc-go does not retry
+// it.
+func TestStreamPushback(t *testing.T) {
+	l, err := keyed.New(1, 1.0/3600, admit.WithClock(buckettest.NewFakeClock(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "tcp", nil, admitgrpc.StreamServerInterceptor(l))
+	seen := &pushbacks{}
+	c := dial(t, s.addr, grpc.WithDefaultServiceConfig(slowRetryConfig), grpc.WithStatsHandler(seen))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := watch(c, ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := watch(c, ctx); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second stream: %v; want ResourceExhausted", err)
+	}
+	// The first stream is still open: only the denied one has ended.
+	if got := seen.take(); !slices.Equal(got, []string{"-1"}) {
+		t.Fatalf("the denied stream's attempts' pushback %q; want [-1]", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -62,6 +63,25 @@ import (
 // header metadata would end every retry at the first attempt. So a client
 // reads the fields from the header metadata of an admitted call and from
 // the trailer of a refused one.
+//
+// A ResourceExhausted refusal also tells the retryPolicy when to come back,
+// with gRFC A6's grpc-retry-pushback-ms trailer, which grpc-go obeys in
+// place of its own backoff:
+//
+//   - a denial whose token comes before the call's deadline: the wait in
+//     whole milliseconds, rounded up, so the retry comes when the token is
+//     due (and is admitted, unless another call of the key took it first),
+//     not earlier to be denied again;
+//   - a denial whose token comes at or after the deadline, or more than
+//     2^31-1 ms away (the int32 every gRPC implementation parses; a zero
+//     rate's "never"), and a cost above the capacity: -1, no retry, so the
+//     client gets ResourceExhausted at once instead of DeadlineExceeded at
+//     the deadline, and the limiter is not asked again in vain;
+//   - a denial of a call without a deadline: none, so the retryPolicy's
+//     own backoff and maxAttempts govern. Such a call states no bound on
+//     its caller's patience, and the exact wait would hold it open for as
+//     long as the limit says (hours, under a daily limit); give calls a
+//     deadline to be told the wait.
 //
 // The header values are admithttp's RateLimit and RateLimit-Policy fields.
 // Under one limit, ratelimit-policy is "<name>";q=<capacity>;w=<seconds to
@@ -236,6 +256,9 @@ func (in *interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 	if d.Allowed {
 		return md, nil
 	}
+	if pb := pushback(ctx, d.RetryAfter); pb != "" {
+		md[pushbackKey] = []string{pb}
+	}
 	return md, exhausted(name, d, true)
 }
 
@@ -285,6 +308,10 @@ func (in *interceptor) undecided(ctx context.Context, key string, n int64, limit
 				}
 			}
 		}
+		if md == nil {
+			md = metadata.MD{}
+		}
+		md[pushbackKey] = []string{"-1"} // never: no retry can be admitted
 		return md, exhausted(name, admit.Decision{Limit: q}, false)
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return nil, status.FromContextError(ctx.Err()).Err()
@@ -342,6 +369,34 @@ func (in *interceptor) policyFor(q int64) string {
 	p := &policyValue{q: q, s: string(ratelimit.AppendPolicy(nil, in.quoted, q, w))}
 	in.policy.Store(p)
 	return p.s
+}
+
+// pushbackKey is gRFC A6's trailer for a server to steer a client's
+// retryPolicy: the milliseconds to wait before the next attempt, or a
+// negative number for no further attempt.
+const pushbackKey = "grpc-retry-pushback-ms"
+
+// pushback is the pushbackKey value for a denial whose token is wait away,
+// on a call whose context is ctx, as UnaryServerInterceptor states: the
+// wait in whole milliseconds, rounded up, when the retry would come before
+// the call's deadline; "-1" when it would not, or when the wait is past
+// what the field holds (2^31-1 ms, about 24.8 days, the int32 that every
+// gRPC implementation parses: a zero rate's wait is "never"); "" (no
+// pushback: the client's own backoff) for a call without a deadline.
+func pushback(ctx context.Context, wait time.Duration) string {
+	const most = math.MaxInt32 * time.Millisecond
+	if wait > most {
+		return "-1"
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return ""
+	}
+	ms := (wait + time.Millisecond - 1) / time.Millisecond
+	if time.Until(deadline) <= ms*time.Millisecond {
+		return "-1"
+	}
+	return strconv.FormatInt(int64(ms), 10)
 }
 
 // exhausted is the codes.ResourceExhausted status for a call that the
