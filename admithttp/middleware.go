@@ -68,7 +68,8 @@ import (
 //     r.Context() is done: the client left, or a deadline set in front
 //     passed): 503 as above, whatever WithFailOpen says. That is no
 //     failure of the limiter, and a client that closes its connection
-//     right after sending must not reach the handler without a token.
+//     right after sending must not reach the handler without a token
+//     (WithFailOpen states the trade-off for deadlines).
 //
 // So a decision of the limiter's failure policy is obeyed whenever there is
 // one, and the middleware's own policy (WithFailOpen or not) applies only
@@ -286,13 +287,26 @@ func WithDenied(h http.Handler) Option {
 
 // WithFailOpen makes a limiter error that comes without a decision (see
 // Middleware) run the next handler unlimited instead of answering 503,
-// unless the error is the request's own context ending (the client left):
-// that is answered 503 either way, since no limiter failed. Fail
+// unless the error is the request's own context ending: the client left
+// (context.Canceled), or a deadline set on the request in front of the
+// middleware passed (context.DeadlineExceeded). That is answered 503
+// either way, since no limiter failed, and a client must not reach the
+// handler without a token by leaving right after it sends (or, where a
+// deadline comes from a client's header, by asking for a tiny one). Fail
 // open when an outage of the limiter's backend must not become an outage of
 // the service; stay closed (the default) when the limit protects something
 // that would fall over without it. A decision the limiter's own failure
 // policy made (redisbucket's WithFallback or WithFailOpen) is followed
 // either way.
+//
+// The trade-off: a backend that stalls for longer than the requests'
+// deadline makes every request a 503 while it stalls, fail-open or not (a
+// limiter that returns the caller's context error, as redisbucket does,
+// never reaches its own failure policy), and a handler run then would hold
+// an expired context anyway. Give the limiter a timeout shorter than the
+// requests' deadline (redisbucket.WithTimeout): a stall is then the
+// limiter's failure, reported within the request's time, which this option
+// or the limiter's own failure policy serves.
 func WithFailOpen() Option {
 	return func(c *config) { c.failOpen = true }
 }

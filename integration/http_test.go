@@ -9,11 +9,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/admithttp"
 	"github.com/admit-go/admit/redisbucket"
+	"github.com/admit-go/admit/redisbucket/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestHTTPRedisLimits: admithttp over redisbucket.NewLimits, bare and
@@ -106,6 +112,81 @@ func TestHTTPCancelledRequestRedis(t *testing.T) {
 			// Nothing was taken from the bucket of 1.
 			if d, err := l.AllowN(context.Background(), "127.0.0.1", 0); err != nil || d.Remaining != 1 {
 				t.Errorf("the client's bucket: %+v, %v; want its one token", d, err)
+			}
+		})
+	}
+}
+
+// TestHTTPDeadlineStalledRedis: the rule WithFailOpen's doc states for a
+// request whose own deadline passes while the limiter decides. Redis is
+// frozen (SIGSTOP: connections stay open, nothing answers). With the
+// request's deadline, set in front of the middleware, before redisbucket's
+// timeout, redisbucket returns the request's context.DeadlineExceeded:
+// no limiter failed, so the answer is 503 though both layers fail open,
+// and the handler does not run. With redisbucket's timeout before the
+// request's deadline, the stall is the limiter's failure, within the
+// request's time: it fails closed blind, and the middleware's WithFailOpen
+// serves the request.
+func TestHTTPDeadlineStalledRedis(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		front, backend  time.Duration // the request's deadline, redisbucket's WithTimeout
+		backendFailOpen bool
+		status          int
+		served          int64
+	}{
+		{"request deadline first", 50 * time.Millisecond, time.Minute, true, http.StatusServiceUnavailable, 0},
+		{"backend timeout first", time.Minute, 50 * time.Millisecond, false, http.StatusOK, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := redistest.New(t)
+			rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+			t.Cleanup(func() { rdb.Close() })
+			ropts := []redisbucket.Option{redisbucket.WithTimeout(c.backend)}
+			if c.backendFailOpen {
+				ropts = append(ropts, redisbucket.WithFailOpen())
+			}
+			l, err := redisbucket.New(rdb, 1, 1, ropts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rdb.Ping(context.Background()).Err(); err != nil { // a connection in the pool
+				t.Fatal(err)
+			}
+			if err := s.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Signal(syscall.SIGCONT) })
+			var served atomic.Int64
+			var mu sync.Mutex
+			var reported []error
+			limited := admithttp.Middleware(l, admithttp.WithFailOpen(), admithttp.WithOnError(func(_ *http.Request, err error) {
+				mu.Lock()
+				reported = append(reported, err)
+				mu.Unlock()
+			}))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) }))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ctx, cancel := context.WithTimeout(r.Context(), c.front)
+				defer cancel()
+				limited.ServeHTTP(w, r.WithContext(ctx))
+			}))
+			defer srv.Close()
+			resp, err := srv.Client().Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.status || served.Load() != c.served {
+				t.Fatalf("%s, the handler ran %d times; want %d, %d", resp.Status, served.Load(), c.status, c.served)
+			}
+			// The request's own deadline is reported as itself; the
+			// backend's timeout as an outage, never as a context error.
+			mu.Lock()
+			defer mu.Unlock()
+			if len(reported) != 1 || errors.Is(reported[0], context.DeadlineExceeded) != (c.status == http.StatusServiceUnavailable) ||
+				errors.Is(reported[0], admit.ErrUnavailable) == (c.status == http.StatusServiceUnavailable) {
+				t.Fatalf("WithOnError got %v", reported)
 			}
 		})
 	}
