@@ -17,9 +17,11 @@ import (
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/admithttp"
+	"github.com/admit-go/admit/admitotel"
 	"github.com/admit-go/admit/redisbucket"
 	"github.com/admit-go/admit/redisbucket/redistest"
 	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // TestHTTPRedisLimits: admithttp over redisbucket.NewLimits, bare and
@@ -189,5 +191,35 @@ func TestHTTPDeadlineStalledRedis(t *testing.T) {
 				t.Fatalf("WithOnError got %v", reported)
 			}
 		})
+	}
+}
+
+// TestHTTPRedisWrapped: redisbucket.New lists its one limit and has no
+// FillTime. Through admitotel's wrapper, which has neither method of its
+// own, admithttp finds the listed limit down the Unwrap chain and shows its
+// w (a wrapper that reported a FillTime of 0 for a limiter without one
+// made the middleware leave w out).
+func TestHTTPRedisWrapped(t *testing.T) {
+	l, err := redisbucket.New(startRedis(t), 2, 0.5, redisbucket.WithPrefix("http-wrapped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := any(l).(interface{ FillTime() time.Duration }); ok {
+		t.Fatal("redisbucket.Limiter has a FillTime method: this test no longer covers a limiter without one")
+	}
+	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admithttp.Middleware(w, admithttp.WithPolicyName("api"))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if got, want := resp.Header.Get("RateLimit-Policy"), `"api";q=2;w=4`; got != want {
+		t.Errorf("RateLimit-Policy %q; want %q (w from the one limit redisbucket lists)", got, want)
 	}
 }
