@@ -1,7 +1,6 @@
 package integration_test
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -98,12 +97,7 @@ func TestFallbackShownAlone(t *testing.T) {
 			srv := httptest.NewServer(admithttp.Middleware(l)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 			defer srv.Close()
 			for i, want := range c.want {
-				resp, err := srv.Client().Get(srv.URL)
-				if err != nil {
-					t.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+				resp := get(t, srv)
 				got := answer{resp.StatusCode, resp.Header.Get("RateLimit-Policy"), resp.Header.Get("RateLimit"), resp.Header.Get("Retry-After")}
 				if got != want {
 					t.Errorf("request %d: %+v; want %+v", i, got, want)

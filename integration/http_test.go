@@ -24,6 +24,19 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
+// get makes one GET request to srv and returns its response, the body read
+// and closed.
+func get(t *testing.T, srv *httptest.Server) *http.Response {
+	t.Helper()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
 // TestHTTPRedisLimits: admithttp over redisbucket.NewLimits, bare and
 // through admitotel's wrapper, lists both limits in RateLimit-Policy and
 // names the deciding one in RateLimit (it named "default", redisbucket
@@ -40,12 +53,7 @@ func TestHTTPRedisLimits(t *testing.T) {
 			srv := httptest.NewServer(admithttp.Middleware(kl)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 			defer srv.Close()
 			for i, want := range []int{200, 200, 429} {
-				resp, err := srv.Client().Get(srv.URL)
-				if err != nil {
-					t.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+				resp := get(t, srv)
 				if resp.StatusCode != want {
 					t.Fatalf("request %d: %s; want %d", i, resp.Status, want)
 				}
@@ -173,12 +181,7 @@ func TestHTTPDeadlineStalledRedis(t *testing.T) {
 				limited.ServeHTTP(w, r.WithContext(ctx))
 			}))
 			defer srv.Close()
-			resp, err := srv.Client().Get(srv.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			resp := get(t, srv)
 			if resp.StatusCode != c.status || served.Load() != c.served {
 				t.Fatalf("%s, the handler ran %d times; want %d, %d", resp.Status, served.Load(), c.status, c.served)
 			}
@@ -213,12 +216,7 @@ func TestHTTPRedisWrapped(t *testing.T) {
 	}
 	srv := httptest.NewServer(admithttp.Middleware(w, admithttp.WithPolicyName("api"))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 	defer srv.Close()
-	resp, err := srv.Client().Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	resp := get(t, srv)
 	if got, want := resp.Header.Get("RateLimit-Policy"), `"api";q=2;w=4`; got != want {
 		t.Errorf("RateLimit-Policy %q; want %q (w from the one limit redisbucket lists)", got, want)
 	}
