@@ -91,15 +91,15 @@ var (
 	// or a wait that reached its bound). The error names the limit and the
 	// calls in flight at the decision.
 	ErrOverloaded = errors.New("admit: overloaded, call shed")
+	// ErrUnknownClient is for the key and limits functions of admithttp
+	// and admitgrpc to wrap when a request names a client the server knows
+	// it does not serve (an unknown or revoked API key), as apart from a
+	// request that does not say who sent it: admithttp answers it 403
+	// Forbidden rather than 400 Bad Request, admitgrpc
+	// codes.PermissionDenied rather than codes.InvalidArgument. No limiter
+	// returns it.
+	ErrUnknownClient = errors.New("admit: unknown client")
 )
-
-// ErrUnknownClient is for the key and limits functions of admithttp and
-// admitgrpc to wrap when a request names a client the server knows it does
-// not serve (an unknown or revoked API key), as apart from a request that
-// does not say who sent it: admithttp answers it 403 Forbidden rather than
-// 400 Bad Request, admitgrpc codes.PermissionDenied rather than
-// codes.InvalidArgument. No limiter returns it.
-var ErrUnknownClient = errors.New("admit: unknown client")
 
 // Decision is the outcome of one keyed admission. Under several limits
 // (PolicyLimiter) Policy, Limit and Remaining describe the deciding limit, as

@@ -7,6 +7,7 @@ import (
 	"github.com/admit-go/admit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 )
 
@@ -16,8 +17,15 @@ import (
 // the call: a timeout the ClientConn's service config gives the method
 // bounds it, and the call after it, from the moment the interceptor runs,
 // as the call's own deadline does (grpc-go applies that timeout only once
-// the interceptor hands the call on). When the wait fails, the call is not
-// sent and the error is a gRPC status:
+// the interceptor hands the call on). A new ClientConn knows its service
+// config only once its resolver has answered, which grpc-go asks for only
+// after the interceptors ran: so the interceptor takes an idle ClientConn
+// out of idle mode itself (cc.Connect, as the call is about to), which
+// applies the config at once with a resolver that answers within that call
+// (passthrough, unix, dns for an IP address). With one that answers later
+// (dns for a host name), calls made before its first answer are bounded by
+// their own deadline only. When the wait fails, the call is not sent and
+// the error is a gRPC status:
 //
 //   - the call's context ended while it waited: the context's status
 //     (status.FromContextError: codes.Canceled or codes.DeadlineExceeded);
@@ -68,8 +76,12 @@ func StreamClientInterceptor(l admit.Limiter) grpc.StreamClientInterceptor {
 			return nil, waitStatus(ctx, err)
 		}
 		// The stream outlives this function: its context is released when
-		// it ends (OnFinish runs once, also when opening it fails).
-		s, err := streamer(ctx, desc, cc, method, append(opts, grpc.OnFinish(func(error) { cancel() }))...)
+		// it ends (OnFinish runs once, also when opening it fails). opts is
+		// the caller's slice when the ClientConn has no default call
+		// options, and may have spare capacity shared by concurrent
+		// calls: the full slice expression makes append copy it rather
+		// than write another stream's OnFinish into it.
+		s, err := streamer(ctx, desc, cc, method, append(opts[:len(opts):len(opts)], grpc.OnFinish(func(error) { cancel() }))...)
 		if err != nil {
 			cancel()
 		}
@@ -80,10 +92,25 @@ func StreamClientInterceptor(l admit.Limiter) grpc.StreamClientInterceptor {
 // methodTimeout returns ctx bounded by the timeout the ClientConn's service
 // config gives method, if any, and the function that releases it.
 func methodTimeout(ctx context.Context, cc *grpc.ClientConn, method string) (context.Context, context.CancelFunc) {
-	if cc != nil {
-		if t := cc.GetMethodConfig(method).Timeout; t != nil && *t >= 0 {
-			return context.WithTimeout(ctx, *t)
-		}
+	if cc == nil {
+		return ctx, func() {}
+	}
+	t := cc.GetMethodConfig(method).Timeout
+	if t == nil && cc.GetState() == connectivity.Idle {
+		// The service config comes with the resolver's first answer, and
+		// a new ClientConn asks for none until a call leaves idle mode,
+		// which grpc-go does only after the interceptors ran: so on the
+		// first call every method reads as having no timeout. Leave idle
+		// now, as the call is about to: with a resolver that answers
+		// within Connect (passthrough, unix, dns for an IP address) the
+		// service config is then in place. (One that answers later, dns
+		// for a host name, leaves the first calls bounded by their own
+		// deadline only; a ClientConn that went idle keeps its config.)
+		cc.Connect()
+		t = cc.GetMethodConfig(method).Timeout
+	}
+	if t != nil && *t >= 0 {
+		return context.WithTimeout(ctx, *t)
 	}
 	return ctx, func() {}
 }

@@ -2,6 +2,7 @@ package admitgrpc_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/admit-go/admit/mutexbucket"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
@@ -121,37 +123,61 @@ func TestClientStatuses(t *testing.T) {
 	}
 }
 
-// timeoutConfig gives the health service's methods a timeout of 2 s.
-const timeoutConfig = `{"methodConfig": [{"name": [{"service": "grpc.health.v1.Health"}], "timeout": "2s"}]}`
+// timeoutConfig gives the health service's methods a timeout of 100 s.
+const timeoutConfig = `{"methodConfig": [{"name": [{"service": "grpc.health.v1.Health"}], "timeout": "100s"}]}`
 
 // TestClientMethodTimeout: the service config's method timeout bounds the
-// wait on the limiter as a deadline of the call's own would. With the next
-// token 10 s away, a method whose timeout is 2 s fails at once
-// (admit.ErrDeadline: ResourceExhausted), and nothing is sent (it used to
-// wait the 10 s, then send); with a token there, the call goes through.
+// wait on the limiter as a deadline of the call's own would. With the
+// bucket drained and the next token 1000 s away on the limiter's clock, a
+// method whose timeout is 100 s fails at once (admit.ErrDeadline:
+// ResourceExhausted), never sleeps on the limiter, and sends nothing: on
+// a new ClientConn, whose first call finds no service config until the
+// resolver answers, and on the next call. (It used to sleep until the
+// token came, then send; and after the first fix, the first call on a new
+// ClientConn still did.) The limiter runs on a fake clock, so the test
+// sees a wait as a sleeper on it, whatever the machine's speed.
 func TestClientMethodTimeout(t *testing.T) {
 	s := startServer(t, "tcp", nil, nil)
-	l, err := mutexbucket.New(1, 0.1)
+	clk := buckettest.NewFakeClock(0)
+	l, err := mutexbucket.New(1, 1e-3, admit.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := dial(t, s.addr, grpc.WithDefaultServiceConfig(timeoutConfig),
-		grpc.WithUnaryInterceptor(admitgrpc.UnaryClientInterceptor(l)),
-		grpc.WithStreamInterceptor(admitgrpc.StreamClientInterceptor(l)))
-	ctx := context.Background()
-	if _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
-		t.Fatalf("with a token: %v", err)
+	if !l.TryAcquire() {
+		t.Fatal("a new bucket is not full")
 	}
-	for name, call := range map[string]func() error{
-		"unary":  func() error { _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); return err },
-		"stream": func() error { return watch(c, ctx) },
-	} {
-		if err := call(); status.Code(err) != codes.ResourceExhausted {
-			t.Errorf("%s, the token 10 s away, timeout 2 s: %v; want ResourceExhausted at once", name, err)
+	ctx := context.Background()
+	for _, kind := range []string{"unary", "stream"} {
+		c := dial(t, s.addr, grpc.WithDefaultServiceConfig(timeoutConfig),
+			grpc.WithUnaryInterceptor(admitgrpc.UnaryClientInterceptor(l)),
+			grpc.WithStreamInterceptor(admitgrpc.StreamClientInterceptor(l)))
+		call := func() error { _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); return err }
+		if kind == "stream" {
+			call = func() error { return watch(c, ctx) }
+		}
+		for _, conn := range []string{"new ClientConn", "resolved ClientConn"} {
+			done := make(chan error, 1)
+			go func() { done <- call() }()
+			watching, stop := context.WithCancel(ctx)
+			slept := make(chan error, 1)
+			go func() { slept <- clk.WaitForSleepers(watching, 1) }()
+			select {
+			case err = <-done:
+				stop()
+				<-slept
+			case <-slept:
+				stop()
+				t.Errorf("%s, %s: the call sleeps on the limiter past its method timeout", kind, conn)
+				clk.Advance(1000 * time.Second) // let it go, to see what it does next
+				err = <-done
+			}
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Errorf("%s, %s, the token 1000 s away, timeout 100 s: %v; want ResourceExhausted at once", kind, conn, err)
+			}
 		}
 	}
-	if got := s.handled.Load(); got != 1 {
-		t.Fatalf("%d calls reached the server; want 1", got)
+	if got := s.handled.Load(); got != 0 {
+		t.Fatalf("%d calls reached the server; want none", got)
 	}
 }
 
@@ -178,4 +204,59 @@ func TestClientRetriesOneToken(t *testing.T) {
 	if got, tokens := attempts.Load(), l.Tokens(); got != 1+5 || tokens != 8 {
 		t.Fatalf("%d attempts for %v tokens; want 6 attempts (1 + 5 retried) for 2 tokens", got, 10-tokens)
 	}
+}
+
+// TestStreamClientCallOptions: the stream interceptor adds its OnFinish to
+// a copy of the caller's CallOptions, never into the caller's slice. A
+// caller that shares one slice with spare capacity across streams (as
+// cc.NewStream(ctx, desc, method, shared...) passes it through when the
+// ClientConn has no default call options) must find it untouched after a
+// stream, and concurrent streams over it must not race (-race), nor one
+// stream's end cancel another's context.
+func TestStreamClientCallOptions(t *testing.T) {
+	s := startServer(t, "tcp", nil, nil)
+	l, err := mutexbucket.New(1000, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient("passthrough:///"+s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStreamInterceptor(admitgrpc.StreamClientInterceptor(l)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	shared := make([]grpc.CallOption, 1, 8)
+	shared[0] = grpc.WaitForReady(true)
+	desc := &grpc.StreamDesc{StreamName: "Watch", ServerStreams: true}
+	open := func() error {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		st, err := cc.NewStream(ctx, desc, healthpb.Health_Watch_FullMethodName, shared...)
+		if err != nil {
+			return err
+		}
+		if err := st.SendMsg(&healthpb.HealthCheckRequest{}); err != nil {
+			return err
+		}
+		if err := st.CloseSend(); err != nil {
+			return err
+		}
+		var resp healthpb.HealthCheckResponse
+		return st.RecvMsg(&resp)
+	}
+	if err := open(); err != nil {
+		t.Fatal(err)
+	}
+	if spare := shared[1:cap(shared)]; spare[0] != nil {
+		t.Fatalf("the interceptor wrote %T into the caller's CallOption slice, past its length", spare[0])
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if err := open(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -15,7 +15,11 @@
 // header metadata, a denial, with retry-after in whole seconds rounded up,
 // in its trailer metadata. Every refusal is sent trailers-only, so a
 // client's retryPolicy on RESOURCE_EXHAUSTED retries it (a header frame
-// would commit the call to its first attempt).
+// would commit the call to its first attempt), and carries gRFC A6's
+// grpc-retry-pushback-ms so that the retry comes when the token is due:
+// the exact wait when that is before the call's deadline, -1 (no retry)
+// when it is after it or never (a cost above the capacity), none for a
+// call without a deadline (see UnaryServerInterceptor).
 //
 // For metrics, put the admitotel module's wrapper between the limiter and
 // the interceptor; the interceptor reads the limits through its Unwrap:

@@ -2,6 +2,7 @@ package admitgrpc_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strconv"
@@ -253,7 +254,7 @@ func TestUnknownClient(t *testing.T) {
 		if limits, ok := accounts[key]; ok {
 			return limits, nil
 		}
-		return nil, fmt.Errorf("%w: API key %q", admit.ErrUnknownClient, key)
+		return nil, fmt.Errorf("%w: API key sha256:%.4x", admit.ErrUnknownClient, sha256.Sum256([]byte(key)))
 	}
 	s := startServer(t, "tcp", admitgrpc.UnaryServerInterceptor(l, admitgrpc.WithLimits(byKey), admitgrpc.WithKey(keyOf)), nil)
 	c := dial(t, s.addr)
@@ -268,6 +269,11 @@ func TestUnknownClient(t *testing.T) {
 		_, err := check(t, c, metadata.AppendToOutgoingContext(context.Background(), cs.md...))
 		if status.Code(err) != cs.code {
 			t.Errorf("metadata %q: %v; want %v", cs.md, err, cs.code)
+		}
+		// The function's error reaches the client in the status message:
+		// the digest of the key, as written above, never the key.
+		if msg := status.Convert(err).Message(); cs.code == codes.PermissionDenied && (!strings.Contains(msg, "API key sha256:") || strings.Contains(msg, "k2")) {
+			t.Errorf("message %q; want the key's digest and not the key", msg)
 		}
 	}
 	if got := s.handled.Load(); got != 1 {

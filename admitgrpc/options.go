@@ -27,9 +27,11 @@ func (c *config) fail(format string, args ...any) {
 
 // WithKey sets the function that names a call's client; the default is
 // KeyByPeer(). An error from f is answered with codes.InvalidArgument (or
-// codes.PermissionDenied if it wraps admit.ErrUnknownClient) and the handler
-// is not called. It is not called for a call that WithLimits' function
-// exempts. fullMethod is "/package.Service/Method".
+// codes.PermissionDenied if it wraps admit.ErrUnknownClient), whose message
+// carries the error's text (so it must name no credential: a digest of a
+// presented API key, not the key), and the handler is not called. It is not
+// called for a call that WithLimits' function exempts. fullMethod is
+// "/package.Service/Method".
 func WithKey(f func(ctx context.Context, fullMethod string) (string, error)) Option {
 	return func(c *config) {
 		if f == nil {
@@ -61,10 +63,10 @@ func WithCost(f func(ctx context.Context, fullMethod string) int64) Option {
 // functions: a call it returns no limits for goes through unlimited, with
 // no key needed and no headers (health checks, internal methods). An error
 // from it is answered like a key function's, codes.InvalidArgument, or
-// codes.PermissionDenied if it wraps admit.ErrUnknownClient. The rendered
-// headers of the last 8 distinct lists it returned are kept, so a handful
-// of tiers cost no more per call than one limit; return the same slices
-// (package-level tiers) or equal ones.
+// codes.PermissionDenied if it wraps admit.ErrUnknownClient, its text in the
+// status message. The rendered headers of the last 8 distinct lists it
+// returned are kept, so a handful of tiers cost no more per call than one
+// limit; return the same slices (package-level tiers) or equal ones.
 func WithLimits(f func(ctx context.Context, fullMethod string) ([]admit.Limit, error)) Option {
 	return func(c *config) {
 		if f == nil {

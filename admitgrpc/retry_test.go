@@ -3,6 +3,9 @@ package admitgrpc_test
 import (
 	"context"
 	"net"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
 
@@ -37,20 +41,39 @@ const retryConfig = `{"methodConfig": [{
 // onAttempt (with the attempt's number, from 1) before the interceptor
 // under test decides it.
 func attemptServer(t *testing.T, unary grpc.UnaryServerInterceptor, onAttempt func(int64)) (string, *atomic.Int64) {
+	return attempts(t, unary, nil, onAttempt)
+}
+
+// attempts is attemptServer for unary calls, streams or both (a nil
+// interceptor is none), counting the attempts of both.
+func attempts(t *testing.T, unary grpc.UnaryServerInterceptor, stream grpc.StreamServerInterceptor, onAttempt func(int64)) (string, *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var attempts atomic.Int64
-	count := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	attempt := func() {
 		n := attempts.Add(1)
 		if onAttempt != nil {
 			onAttempt(n)
 		}
-		return h(ctx, req)
 	}
-	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(count, unary))
+	us := []grpc.UnaryServerInterceptor{func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		attempt()
+		return h(ctx, req)
+	}}
+	ss := []grpc.StreamServerInterceptor{func(srv any, st grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		attempt()
+		return h(srv, st)
+	}}
+	if unary != nil {
+		us = append(us, unary)
+	}
+	if stream != nil {
+		ss = append(ss, stream)
+	}
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(us...), grpc.ChainStreamInterceptor(ss...))
 	healthpb.RegisterHealthServer(gs, health.NewServer())
 	go gs.Serve(ln)
 	t.Cleanup(gs.Stop)
@@ -111,30 +134,188 @@ func TestRetryPolicy(t *testing.T) {
 }
 
 // TestStreamDenialTrailersOnly: a denied stream too ends trailers-only,
-// its fields in the trailer, so a retryPolicy retries it as well.
+// its fields in the trailer, so grpc-go's retryPolicy retries it as well.
+// The second stream's first attempt is denied with 1 ms to wait (pushback
+// 1, the stream having a deadline); the retry moves the clock on 1 ms and
+// is admitted, and the stream is served. (A stream whose every attempt is
+// denied is left out: grpc-go 1.85 sometimes ends it with "max retries
+// exhausted: failed after 5 attempts: EOF", code Unknown, instead of the
+// last refusal's status; the earlier version of this test, five denied
+// attempts without a deadline, met it in 36 of 300 runs. TestStreamPushback
+// covers a denied stream that is not retried.)
 func TestStreamDenialTrailersOnly(t *testing.T) {
-	l, err := keyed.New(1, 1e-3, admit.WithClock(buckettest.NewFakeClock(0)))
+	clk := buckettest.NewFakeClock(0)
+	l, err := keyed.New(1, 1000, admit.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, "tcp", nil, admitgrpc.StreamServerInterceptor(l))
-	c := dial(t, s.addr, grpc.WithDefaultServiceConfig(retryConfig))
-	ctx, cancel := context.WithCancel(context.Background())
+	addr, n := attempts(t, nil, admitgrpc.StreamServerInterceptor(l), func(n int64) {
+		if n == 3 {
+			clk.Advance(time.Millisecond)
+		}
+	})
+	seen := &trailers{}
+	c := dial(t, addr, grpc.WithDefaultServiceConfig(slowRetryConfig), grpc.WithStatsHandler(seen))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := watch(c, ctx); err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err := watch(c, ctx); err != nil {
+		t.Fatalf("second stream: %v; want it served on its retry", err)
+	}
+	if got := n.Load(); got != 3 {
+		t.Fatalf("%d attempts; want 3 (the first stream, the second's denial and its retry)", got)
+	}
+	// Only the denied attempt has ended: the two served streams are open.
+	tr := seen.take()
+	if len(tr) != 1 {
+		t.Fatalf("%d attempts ended; want the one denial", len(tr))
+	}
+	wantHeader(t, tr[0], "ratelimit", `"default";r=0;t=1`)
+	wantHeader(t, tr[0], "retry-after", "1")
+	wantHeader(t, tr[0], "grpc-retry-pushback-ms", "1")
+}
+
+// slowRetryConfig retries RESOURCE_EXHAUSTED up to 5 attempts in all with
+// a backoff of about a day: a retry that comes sooner than that came from
+// the server's pushback.
+const slowRetryConfig = `{"methodConfig": [{
+	"name": [{"service": "grpc.health.v1.Health"}],
+	"retryPolicy": {
+		"maxAttempts": 5,
+		"initialBackoff": "86400s",
+		"maxBackoff": "86400s",
+		"backoffMultiplier": 1,
+		"retryableStatusCodes": ["RESOURCE_EXHAUSTED"]
+	}
+}]}`
+
+// trailers is a client stats handler that records the trailer metadata of
+// every attempt the client makes, as grpc-go's retry logic reads it.
+type trailers struct {
+	mu   sync.Mutex
+	seen []metadata.MD
+}
+
+func (p *trailers) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (p *trailers) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (p *trailers) HandleConn(context.Context, stats.ConnStats)                       {}
+func (p *trailers) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if tr, ok := s.(*stats.InTrailer); ok {
+		p.mu.Lock()
+		p.seen = append(p.seen, tr.Trailer)
+		p.mu.Unlock()
+	}
+}
+
+// take returns the trailers recorded since the last take.
+func (p *trailers) take() []metadata.MD {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.seen
+	p.seen = nil
+	return s
+}
+
+// pushbacks returns the grpc-retry-pushback-ms of the trailers recorded
+// since the last take, "none" for one without.
+func (p *trailers) pushbacks() []string {
+	var out []string
+	for _, md := range p.take() {
+		v := "none"
+		if got := md.Get("grpc-retry-pushback-ms"); len(got) > 0 {
+			v = strings.Join(got, ",")
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// TestRetryPushback: a refusal tells grpc-go's retryPolicy when to come
+// back (gRFC A6's grpc-retry-pushback-ms trailer). A denial whose token
+// comes before the call's deadline says the exact wait, so the retry comes
+// when the token is due, not on the policy's backoff (a day here), and is
+// admitted; one whose token comes after the deadline, a zero rate's, and a
+// cost above the capacity say -1: no retry (each used to be attempted 5
+// times, each attempt another limiter decision, ending DeadlineExceeded
+// where the token came too late). A call without a deadline gets no
+// pushback: the policy's own backoff governs it.
+func TestRetryPushback(t *testing.T) {
+	minute := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), time.Minute)
+	}
+	none := func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }
+	cases := []struct {
+		name     string
+		rate     float64 // the bucket of 1's rate, drained before the call
+		cost     int64
+		ctx      func() (context.Context, context.CancelFunc)
+		config   string
+		tick     bool // the second attempt moves the clock on 1 ms
+		want     codes.Code
+		pushback []string // each attempt's trailer, as the client saw it
+	}{
+		{"wait before the deadline", 1000, 1, minute, slowRetryConfig, true, codes.OK, []string{"1", "none"}},
+		{"wait past the deadline", 1.0 / 3600, 1, minute, slowRetryConfig, false, codes.ResourceExhausted, []string{"-1"}},
+		{"zero rate", 0, 1, none, retryConfig, false, codes.ResourceExhausted, []string{"-1"}},
+		{"cost above the capacity", 1000, 2, none, retryConfig, false, codes.ResourceExhausted, []string{"-1"}},
+		{"no deadline", 1000, 1, none, retryConfig, false, codes.ResourceExhausted, []string{"none", "none", "none", "none", "none"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clk := buckettest.NewFakeClock(0)
+			l, err := keyed.New(1, c.rate, admit.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, err := l.AllowN(context.Background(), "127.0.0.1", 1); err != nil || !d.Allowed {
+				t.Fatalf("draining the bucket: %+v, %v", d, err)
+			}
+			addr, attempts := attemptServer(t, admitgrpc.UnaryServerInterceptor(l, admitgrpc.WithCost(func(context.Context, string) int64 { return c.cost })), func(n int64) {
+				if n == 2 && c.tick {
+					clk.Advance(time.Millisecond)
+				}
+			})
+			seen := &trailers{}
+			cl := dial(t, addr, grpc.WithDefaultServiceConfig(c.config), grpc.WithStatsHandler(seen))
+			ctx, cancel := c.ctx()
+			defer cancel()
+			_, err = cl.Check(ctx, &healthpb.HealthCheckRequest{})
+			if status.Code(err) != c.want {
+				t.Fatalf("%v; want %v", err, c.want)
+			}
+			if got := seen.pushbacks(); !slices.Equal(got, c.pushback) {
+				t.Fatalf("attempts' pushback %q; want %q", got, c.pushback)
+			}
+			if got := attempts.Load(); got != int64(len(c.pushback)) {
+				t.Fatalf("%d attempts reached the server; want %d", got, len(c.pushback))
+			}
+		})
+	}
+}
+
+// TestStreamPushback: a denied stream carries the same pushback: -1 for a
+// stream whose token comes after its deadline, so grpc-go does not retry
+// it.
+func TestStreamPushback(t *testing.T) {
+	l, err := keyed.New(1, 1.0/3600, admit.WithClock(buckettest.NewFakeClock(0)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Recv(); status.Code(err) != codes.ResourceExhausted {
+	s := startServer(t, "tcp", nil, admitgrpc.StreamServerInterceptor(l))
+	seen := &trailers{}
+	c := dial(t, s.addr, grpc.WithDefaultServiceConfig(slowRetryConfig), grpc.WithStatsHandler(seen))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := watch(c, ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := watch(c, ctx); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("second stream: %v; want ResourceExhausted", err)
 	}
-	tr := w.Trailer()
-	wantHeader(t, tr, "ratelimit", `"default";r=0;t=1000`)
-	wantHeader(t, tr, "retry-after", "1000")
-	if got := s.handled.Load(); got != 1 {
-		t.Fatalf("the stream handler ran %d times; want 1", got)
+	// The first stream is still open: only the denied one has ended.
+	if got := seen.pushbacks(); !slices.Equal(got, []string{"-1"}) {
+		t.Fatalf("the denied stream's attempts' pushback %q; want [-1]", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -63,21 +64,45 @@ import (
 // reads the fields from the header metadata of an admitted call and from
 // the trailer of a refused one.
 //
+// A ResourceExhausted refusal also tells the retryPolicy when to come back,
+// with gRFC A6's grpc-retry-pushback-ms trailer, which grpc-go obeys in
+// place of its own backoff:
+//
+//   - a denial whose token comes before the call's deadline: the wait in
+//     whole milliseconds, rounded up, so the retry comes when the token is
+//     due (and is admitted, unless another call of the key took it first),
+//     not earlier to be denied again;
+//   - a denial whose token comes at or after the deadline, or more than
+//     2^31-1 ms away (the int32 every gRPC implementation parses; a zero
+//     rate's "never"), and a cost above the capacity: -1, no retry, so the
+//     client gets ResourceExhausted at once instead of DeadlineExceeded at
+//     the deadline, and the limiter is not asked again in vain;
+//   - a denial of a call without a deadline: none, so the retryPolicy's
+//     own backoff and maxAttempts govern. Such a call states no bound on
+//     its caller's patience, and the exact wait would hold it open for as
+//     long as the limit says (hours, under a daily limit); give calls a
+//     deadline to be told the wait.
+//
 // The header values are admithttp's RateLimit and RateLimit-Policy fields.
 // Under one limit, ratelimit-policy is "<name>";q=<capacity>;w=<seconds to
 // refill from empty>, w taken from l's FillTime method if it has one
 // (keyed.Limiter), else from the one limit l lists through a Limits method
-// (keyed.Limiter, redisbucket.Limiter), else left out, and left out too for
-// a Decision whose Limit is not that listed limit's capacity (a fallback
-// limiter's). Both methods are looked for on l, then down its chain of
+// (keyed.Limiter, redisbucket.Limiter), else left out. Both methods are
+// looked for on l, then down its chain of
 // Unwrap() admit.KeyedLimiter methods, the nearest first: a wrapper that
 // only counts (admitotel.Limiter) has neither. Under several limits (WithLimits,
 // or a Limits method listing two or more, as a keyed.Limiter from
 // keyed.NewLimits has), ratelimit-policy lists every limit, each w its
 // Capacity ÷ Rate, and ratelimit names the one that decided
-// (Decision.Policy); an unnamed limit is shown under WithPolicyName's name,
-// and a Decision naming a limit outside the list (a failure policy's
-// fallback limiter) is shown alone, its name and q.
+// (Decision.Policy); an unnamed limit is shown under WithPolicyName's name.
+// A decision of the limiter's failure policy (its error wraps
+// admit.ErrUnavailable: redisbucket's WithFallback limiter, keyed's
+// RefuseNew), and a Decision naming a limit outside the list, is shown
+// alone: its limit's name (WithPolicyName's if unnamed) and q, no w. It
+// describes the policy's own bucket, whose rate the interceptor does not
+// know, whatever capacity or Names it shares with the limits l lists (a
+// fallback sized for one replica's share has the same ones at another
+// rate).
 //
 // It panics if l is nil, an option is invalid (a nil function, a policy name
 // that is not printable ASCII), WithLimits is given and l is not an
@@ -131,7 +156,6 @@ type interceptor struct {
 	config
 	quoted string          // the single limit's name as an sf-string
 	w      int64           // the single limit's w, or 0 to leave it out
-	listed int64           // the capacity of the one limit the limiter lists, or 0
 	static *ratelimit.Set  // the limits of a LimitLister of two or more, without WithLimits
 	cache  ratelimit.Cache // the rendered lists WithLimits returns
 	// policy caches the ratelimit-policy value for the last capacity seen
@@ -190,7 +214,6 @@ func newInterceptor(l admit.KeyedLimiter, opts []Option) *interceptor {
 			if !refiller {
 				in.w = ratelimit.FillSeconds(listed[0])
 			}
-			in.listed = listed[0].Capacity
 		}
 	}
 	in.quoted = ratelimit.Quote(name)
@@ -231,10 +254,16 @@ func (in *interceptor) decide(ctx context.Context, method string) (metadata.MD, 
 		return in.undecided(ctx, key, n, limits, ps, d, err)
 	}
 	// No error, or the backend failed and its failure policy decided from
-	// a bucket (a fallback limiter's): that Decision is the answer.
-	md, name := in.headers(ps, d, !d.Allowed)
+	// a bucket (a fallback limiter's): that Decision is the answer. The
+	// policy's Decision describes its own bucket, not the limits listed
+	// for the backend (a fallback may share their capacity or Names at
+	// another rate), so it is shown alone.
+	md, name := in.headers(ps, err != nil, d, !d.Allowed)
 	if d.Allowed {
 		return md, nil
+	}
+	if pb := pushback(ctx, d.RetryAfter); pb != "" {
+		md[pushbackKey] = []string{pb}
 	}
 	return md, exhausted(name, d, true)
 }
@@ -274,7 +303,7 @@ func (in *interceptor) undecided(ctx context.Context, key string, n int64, limit
 		p, perr := in.allow(ctx, key, 0, limits)
 		name := in.name
 		if perr == nil && p.Limit >= 1 {
-			md, name = in.headers(ps, p, false)
+			md, name = in.headers(ps, false, p, false)
 		}
 		q := p.Limit
 		if ps != nil {
@@ -285,6 +314,10 @@ func (in *interceptor) undecided(ctx context.Context, key string, n int64, limit
 				}
 			}
 		}
+		if md == nil {
+			md = metadata.MD{}
+		}
+		md[pushbackKey] = []string{"-1"} // never: no retry can be admitted
 		return md, exhausted(name, admit.Decision{Limit: q}, false)
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return nil, status.FromContextError(ctx.Err()).Err()
@@ -299,23 +332,20 @@ func (in *interceptor) undecided(ctx context.Context, key string, n int64, limit
 // for a denial), and the name of the limit that decided, as admithttp shows
 // them: one limit under the interceptor's name (or the one limit a
 // LimitLister names), or the whole set with ratelimit naming the deciding
-// limit; a limit outside the set (a failure policy's fallback limiter) is
-// shown alone, its name and q.
-func (in *interceptor) headers(ps *ratelimit.Set, d admit.Decision, retry bool) (metadata.MD, string) {
+// limit; a failure policy's decision (alone) or a limit outside the set is
+// shown alone, its name and q, no w.
+func (in *interceptor) headers(ps *ratelimit.Set, alone bool, d admit.Decision, retry bool) (metadata.MD, string) {
 	var policy, quoted, name string
 	switch q, ok := ps.Name(d.Policy); {
+	case alone:
+		name, quoted, policy = in.alone(d)
 	case ps == nil:
 		policy, quoted = in.policyFor(d.Limit), in.quoted
 		name = ratelimit.Unquote(quoted)
 	case ok:
 		policy, quoted, name = ps.Policy, q, ratelimit.Unquote(q)
 	default:
-		name = in.name
-		if d.Policy != "" && (admit.Limit{Name: d.Policy, Capacity: 1}).Validate() == nil {
-			name = d.Policy
-		}
-		quoted = ratelimit.Quote(name)
-		policy = string(ratelimit.AppendPolicy(nil, quoted, d.Limit, 0))
+		name, quoted, policy = in.alone(d)
 	}
 	// The values share one allocation, each capped at length 1 so that an
 	// append to one cannot write into its neighbour.
@@ -329,19 +359,53 @@ func (in *interceptor) headers(ps *ratelimit.Set, d admit.Decision, retry bool) 
 	return md, name
 }
 
+// alone is the name, quoted name and ratelimit-policy of d's limit shown
+// alone: its name (WithPolicyName's for an unnamed one) and q, and no w,
+// its rate being unknown.
+func (in *interceptor) alone(d admit.Decision) (name, quoted, policy string) {
+	name = in.name
+	if d.Policy != "" && (admit.Limit{Name: d.Policy, Capacity: 1}).Validate() == nil {
+		name = d.Policy
+	}
+	quoted = ratelimit.Quote(name)
+	return name, quoted, string(ratelimit.AppendPolicy(nil, quoted, d.Limit, 0))
+}
+
 func (in *interceptor) policyFor(q int64) string {
 	if p := in.policy.Load(); p != nil && p.q == q {
 		return p.s
 	}
-	w := in.w
-	if in.listed != 0 && q != in.listed {
-		// Not the listed limit's bucket (a failure policy's fallback
-		// decided): its rate is unknown, so no w.
-		w = 0
-	}
-	p := &policyValue{q: q, s: string(ratelimit.AppendPolicy(nil, in.quoted, q, w))}
+	p := &policyValue{q: q, s: string(ratelimit.AppendPolicy(nil, in.quoted, q, in.w))}
 	in.policy.Store(p)
 	return p.s
+}
+
+// pushbackKey is gRFC A6's trailer for a server to steer a client's
+// retryPolicy: the milliseconds to wait before the next attempt, or a
+// negative number for no further attempt.
+const pushbackKey = "grpc-retry-pushback-ms"
+
+// pushback is the pushbackKey value for a denial whose token is wait away,
+// on a call whose context is ctx, as UnaryServerInterceptor states: the
+// wait in whole milliseconds, rounded up, when the retry would come before
+// the call's deadline; "-1" when it would not, or when the wait is past
+// what the field holds (2^31-1 ms, about 24.8 days, the int32 that every
+// gRPC implementation parses: a zero rate's wait is "never"); "" (no
+// pushback: the client's own backoff) for a call without a deadline.
+func pushback(ctx context.Context, wait time.Duration) string {
+	const most = math.MaxInt32 * time.Millisecond
+	if wait > most {
+		return "-1"
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return ""
+	}
+	ms := (wait + time.Millisecond - 1) / time.Millisecond
+	if time.Until(deadline) <= ms*time.Millisecond {
+		return "-1"
+	}
+	return strconv.FormatInt(int64(ms), 10)
 }
 
 // exhausted is the codes.ResourceExhausted status for a call that the

@@ -19,6 +19,12 @@ import (
 // honouring is a real keyed.Limiter behind the check a remote limiter makes
 // first (redisbucket's AllowN does, as admit.KeyedLimiter allows): a call
 // whose context has ended returns ctx.Err() unchanged and a zero Decision.
+// It is a stand-in, kept for want of a real one here: no limiter of this
+// module consults its context (keyed decides in memory and never waits), so
+// none can return the request's context error, and redisbucket, which does,
+// lives in a module this one must not require. integration's
+// TestHTTPCancelledRequestRedis runs the same test against redisbucket on a
+// real redis-server.
 type honouring struct{ *keyed.Limiter }
 
 func (h honouring) AllowN(ctx context.Context, key string, n int64) (admit.Decision, error) {

@@ -1,6 +1,7 @@
 package admithttp_test
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -31,7 +32,7 @@ func TestUnknownClient(t *testing.T) {
 		if limits, ok := accounts[key]; ok {
 			return limits, nil
 		}
-		return nil, fmt.Errorf("%w: API key %q", admit.ErrUnknownClient, key)
+		return nil, fmt.Errorf("%w: API key sha256:%.4x", admit.ErrUnknownClient, sha256.Sum256([]byte(key)))
 	}
 	l := newPolicy(t, buckettest.NewFakeClock(0))
 	var errs onErrors

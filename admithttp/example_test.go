@@ -1,6 +1,7 @@
 package admithttp_test
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"net/http"
@@ -96,7 +97,7 @@ func ExampleWithLimits() {
 		if limits, ok := accounts[key]; ok {
 			return limits, nil
 		}
-		return nil, fmt.Errorf("%w: API key %q", admit.ErrUnknownClient, key) // 403
+		return nil, fmt.Errorf("%w: API key sha256:%.4x", admit.ErrUnknownClient, sha256.Sum256([]byte(key))) // 403
 	}
 	// Any admit.PolicyLimiter: keyed in one process, redisbucket across
 	// servers. Its own limits apply to its Allow and AllowN callers; the

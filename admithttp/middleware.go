@@ -68,7 +68,8 @@ import (
 //     r.Context() is done: the client left, or a deadline set in front
 //     passed): 503 as above, whatever WithFailOpen says. That is no
 //     failure of the limiter, and a client that closes its connection
-//     right after sending must not reach the handler without a token.
+//     right after sending must not reach the handler without a token
+//     (WithFailOpen states the trade-off for deadlines).
 //
 // So a decision of the limiter's failure policy is obeyed whenever there is
 // one, and the middleware's own policy (WithFailOpen or not) applies only
@@ -87,9 +88,7 @@ import (
 // rate, which admit.KeyedLimiter does not expose: it is taken from
 // WithFillTime if given, else from l's FillTime method if l is a Refiller,
 // else from the limit l lists if it is a LimitLister, and is left out (the
-// draft makes it optional) when none says or the bucket never refills, and
-// for a Decision whose Limit is not the capacity of the one limit l lists
-// (a failure policy's fallback limiter decided: its rate is unknown).
+// draft makes it optional) when none says or the bucket never refills.
 // Both optional interfaces are looked for on l and then down its Unwrap
 // chain, the nearest first (see Refiller).
 // Integers above the Structured Field maximum (999,999,999,999,999) are
@@ -108,9 +107,16 @@ import (
 // n) limit reads 86400 whatever n), left out for a Rate of 0. A limit's
 // Name is its name in both fields; a limit whose Name is "" takes the
 // WithPolicyName name ("default" by default), as a limiter that lists no
-// limits does, so that name must not also be another limit's. A Decision
-// naming a limit outside the list (from a failure policy's fallback
-// limiter) is shown alone: its name and q, no w.
+// limits does, so that name must not also be another limit's.
+//
+// A decision of the limiter's failure policy (the error wraps
+// admit.ErrUnavailable and the Decision comes from a bucket: redisbucket's
+// WithFallback limiter, keyed's RefuseNew), and a Decision naming a limit
+// outside the list, is shown alone: its limit's name (the WithPolicyName
+// name if unnamed) and q, no w. It describes the policy's own bucket, whose
+// rate the middleware does not know, whatever capacity or Names it shares
+// with the limits l lists (a fallback sized for one replica's share has the
+// same ones at another rate).
 //
 // Middleware panics if l is nil or an option is invalid (a nil function, a
 // policy name that is not printable ASCII, a negative fill time), if
@@ -173,7 +179,6 @@ func Middleware(l admit.KeyedLimiter, opts ...Option) func(http.Handler) http.Ha
 			if !c.fillSet && !refiller {
 				m.w = ratelimit.FillSeconds(listed[0])
 			}
-			m.listed = listed[0].Capacity
 		}
 	}
 	m.quoted = ratelimit.Quote(name)
@@ -282,13 +287,26 @@ func WithDenied(h http.Handler) Option {
 
 // WithFailOpen makes a limiter error that comes without a decision (see
 // Middleware) run the next handler unlimited instead of answering 503,
-// unless the error is the request's own context ending (the client left):
-// that is answered 503 either way, since no limiter failed. Fail
+// unless the error is the request's own context ending: the client left
+// (context.Canceled), or a deadline set on the request in front of the
+// middleware passed (context.DeadlineExceeded). That is answered 503
+// either way, since no limiter failed, and a client must not reach the
+// handler without a token by leaving right after it sends (or, where a
+// deadline comes from a client's header, by asking for a tiny one). Fail
 // open when an outage of the limiter's backend must not become an outage of
 // the service; stay closed (the default) when the limit protects something
 // that would fall over without it. A decision the limiter's own failure
 // policy made (redisbucket's WithFallback or WithFailOpen) is followed
 // either way.
+//
+// The trade-off: a backend that stalls for longer than the requests'
+// deadline makes every request a 503 while it stalls, fail-open or not (a
+// limiter that returns the caller's context error, as redisbucket does,
+// never reaches its own failure policy), and a handler run then would hold
+// an expired context anyway. Give the limiter a timeout shorter than the
+// requests' deadline (redisbucket.WithTimeout): a stall is then the
+// limiter's failure, reported within the request's time, which this option
+// or the limiter's own failure policy serves.
 func WithFailOpen() Option {
 	return func(c *config) { c.failOpen = true }
 }
@@ -331,7 +349,6 @@ type middleware struct {
 	config
 	quoted string // the single limit's name as an sf-string
 	w      int64  // the single limit's w, or 0 to leave it out
-	listed int64  // the capacity of the one limit the limiter lists, or 0
 	// static renders the limiter's own limits when it lists two or more
 	// (LimitLister) and WithLimits is not given; nil on the single-limit
 	// path.
@@ -485,6 +502,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := m.decide(r, key, n, limits)
+	alone := false
 	if err != nil {
 		m.report(r, err)
 		if !errors.Is(err, admit.ErrUnavailable) || !ratelimit.FromBucket(d) {
@@ -492,13 +510,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// The backend failed and its failure policy decided from a bucket
-		// (a fallback limiter's): that Decision is the answer.
+		// (a fallback limiter's): that Decision is the answer, and it
+		// describes that bucket, not the limits listed for the backend
+		// (a fallback may share their capacity or Names at another rate),
+		// so it is shown alone.
+		alone = true
 	}
 	if d.Allowed {
-		m.setFields(w.Header(), ps, d, false)
+		m.setFields(w.Header(), ps, alone, d, false)
 		h.next.ServeHTTP(w, r)
 	} else {
-		m.setFields(w.Header(), ps, d, true)
+		m.setFields(w.Header(), ps, alone, d, true)
 		if m.denied != nil {
 			dw := &deniedWriter{ResponseWriter: w}
 			m.denied.ServeHTTP(dw, r)
@@ -537,7 +559,7 @@ func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, 
 		// The Decision that comes with an error need not hold the
 		// key's state (keyed's does not): peek for it.
 		if d, err = m.decide(r, key, 0, limits); err == nil && d.Limit >= 1 {
-			m.setFields(w.Header(), ps, d, false)
+			m.setFields(w.Header(), ps, false, d, false)
 		}
 		http.Error(w, "413 request costs more than the whole quota", http.StatusRequestEntityTooLarge)
 	case !unavailable && errors.Is(err, admit.ErrInvalidConfig):
@@ -578,19 +600,24 @@ func (m *middleware) decide(r *http.Request, key string, n int64, limits []admit
 }
 
 // setFields sets the fields for d: from the single limit's name and d's
-// capacity when ps is nil, else from ps, naming the limit that decided.
-func (m *middleware) setFields(hd http.Header, ps *ratelimit.Set, d admit.Decision, retry bool) {
-	if ps == nil {
-		m.fields(hd, m.policyFor(d.Limit), m.quoted, d, retry)
-		return
+// capacity when ps is nil, else from ps, naming the limit that decided;
+// and for a Decision of a limit outside ps, or of a failure policy
+// (alone), only what the Decision says of its own limit.
+func (m *middleware) setFields(hd http.Header, ps *ratelimit.Set, alone bool, d admit.Decision, retry bool) {
+	if !alone {
+		if ps == nil {
+			m.fields(hd, m.policyFor(d.Limit), m.quoted, d, retry)
+			return
+		}
+		if name, ok := ps.Name(d.Policy); ok {
+			m.fields(hd, ps.Policy, name, d, retry)
+			return
+		}
 	}
-	if name, ok := ps.Name(d.Policy); ok {
-		m.fields(hd, ps.Policy, name, d, retry)
-		return
-	}
-	// A limit outside the set decided: a failure policy's fallback
-	// limiter, say. Its fields describe it alone, as far as the Decision
-	// says (no rate, so no w); this path allocates.
+	// A failure policy's decision, or a limit outside the set. Its fields
+	// describe that limit alone, as far as the Decision says: its name
+	// (WithPolicyName's for an unnamed one) and q, and no w, its rate
+	// being unknown. This path allocates.
 	name := m.name
 	if d.Policy != "" && printable(d.Policy) {
 		name = d.Policy
@@ -632,14 +659,8 @@ func (m *middleware) policyFor(q int64) string {
 	if p := m.policy.Load(); p != nil && p.q == q {
 		return p.s
 	}
-	w := m.w
-	if m.listed != 0 && q != m.listed {
-		// Not the listed limit's bucket (a failure policy's fallback
-		// decided): its rate is unknown, so no w.
-		w = 0
-	}
 	var buf [96]byte
-	p := &policyValue{q: q, s: string(ratelimit.AppendPolicy(buf[:0], m.quoted, q, w))}
+	p := &policyValue{q: q, s: string(ratelimit.AppendPolicy(buf[:0], m.quoted, q, m.w))}
 	m.policy.Store(p)
 	return p.s
 }

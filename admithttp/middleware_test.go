@@ -432,8 +432,9 @@ func TestCost(t *testing.T) {
 // room for one key refuses a second client with an error wrapping
 // admit.ErrUnavailable and a Decision from its policy, RetryAfter and
 // ResetAfter until the first client's bucket is full and can be dropped.
-// That is a decision, so it is followed, a 429 with its fields, whether or
-// not the middleware fails open; the error goes to WithOnError.
+// That is a decision, so it is followed, a 429 with its fields (the
+// Decision alone: no w), whether or not the middleware fails open; the
+// error goes to WithOnError.
 func TestLimiterError(t *testing.T) {
 	for _, open := range []bool{false, true} {
 		t.Run(fmt.Sprint("failOpen=", open), func(t *testing.T) {
@@ -461,8 +462,10 @@ func TestLimiterError(t *testing.T) {
 			}
 			clk.Advance(250 * time.Millisecond) // a's bucket is full 1.25 s from now
 			f := get(t, srv, "Client", "b")
-			if f.status != 429 || f.retryAfter != 2 || f.q != 3 || f.r != 0 || f.t != 2 {
-				t.Fatalf("refused: %+v, want 429, Retry-After 2, q=3, r=0, t=2", f)
+			// The policy's Decision is shown alone: no w, since it
+			// describes no bucket of the limit (the key has none).
+			if f.status != 429 || f.retryAfter != 2 || f.q != 3 || f.w != -1 || f.r != 0 || f.t != 2 {
+				t.Fatalf("refused: %+v, want 429, Retry-After 2, q=3 and no w, r=0, t=2", f)
 			}
 			mu.Lock()
 			if len(reported) != 1 || !errors.Is(reported[0], admit.ErrUnavailable) {

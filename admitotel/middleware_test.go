@@ -1,7 +1,6 @@
 package admitotel_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -93,32 +92,27 @@ func TestThroughMiddlewareLimits(t *testing.T) {
 	})
 }
 
-// listsOnly is a keyed.Limiter seen through AllowN, AllowLimits and Limits
-// only: a limiter that lists its one limit and has no FillTime (as
-// redisbucket's does).
-type listsOnly struct{ k *keyed.Limiter }
-
-func (l listsOnly) AllowN(ctx context.Context, key string, n int64) (admit.Decision, error) {
-	return l.k.AllowN(ctx, key, n)
-}
-
-func (l listsOnly) Limits() []admit.Limit { return l.k.Limits() }
-
 // TestWrapperHidesNothing: the wrapper has neither FillTime nor Limits of
-// its own, so it cannot report a FillTime the wrapped limiter lacks (one of
-// 0 made the middleware leave w out, though the one listed limit gives
-// it); the middleware finds what the wrapped limiter has through Unwrap.
+// its own, so it can neither hide the wrapped limiter's nor claim one the
+// wrapped limiter lacks (a FillTime of 0 made the middleware leave w out
+// for a limiter that lists its one limit and has no FillTime, as
+// redisbucket's: integration's TestHTTPRedisWrapped runs that case on a
+// real redis-server); the middleware finds what the wrapped limiter has
+// through Unwrap.
 func TestWrapperHidesNothing(t *testing.T) {
 	k, err := keyed.NewLimits([]admit.Limit{admit.Per(4*time.Second, 2)}, admit.WithClock(buckettest.NewFakeClock(0)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := admitotel.Wrap(listsOnly{k}, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider()))
+	w, err := admitotel.Wrap(k, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := any(w).(interface{ FillTime() time.Duration }); ok {
-		t.Error("the wrapper has a FillTime method; the wrapped limiter has none")
+		t.Error("the wrapper has a FillTime method of its own")
+	}
+	if _, ok := any(w).(interface{ Limits() []admit.Limit }); ok {
+		t.Error("the wrapper has a Limits method of its own")
 	}
 	srv := httptest.NewServer(admithttp.Middleware(w, admithttp.WithPolicyName("api"))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 	defer srv.Close()
@@ -128,6 +122,6 @@ func TestWrapperHidesNothing(t *testing.T) {
 	}
 	resp.Body.Close()
 	if got, want := resp.Header.Get("RateLimit-Policy"), `"api";q=2;w=4`; got != want {
-		t.Errorf("RateLimit-Policy %q; want %q (w from the one listed limit)", got, want)
+		t.Errorf("RateLimit-Policy %q; want %q (w from the wrapped limiter)", got, want)
 	}
 }

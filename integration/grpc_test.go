@@ -242,7 +242,7 @@ func TestGRPCLimiterFailure(t *testing.T) {
 		{"fail closed", newRedis(), nil, []codes.Code{codes.Unavailable, codes.Unavailable}, []string{"", ""}, "", 0},
 		{"interceptor fails open", newRedis(), []admitgrpc.Option{admitgrpc.WithFailOpen()}, []codes.Code{codes.OK, codes.OK}, []string{"", ""}, "", 2},
 		{"backend fails open", newRedis(redisbucket.WithFailOpen()), nil, []codes.Code{codes.OK, codes.OK}, []string{"", ""}, "", 2},
-		// The fallback's bucket is not the listed limit's: its q, no w.
+		// A failure policy's Decision is shown alone: its q, no w.
 		{"fallback decides", newRedis(redisbucket.WithFallback(fallback)), []admitgrpc.Option{admitgrpc.WithFailOpen()},
 			[]codes.Code{codes.OK, codes.ResourceExhausted}, []string{`"default";r=0;t=1000`, `"default";r=0;t=1000`}, `"default";q=1`, 1},
 	}

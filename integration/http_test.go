@@ -9,12 +9,33 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/admithttp"
+	"github.com/admit-go/admit/admitotel"
 	"github.com/admit-go/admit/redisbucket"
+	"github.com/admit-go/admit/redisbucket/redistest"
+	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
+
+// get makes one GET request to srv and returns its response, the body read
+// and closed.
+func get(t *testing.T, srv *httptest.Server) *http.Response {
+	t.Helper()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
 
 // TestHTTPRedisLimits: admithttp over redisbucket.NewLimits, bare and
 // through admitotel's wrapper, lists both limits in RateLimit-Policy and
@@ -32,12 +53,7 @@ func TestHTTPRedisLimits(t *testing.T) {
 			srv := httptest.NewServer(admithttp.Middleware(kl)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 			defer srv.Close()
 			for i, want := range []int{200, 200, 429} {
-				resp, err := srv.Client().Get(srv.URL)
-				if err != nil {
-					t.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+				resp := get(t, srv)
 				if resp.StatusCode != want {
 					t.Fatalf("request %d: %s; want %d", i, resp.Status, want)
 				}
@@ -108,5 +124,100 @@ func TestHTTPCancelledRequestRedis(t *testing.T) {
 				t.Errorf("the client's bucket: %+v, %v; want its one token", d, err)
 			}
 		})
+	}
+}
+
+// TestHTTPDeadlineStalledRedis: the rule WithFailOpen's doc states for a
+// request whose own deadline passes while the limiter decides. Redis is
+// frozen (SIGSTOP: connections stay open, nothing answers). With the
+// request's deadline, set in front of the middleware, before redisbucket's
+// timeout, redisbucket returns the request's context.DeadlineExceeded:
+// no limiter failed, so the answer is 503 though both layers fail open,
+// and the handler does not run. With redisbucket's timeout before the
+// request's deadline, the stall is the limiter's failure, within the
+// request's time: it fails closed blind, and the middleware's WithFailOpen
+// serves the request.
+func TestHTTPDeadlineStalledRedis(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		front, backend  time.Duration // the request's deadline, redisbucket's WithTimeout
+		backendFailOpen bool
+		status          int
+		served          int64
+	}{
+		{"request deadline first", 50 * time.Millisecond, time.Minute, true, http.StatusServiceUnavailable, 0},
+		{"backend timeout first", time.Minute, 50 * time.Millisecond, false, http.StatusOK, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := redistest.New(t)
+			rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+			t.Cleanup(func() { rdb.Close() })
+			ropts := []redisbucket.Option{redisbucket.WithTimeout(c.backend)}
+			if c.backendFailOpen {
+				ropts = append(ropts, redisbucket.WithFailOpen())
+			}
+			l, err := redisbucket.New(rdb, 1, 1, ropts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rdb.Ping(context.Background()).Err(); err != nil { // a connection in the pool
+				t.Fatal(err)
+			}
+			if err := s.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Signal(syscall.SIGCONT) })
+			var served atomic.Int64
+			var mu sync.Mutex
+			var reported []error
+			limited := admithttp.Middleware(l, admithttp.WithFailOpen(), admithttp.WithOnError(func(_ *http.Request, err error) {
+				mu.Lock()
+				reported = append(reported, err)
+				mu.Unlock()
+			}))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) }))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ctx, cancel := context.WithTimeout(r.Context(), c.front)
+				defer cancel()
+				limited.ServeHTTP(w, r.WithContext(ctx))
+			}))
+			defer srv.Close()
+			resp := get(t, srv)
+			if resp.StatusCode != c.status || served.Load() != c.served {
+				t.Fatalf("%s, the handler ran %d times; want %d, %d", resp.Status, served.Load(), c.status, c.served)
+			}
+			// The request's own deadline is reported as itself; the
+			// backend's timeout as an outage, never as a context error.
+			mu.Lock()
+			defer mu.Unlock()
+			if len(reported) != 1 || errors.Is(reported[0], context.DeadlineExceeded) != (c.status == http.StatusServiceUnavailable) ||
+				errors.Is(reported[0], admit.ErrUnavailable) == (c.status == http.StatusServiceUnavailable) {
+				t.Fatalf("WithOnError got %v", reported)
+			}
+		})
+	}
+}
+
+// TestHTTPRedisWrapped: redisbucket.New lists its one limit and has no
+// FillTime. Through admitotel's wrapper, which has neither method of its
+// own, admithttp finds the listed limit down the Unwrap chain and shows its
+// w (a wrapper that reported a FillTime of 0 for a limiter without one
+// made the middleware leave w out).
+func TestHTTPRedisWrapped(t *testing.T) {
+	l, err := redisbucket.New(startRedis(t), 2, 0.5, redisbucket.WithPrefix("http-wrapped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := any(l).(interface{ FillTime() time.Duration }); ok {
+		t.Fatal("redisbucket.Limiter has a FillTime method: this test no longer covers a limiter without one")
+	}
+	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admithttp.Middleware(w, admithttp.WithPolicyName("api"))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	defer srv.Close()
+	resp := get(t, srv)
+	if got, want := resp.Header.Get("RateLimit-Policy"), `"api";q=2;w=4`; got != want {
+		t.Errorf("RateLimit-Policy %q; want %q (w from the one limit redisbucket lists)", got, want)
 	}
 }
