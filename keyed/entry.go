@@ -1,7 +1,6 @@
 package keyed
 
 import (
-	"strings"
 	"sync/atomic"
 	"unsafe"
 )
@@ -60,8 +59,8 @@ func newEntry(key string, z, t int64) *entry {
 	return e
 }
 
-// withKey returns a new T whose string field (field) is a copy of key,
-// stored in the same allocation as the T when key has at most 48 bytes.
+// withKey returns a new T whose string field (field) is a copy of key (a
+// key's form: at most maxKeyBytes), stored in the same allocation as the T.
 func withKey[T any](key string, field func(*T) *string) *T {
 	switch n := len(key); {
 	case n == 0:
@@ -72,10 +71,10 @@ func withKey[T any](key string, field func(*T) *string) *T {
 		return inline[T, [32]byte](key, field)
 	case n <= 48:
 		return inline[T, [48]byte](key, field)
+	case n <= maxKeyBytes:
+		return inline[T, [maxKeyBytes]byte](key, field)
 	}
-	v := new(T)
-	*field(v) = cloneKey(key)
-	return v
+	panic("keyed: a key's form is longer than maxKeyBytes")
 }
 
 // inline returns a T allocated together with a buffer of type K (a byte
@@ -90,9 +89,6 @@ func inline[T, K any](key string, field func(*T) *string) *T {
 	*field(&b.v) = unsafe.String(&buf[0], copy(buf, key))
 	return &b.v
 }
-
-// cloneKey returns a copy of key that shares no memory with it.
-func cloneKey(key string) string { return strings.Clone(key) }
 
 // last returns the latest elapsed time stored in e's time word.
 func (e *entry) last() int64 { return int64(e.at.Load() &^ refBit) }

@@ -23,24 +23,39 @@
 //
 // # Time
 //
-// A call is decided at the later of its clock reading and the key's time
-// word: the time of the key's insertion or of its latest peek (n == 0).
-// Only peeks store their time, because every other call leaves
-// z > V(t) − Cap for its t: an admission stores max(z, V(t) − Cap) + u, and
-// a denial found V(t) − max(z, V(t) − Cap) < n <= Cap. A later call with an
-// older reading t' therefore finds V(t') − z < V(t) − z: no more than the
-// key held at t, so a stale reading adds nothing, and z never moves back.
-// A peek at a full bucket changes nothing in z, so it records t instead.
-// Sequentially this is mutexbucket's rule (time is the latest reading
-// applied) wherever it changes a decision, and FuzzModel checks every
-// Decision against a mutexbucket. Under concurrency a call whose reading
-// lost the race to a later one on another core applies the older reading,
-// which sees less of the stream: never more than a lock would have given.
+// A call is decided at the latest of its clock reading, the key's time
+// word (the time of its insertion or of its latest peek, n == 0) and the
+// instant the stream reached z, when the bucket was last empty. Only peeks
+// store their time, because every other call leaves z > V(t) − Cap for its
+// t: an admission stores max(z, V(t) − Cap) + u, and a denial found
+// V(t) − max(z, V(t) − Cap) < n <= Cap. A later call with an older reading
+// t' therefore finds V(t') − z < V(t) − z: no more than the key held at t,
+// so a stale reading adds nothing, and z never moves back. A peek at a full
+// bucket changes nothing in z, so it records t instead. Sequentially this
+// is mutexbucket's rule (time is the latest reading applied) wherever it
+// changes a decision, and FuzzModel checks every Decision against a
+// mutexbucket. Under concurrency a call whose reading lost the race to a
+// later one on another core applies the older reading, which sees less of
+// the stream: never more than a lock would have given.
+//
+// The third time is what an admission leaves behind without storing its
+// time: it sets z <= V(t), so the stream reached z no later than the key's
+// latest admission. A reading older than that instant would find a
+// negative balance; the call applies the instant instead, where the bucket
+// is exactly empty (the stream moves at most one unit per nanosecond). A
+// take is denied there as at its own reading, a peek (which promises
+// Allowed) is allowed, and the waits are counted from a time the key has
+// seen, never inflated by the caller's staleness: a denial of n waits at
+// most n/rate, a reset at most capacity/rate, rounded up to the
+// nanosecond.
 //
 // A key removed from the table and seen again starts no earlier than the
-// latest time applied to any key removed from its shard (one word per
-// shard, written by removals only), so a stale reading cannot restart a
-// dropped bucket in the past.
+// latest time of any key removed from its shard (one word per shard,
+// written by removals only; for a single-limit key, the later of its time
+// word and the instant it was last empty), so a stale reading cannot
+// restart a dropped bucket in the past, nor give an evicted client more
+// than its one extra burst. A key that turns into a multi-limit entry (see
+// AllowLimits) takes that latest time with it.
 //
 // RetryAfter and ResetAfter are counted from the time the call applied,
 // exactly to the nanosecond at which the bucket will hold what is asked.
@@ -62,6 +77,18 @@
 // falls back to time.Since for good if one was (by at most 16 µs times the
 // excess rate). The admit_purego build tag, and every other platform, read
 // time.Since.
+//
+// # Keys
+//
+// Every string, the empty one included, is a key. A key of up to 64 bytes
+// is held as a copy of its bytes; a longer one (a client can send a
+// megabyte in a header) as a 16-byte digest: two 64-bit maphash sums under
+// two secret seeds that New draws at random. Two long keys share a bucket
+// only if both sums collide, about 2^-128 for a given pair, which no client
+// can aim at without the seeds (the same holds for a 16-byte key that
+// equals a long key's digest). So a held key costs at most 64 bytes of key,
+// whatever the caller sends; hashing a long key costs time in its length,
+// once per call.
 //
 // # The table, without locks for a held key
 //
@@ -115,12 +142,16 @@
 //     full ones in amortised O(1) per insertion;
 //   - at the bound, before anything else, room is made from full buckets.
 //     Each shard keeps a floor: a lower bound on the full-at time of every
-//     bucket it holds (an insertion lowers it to the new bucket's; z only
-//     grows, so a floor stays a lower bound as calls go on). A shard whose
-//     floor is after the call's time holds no full bucket; the others are
-//     swept (every full bucket dropped, the floor made exact), own shard
-//     first, until one drop makes room. So a live key is never evicted,
-//     and a new key never refused, while a full bucket is held anywhere.
+//     bucket it holds (an insertion lowers it to the new bucket's, and so
+//     does a carry-over to a faster rate or a smaller capacity, which moves
+//     a key's full-at time earlier; otherwise z only grows, so a floor
+//     stays a lower bound as calls go on). A shard whose floor is after the
+//     call's time holds no full bucket; the others are swept (every full
+//     bucket dropped, the floor made exact), own shard first, until one
+//     drop makes room. A sweep waits for a multi-limit key that a call is
+//     using rather than pass it over. So a live key is never evicted, and
+//     a new key never refused, while a full bucket is held anywhere, and a
+//     refusal always carries a wait above zero.
 //
 // Only when no bucket is full does the limiter choose, by WithPolicy:
 //
@@ -150,7 +181,7 @@
 //
 // # Cost
 //
-// A held key costs its entry (32 bytes, with a key of up to 48 bytes stored
+// A held key costs its entry (32 bytes, with its key of up to 64 bytes stored
 // in the same allocation) and an 8-byte table slot at a load factor of at
 // most 3/4: about 48 heap bytes per key at 1M keys, key bytes excluded. A
 // call on a held key allocates nothing; it reads the clock once (see Time),
@@ -184,9 +215,10 @@ type Limiter struct {
 	views  []view // views[i] is shards[i]'s table for lock-free readers; see view
 	shift  uint   // a key's shard is its hash >> shift
 	seed   maphash.Seed
-	p      refill.Params // the primary limit's arithmetic; immutable after New
-	clk    refill.Clock  // immutable after New
-	unit   int64         // p.Units(1)
+	dseed  [2]maphash.Seed // a long key's digest (form)
+	p      refill.Params   // the primary limit's arithmetic; immutable after New
+	clk    refill.Clock    // immutable after New
+	unit   int64           // p.Units(1)
 
 	capacity int64         // the primary limit's capacity, in tokens
 	limits   []admit.Limit // the configured limits (NewLimits); immutable
@@ -281,6 +313,7 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 		views:    make([]view, n),
 		shift:    uint(64 - bits.TrailingZeros(uint(n))), // 64 for one shard: h >> 64 is 0
 		seed:     maphash.MakeSeed(),
+		dseed:    [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		p:        lps[0].p,
 		clk:      refill.NewCounterClock(cfg.Clock),
 		unit:     lps[0].p.Units(1),
@@ -305,12 +338,15 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 // limit, or NewLimits' limits).
 func (l *Limiter) Limits() []admit.Limit { return append([]admit.Limit(nil), l.limits...) }
 
-// hash is the key's 64-bit hash: its high bits pick the shard, its low
-// bits the key's home in the shard's table.
-func (l *Limiter) hash(key string) uint64 { return maphash.String(l.seed, key) }
+// hash is the 64-bit hash of a key's form: its high bits pick the shard,
+// its low bits the key's home in the shard's table.
+func (l *Limiter) hash(form string) uint64 { return maphash.String(l.seed, form) }
 
 // shardOf returns the index of key's shard.
-func (l *Limiter) shardOf(key string) int { return int(l.hash(key) >> l.shift) }
+func (l *Limiter) shardOf(key string) int {
+	var buf [digestBytes]byte
+	return int(l.hash(l.form(key, &buf)) >> l.shift)
+}
 
 // Allow reports whether one token was taken from key's bucket (from each of
 // its limits): AllowN(ctx, key, 1).Allowed, without a context. It never
@@ -433,6 +469,10 @@ const (
 // (take). Anything else (a key not found, an entry removed meanwhile) goes
 // to slow, under the shard's lock.
 func (l *Limiter) decide(key string, need int64) outcome {
+	if len(key) > maxKeyBytes {
+		var buf [digestBytes]byte
+		key = l.digest(key, &buf) // its form (see form), here without a call for a short key
+	}
 	h := l.hash(key)
 	i := h >> l.shift
 	v := &l.views[i]
@@ -472,14 +512,13 @@ func (l *Limiter) decide(key string, need int64) outcome {
 func (l *Limiter) take(e *entry, t, need int64) (outcome, bool) {
 	a := e.at.Load()
 	t = max(t, int64(a&^refBit))
-	v := l.p.V(t)
-	full := v - l.p.Cap
 	for {
 		s := e.st.Load()
 		if s >= multiTag {
 			return outcome{}, false
 		}
-		z := max(dec(s), full)
+		tk, v := l.keyTime(t, dec(s))
+		z := max(dec(s), v-l.p.Cap)
 		ok := v-z >= need
 		if ok && need > 0 {
 			if !e.st.CompareAndSwap(s, enc(z+need)) {
@@ -488,19 +527,45 @@ func (l *Limiter) take(e *entry, t, need int64) (outcome, bool) {
 			z += need
 		}
 		if need == 0 {
-			e.touch(a, t)
+			e.touch(a, tk)
 		} else if a&refBit == 0 {
 			// The CLOCK bit: one write per turn of the eviction hand, not
 			// per call. Losing the CAS is fine: the winner set it, or
 			// stored a later peek time with it.
 			e.at.CompareAndSwap(a, a|refBit)
 		}
-		o := outcome{t: t, v: v, z: z}
+		o := outcome{t: tk, v: v, z: z}
 		if ok {
 			o.kind = allowed
 		}
 		return o, true
 	}
+}
+
+// keyTime returns the elapsed time a call decides at and V there: t, or,
+// when the key's empty point z is past V(t), the instant the stream reached
+// z. Every admission leaves z <= V of its own time, so that instant is no
+// later than the key's latest admission: a call whose reading is older
+// (it lost a race to a later one) applies it, which sees exactly an empty
+// bucket (the stream moves at most one unit per ns, so V there is z): a
+// peek is allowed, a take of n > 0 denied, as at the older reading, and
+// the waits are counted from a time the key has seen, never inflated by
+// the caller's staleness (at most n/rate for n tokens).
+func (l *Limiter) keyTime(t, z int64) (int64, int64) {
+	v := l.p.V(t)
+	if z > v {
+		t = l.p.Reach(t, z)
+		v = l.p.V(t)
+	}
+	return t, v
+}
+
+// lastTime returns a lower bound of the latest elapsed time a single-limit
+// entry has seen, from its time word a and its state s (below multiTag):
+// the later of the time word (insertion, peeks) and the instant the stream
+// reached its empty point (no later than its latest admission).
+func (l *Limiter) lastTime(a, s uint64) int64 {
+	return max(int64(a&^refBit), l.p.Reach(0, dec(s)))
 }
 
 // slow decides for a key the lock-free probe did not find live: under the
@@ -533,8 +598,11 @@ func (l *Limiter) slow(s *shard, key string, h uint64, need, t int64) outcome {
 			return outcome{t: t, v: v, z: full, kind: allowed}
 		}
 		if l.reserve() {
-			z := full + need // need <= Cap: a new bucket always has it
-			s.insert(l, newEntry(key, z, t), h, l.p.Reach(t, z+l.p.Cap), t)
+			if t2 := s.handBefore(l, t); t2 != t {
+				t, v = t2, l.p.V(t2)
+			}
+			z := v - l.p.Cap + need // need <= Cap: a new bucket always has it
+			s.insert(l, newEntry(key, z, t), h, l.p.Reach(t, z+l.p.Cap))
 			s.mu.Unlock()
 			return outcome{t: t, v: v, z: z, kind: allowed}
 		}

@@ -110,13 +110,14 @@ func (m *multiEntry) full(t int64) bool {
 	return true
 }
 
-// dropMulti removes m if every limit it holds is full at t. A key whose
-// lock is held is in use and is passed over (TryLock): its own insertion
-// holds it while the hand runs, before its first limit is stored.
+// dropMulti removes m if every limit it holds is full at t. It waits for
+// m's lock: a key in use (a peek holds the lock for a moment) may be full,
+// and passing it over would evict a live key or refuse a new one while a
+// full bucket is held. (No caller holds a key's lock while it waits for a
+// shard's, so this cannot deadlock: the hand runs before a new multi-limit
+// entry, locked by its creator, is inserted.)
 func (l *Limiter) dropMulti(m *multiEntry, t int64) bool {
-	if !m.mu.TryLock() {
-		return false
-	}
+	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.st.Load() != multiTag || !m.full(t) {
 		return false
@@ -146,6 +147,11 @@ func (l *Limiter) killMulti(m *multiEntry) bool {
 func (l *Limiter) fullAtMulti(m *multiEntry) int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.fullAt()
+}
+
+// fullAt is the latest of m's limits' full-at times. Requires m.mu.
+func (m *multiEntry) fullAt() int64 {
 	at := int64(0)
 	for i := range m.lims {
 		s := &m.lims[i]
@@ -162,8 +168,11 @@ const maxStackLimits = 8
 // state lives per (key, Name), a Name the key does not hold starts full,
 // and a limit whose Capacity or Rate differs from what the key holds under
 // its Name carries the balance over (advanced to now at the old rate, then
-// clamped to the new capacity). The limiter's own limits (New, NewLimits)
-// are not applied; they share state with calls that name them.
+// clamped to the new capacity; a bucket full under the old limit is full
+// under the new one, as it would be had the limiter dropped it, so that a
+// client's balance never depends on other keys' traffic). The limiter's
+// own limits (New, NewLimits) are not applied; they share state with calls
+// that name them.
 //
 // The Decision: allowed, Policy, Limit and Remaining are the limit's with
 // the fewest whole tokens left (the first such in limits), ResetAfter the
@@ -218,6 +227,8 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 		cl = make([]callLimit, 0, len(limits))
 	}
 	cl = cl[:len(limits)]
+	var buf [digestBytes]byte
+	key = l.form(key, &buf)
 	h := l.hash(key)
 	v := &l.views[h>>l.shift]
 	v.prefetch(h)
@@ -229,7 +240,7 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 		m := asMulti(e)
 		m.mu.Lock()
 		if m.st.Load() == multiTag {
-			if tc, ok := l.decideMulti(m, t, n, limits, cl, true); ok {
+			if tc, ok := l.decideMulti(m, t, n, limits, cl, true, nil); ok {
 				m.mu.Unlock()
 				l.multiDecision(d, tc, n, limits, cl)
 				return nil
@@ -275,7 +286,24 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 			m.mu.Unlock()
 			continue
 		}
-		tc, _ := l.decideMulti(m, t, n, limits, cl, false) // every cl[i].lp is set: it decides
+		tc, ok := l.decideMulti(m, t, n, limits, cl, false, nil) // every cl[i].lp is set
+		if !ok {
+			// A carry-over, which may move the key's full-at time earlier:
+			// the shard's floor must follow before any call sees the new
+			// state, so decide again under the shard's lock (lock order:
+			// shard, then key).
+			m.mu.Unlock()
+			s := &l.shards[h>>l.shift]
+			s.mu.Lock()
+			m.mu.Lock()
+			if m.st.Load() != multiTag {
+				m.mu.Unlock()
+				s.mu.Unlock()
+				continue
+			}
+			tc, _ = l.decideMulti(m, t, n, limits, cl, false, s)
+			s.mu.Unlock()
+		}
 		m.mu.Unlock()
 		l.multiDecision(d, tc, n, limits, cl)
 		return nil
@@ -290,8 +318,12 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 // anything. held (a call not yet checked; n >= 0, limits not empty) decides
 // only if m holds every limit, each under a different one of its first 64
 // states, with the same Capacity and Rate, and n is within every Capacity;
-// otherwise it reports false, having changed nothing. Requires m.mu.
-func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, cl []callLimit, held bool) (int64, bool) {
+// otherwise it reports false, having changed nothing. A carry-over (a limit
+// m holds under its Name with another Capacity or Rate) may move m's
+// full-at time earlier, so it is decided only by a caller that holds m's
+// shard's lock, s, and lowers s's floor to follow; with s nil, decideMulti
+// reports false before it changes anything. Requires m.mu.
+func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, cl []callLimit, held bool, s *shard) (int64, bool) {
 	t = max(t, m.last)
 	allowed := true
 	var used uint64 // held: the states matched so far, which must differ
@@ -319,7 +351,7 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 		}
 		if c.j >= 0 && m.lims[c.j].lp.capacity == lim.Capacity && m.lims[c.j].lp.rate == lim.Rate {
 			c.lp = m.lims[c.j].lp // the same pair, perhaps another *limParams from a cache collision
-		} else if c.lp == nil {
+		} else if c.lp == nil || c.j >= 0 && s == nil {
 			return 0, false // nothing changed yet: the first loop only reads m
 		}
 		p := &c.lp.p
@@ -360,6 +392,14 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 	if a := m.at.Load(); a&refBit == 0 {
 		m.at.CompareAndSwap(a, a|refBit) // the CLOCK bit, as take sets it
 	}
+	if s != nil {
+		// After a carry-over: the floor stays a lower bound of every
+		// full-at time in the shard (see shardState.floor).
+		if at := m.fullAt(); at < s.floor.Load() {
+			s.floor.Store(at)
+			s.minE = &m.entry
+		}
+	}
 	return t, true
 }
 
@@ -376,12 +416,17 @@ func checkN(d *admit.Decision, n int64, limits []admit.Limit) error {
 }
 
 // carry returns the balance, in p's units, that old's bucket carries into a
-// limit of the same Name with arithmetic p at time t: advanced to t at the
-// old rate, capped at the old capacity, then clamped to the new capacity
-// (rounded down when p's units are coarser).
+// limit of the same Name with arithmetic p at time t: a bucket full at t is
+// full under the new limit too (a full bucket equals one never used, which
+// the limiter may have dropped by then); otherwise the balance advanced to t
+// at the old rate, clamped to the new capacity (rounded down when p's units
+// are coarser).
 func carry(old *limState, t int64, p *refill.Params) int64 {
 	op := &old.lp.p
 	bal := min(max(op.V(t)-old.z, 0), op.Cap)
+	if bal == op.Cap {
+		return p.Cap
+	}
 	switch {
 	case op.Shift > p.Shift:
 		bal >>= op.Shift - p.Shift
@@ -467,12 +512,13 @@ func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, loc
 		}
 		t := max(t, s.removedAt) // see slow
 		if l.reserve() {
+			t = s.handBefore(l, t)
 			m := newMulti(key)
 			m.st.Store(multiTag)
 			m.last = t
 			m.mu.Lock() // lock order: shard, then key
 			// No limit held yet: full-at is now, a lower bound of the floor.
-			s.insert(l, &m.entry, h, t, t)
+			s.insert(l, &m.entry, h, t)
 			s.mu.Unlock()
 			return m, true, 0, true
 		}
@@ -505,7 +551,7 @@ func (l *Limiter) convert(s *shard, tb *table, h uint64, e *entry) *multiEntry {
 		m.st.Store(multiTag)
 		a := e.at.Load()
 		m.at.Store(a & refBit)
-		m.last = int64(a &^ refBit)
+		m.last = l.lastTime(a, st) // the key's latest time, which its time word alone may not hold
 		tb.slots[tb.slot(h, e)].Store(&m.entry)
 		return m
 	}

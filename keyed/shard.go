@@ -90,11 +90,24 @@ const slotSize = uint64(unsafe.Sizeof(atomic.Pointer[entry]{}))
 // hash is e's key's hash.
 func (l *Limiter) entryHash(e *entry) uint64 { return l.hash(e.key) }
 
-// insert stores a new entry for key (hash h) whose bucket is full at
-// elapsed time fullAt, and lets the hand look at two slots, dropping the
-// full buckets it finds there (amortised O(1) cleaning without a
-// goroutine). The caller holds mu and has reserved a key in the bound.
-func (s *shard) insert(l *Limiter, e *entry, h uint64, fullAt, t int64) {
+// handBefore lets the hand look at two slots before an insertion at
+// elapsed time t, dropping the full buckets it finds there (amortised O(1)
+// cleaning without a goroutine), and returns the time the new bucket
+// starts at: t, or later if a bucket dropped had seen a later time (a new
+// bucket starts no earlier than any removed from its shard). Requires mu.
+func (s *shard) handBefore(l *Limiter, t int64) int64 {
+	if tb := s.tab.Load(); tb != nil {
+		for range 2 {
+			s.look(l, tb, t)
+		}
+	}
+	return max(t, s.removedAt)
+}
+
+// insert stores a new entry e for a key (hash h) whose bucket is full at
+// elapsed time fullAt. The caller holds mu, has reserved a key in the
+// bound, and has let the hand look (handBefore).
+func (s *shard) insert(l *Limiter, e *entry, h uint64, fullAt int64) {
 	// The entry (newEntry) and the table's amortised growth are the
 	// allocations a new key costs.
 	tb := s.tab.Load()
@@ -107,9 +120,6 @@ func (s *shard) insert(l *Limiter, e *entry, h uint64, fullAt, t int64) {
 	if fullAt < s.floor.Load() {
 		s.floor.Store(fullAt)
 		s.minE = e
-	}
-	for range 2 {
-		s.look(l, tb, t)
 	}
 }
 
@@ -229,6 +239,12 @@ func (s *shard) evict(l *Limiter, t int64) bool {
 		}
 		st := e.st.Load()
 		if l.kill(e, st) {
+			// An evicted key restarts no earlier than the latest time it
+			// has seen, which for a single-limit key its time word alone
+			// does not record (admissions store none): see lastTime.
+			if st < multiTag {
+				t = max(t, l.lastTime(e.at.Load(), st))
+			}
 			s.unlink(l, tb, i, t)
 			s.evictions++
 			s.hand = i + 1
