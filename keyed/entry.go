@@ -49,9 +49,9 @@ func dec(s uint64) int64 { return int64(s) - zOff }
 
 // newEntry returns an entry for a copy of key with empty point z, created
 // at t. The copy is made so that the limiter does not keep alive a larger
-// buffer the caller's string may point into (a request header, say); a key
-// of up to 48 bytes is stored in the entry's own allocation, next to its
-// state, so that a lookup touches one object.
+// buffer the caller's string may point into (a request header, say); key
+// (a key's form: at most maxKeyBytes) is stored in the entry's own
+// allocation, next to its state, so that a lookup touches one object.
 func newEntry(key string, z, t int64) *entry {
 	e := withKey(key, func(e *entry) *string { return &e.key })
 	e.st.Store(enc(z))

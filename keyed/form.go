@@ -39,8 +39,9 @@ func (l *Limiter) digest(key string, buf *[digestBytes]byte) string {
 	return unsafe.String(&buf[0], digestBytes)
 }
 
-// maxBytesPerKey bounds the heap bytes one held single-limit key costs: its
-// entry with its key's form in one allocation (32 + at most maxKeyBytes:
-// the 96-byte size class) and its share of its shard's table (8-byte slots
-// at a load of at least 3/8 after a grow: at most 21.4 bytes).
-const maxBytesPerKey = 128
+// maxBytesPerKey bounds the heap bytes one held single-limit key costs
+// once its shard has grown past its first table: its entry with its key's
+// form in one allocation (32 + at most maxKeyBytes: the 96-byte size
+// class) and its share of its shard's table (9-byte slots at a load of at
+// least 3/8 after a grow: at most 24 bytes).
+const maxBytesPerKey = 120

@@ -94,29 +94,48 @@
 //
 // Keys live in power-of-two many shards picked by the high bits of a
 // 64-bit hash of the key. Each shard has a mutex, an open-addressing table
-// of pointers to entries (linear probing from the hash's low bits), and
-// counters. An entry holds the key's bytes (immutable), its state word z
-// and its time word (which also carries a CLOCK reference bit). A call:
+// of pointers to entries (linear probing; sizes 8·2^k and 12·2^k, grown
+// at a load of 3/4), one tag byte per slot (a byte of the hash, eight to
+// a word; 0 marks an empty slot), and counters. An entry holds the key's
+// bytes (immutable), its state word z and its time word (which also
+// carries a CLOCK reference bit). A call:
 //
-//  1. hashes the key, asks the CPU to prefetch the key's home slot, reads
-//     the clock (the slot's cache miss overlaps the read), and probes its
-//     shard's table with atomic loads only, through the shard's view: the
-//     tables' addresses and sizes, packed 16 bytes per shard in one array
-//     that stays in cache;
-//  2. if it finds the entry, decides by a CAS on the state word (a denial
-//     or a peek at a bucket not full writes nothing, bar the reference bit
-//     once per turn of the eviction hand). That CAS is the call's
-//     linearization point. No lock, no shared word written: the one line
-//     written is the entry's.
-//  3. Otherwise (the key is new, or the probe raced a writer) it takes the
+//  1. hashes the key and probes its shard's table with atomic loads only,
+//     through the shard's view (the table's size and the addresses of its
+//     tags and slots, packed 32 bytes per shard in one array that stays in
+//     cache): it reads the tag word of the key's home slot and follows only
+//     a slot whose tag is the key's, so it dereferences no other key's
+//     entry but on a tag collision (1 slot in 255);
+//  2. asks the CPU to fetch that entry's line for writing (PREFETCHW),
+//     reads the clock while it comes, then compares the key;
+//  3. if it is the key's, decides by a CAS on the state word (a denial or
+//     a peek at a bucket not full writes nothing, bar the reference bit once
+//     per turn of the eviction hand). That CAS is the call's linearization
+//     point. No lock, no shared word written: the one line written is the
+//     entry's.
+//  4. Otherwise (the key is new, or the probe raced a writer) it takes the
 //     shard's lock and looks again; only the lock holder inserts, removes
 //     or grows, and the count of keys and the hand move under it.
 //
+// Steps 1 and 2 are what lets a second core add throughput. Every line a
+// call reads but does not write (views, tags, slots, the clock's
+// calibration) is written only by insertions, removals and clock renewals,
+// so it stays shared in every core's cache. Comparing the keys of the
+// other entries in its run, as the table did before its tags, read lines
+// that other cores write when they call for those keys (the state word
+// sits beside the key): on a machine whose cores share no cache, each such
+// read is a transfer from the last writer, and the writer's next CAS
+// another, which made one Limiter slower at two cores than at one where
+// two Limiters were not. And a line read before it is written is fetched
+// twice, shared then owned, where PREFETCHW fetches it once, owned, while
+// the clock is read. docs/keyed.md lists every store a call makes.
+//
 // Why a lock-free probe is safe:
 //
-//   - A miss is never trusted (step 3 looks again under the lock), so a
+//   - A miss is never trusted (step 4 looks again under the lock), so a
 //     probe that a concurrent backward-shift deletion or a grow made miss
-//     costs a lock, not a wrong answer. A hit compares the whole key.
+//     (or a tag and its slot that disagree for a moment) costs a lock, not
+//     a wrong answer. A hit compares the whole key.
 //   - Entries are allocated per insertion and never reused: a pointer names
 //     one insertion of one key (no ABA).
 //   - Removal (a drop or an eviction) first CASes the state word to dead,
@@ -181,12 +200,21 @@
 //
 // # Cost
 //
-// A held key costs its entry (32 bytes, with its key of up to 64 bytes stored
-// in the same allocation) and an 8-byte table slot at a load factor of at
-// most 3/4: about 48 heap bytes per key at 1M keys, key bytes excluded. A
+// A held single-limit key costs one allocation, its 32-byte entry with its
+// key's form (at most 64 bytes) beside it: 48 bytes for a key of up to 16
+// bytes, 96 at most; and its share of its shard's table, 9 bytes a slot
+// (a pointer and a tag), a table holding at most twice the keys its shard
+// held at its peak (tables grow by 3/2 or 4/3 at a load of 3/4 and do not
+// shrink). So at WithMaxKeys(n) the entries take at most 96·n bytes, and
+// the tables about 12 to 18 bytes a key at their peak (the secret hash
+// spreads keys evenly over the shards). Measured at 2^20 held keys of 16
+// bytes: 61.6 heap bytes a key, the key's copy and the tables' slack
+// included. A multi-limit key costs a 168-byte entry with its key instead
+// (184 to 232 bytes, 192 to 240 with the allocator's rounding), holding up
+// to 3 limit Names, and 32 bytes more for each further Name it holds. A
 // call on a held key allocates nothing; it reads the clock once (see Time),
-// hashes the key once, and does one CAS. See docs/keyed.md and the README for measured
-// numbers.
+// hashes the key once, and does one CAS. See docs/keyed.md and the README
+// for measured numbers.
 //
 // Pick keyed for per-client limits in one process; pick the redisbucket
 // module when several processes must share the limits, and mutexbucket or
@@ -201,6 +229,7 @@ import (
 	"math/bits"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/internal/refill"
@@ -213,7 +242,8 @@ type Limiter struct {
 	_      noCopy
 	shards []shard
 	views  []view // views[i] is shards[i]'s table for lock-free readers; see view
-	shift  uint   // a key's shard is its hash >> shift
+	shift  uint   // a key's shard is its hash's top bits: (hash >> 1) >> shift (shardIndex)
+	hshift uint   // log2 of the shard count: hash << hshift is the hash's bits below the shard's (hx)
 	seed   maphash.Seed
 	dseed  [2]maphash.Seed // a long key's digest (form)
 	p      refill.Params   // the primary limit's arithmetic; immutable after New
@@ -311,7 +341,8 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 	l := &Limiter{
 		shards:   make([]shard, n),
 		views:    make([]view, n),
-		shift:    uint(64 - bits.TrailingZeros(uint(n))), // 64 for one shard: h >> 64 is 0
+		shift:    uint(63 - bits.TrailingZeros(uint(n))),
+		hshift:   uint(bits.TrailingZeros(uint(n))),
 		seed:     maphash.MakeSeed(),
 		dseed:    [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		p:        lps[0].p,
@@ -342,10 +373,20 @@ func (l *Limiter) Limits() []admit.Limit { return append([]admit.Limit(nil), l.l
 // its low bits the key's home in the shard's table.
 func (l *Limiter) hash(form string) uint64 { return maphash.String(l.seed, form) }
 
+// shardIndex returns the index of the shard of the key whose hash is h: its
+// top log2(shards) bits. The shift is split in two so that one shard (a
+// shift of 64, which Go defines as giving 0) needs no special case, and
+// both counts are below 64 without a check.
+func (l *Limiter) shardIndex(h uint64) uint64 { return h >> 1 >> (l.shift & 63) }
+
+// hx returns h shifted left past its shard bits: what home reduces to a
+// slot (see table).
+func (l *Limiter) hx(h uint64) uint64 { return h << (l.hshift & 63) }
+
 // shardOf returns the index of key's shard.
 func (l *Limiter) shardOf(key string) int {
 	var buf [digestBytes]byte
-	return int(l.hash(l.form(key, &buf)) >> l.shift)
+	return int(l.shardIndex(l.hash(l.form(key, &buf))))
 }
 
 // Allow reports whether one token was taken from key's bucket (from each of
@@ -464,8 +505,9 @@ const (
 
 // decide runs one call: need units, 0 <= need <= Cap, from key's bucket.
 //
-// The hot path, for a held key: hash, prefetch the home slot, read the
-// clock, probe the shard's table without a lock, and decide on the entry's state word with one CAS
+// The hot path, for a held key: hash, probe the shard's tags and slots
+// without a lock, prefetch the entry for writing, read the clock, compare
+// the key, and decide on the entry's state word with one CAS
 // (take). Anything else (a key not found, an entry removed meanwhile) goes
 // to slow, under the shard's lock.
 func (l *Limiter) decide(key string, need int64) outcome {
@@ -474,11 +516,42 @@ func (l *Limiter) decide(key string, need int64) outcome {
 		key = l.digest(key, &buf) // its form (see form), here without a call for a short key
 	}
 	h := l.hash(key)
-	i := h >> l.shift
-	v := &l.views[i]
-	v.prefetch(h)
+	// The first entry whose tag matches, almost always the key's own, is
+	// found from the tags and slots alone, and its line is fetched for
+	// writing before anything on it is read: a load first would bring the
+	// line in shared, and the CAS would then need a second transfer to own
+	// it. The clock is read while the line comes (the counter's read does
+	// not wait for a prefetch), and the key is compared after. The common
+	// case, a match in the home slot's tag word before any empty slot, is
+	// written out here (a call would cost more than it does); the rest (the
+	// run goes on into the next word, a miss, a slot in flux) is probe's.
+	var e *entry
+	v := &l.views[l.shardIndex(h)]
+	if n := v.n.Load(); n != 0 {
+		hx, tg := l.hx(h), tagOf(h)
+		tags, slots := v.tags.Load(), v.slots.Load()
+		i := home(hx, n)
+		// The tag word from slot i on, in its low bytes; the bytes shifted
+		// in at the top read as empty slots, so only a match before the
+		// first empty is an answer here. firstZero's lowest flag is exact,
+		// which is all this needs.
+		w := tagAt(tags, i/8).Load() >> (i % 8 * 8)
+		if m := bits.TrailingZeros64(firstZero(w ^ tg*lsb)); m < bits.TrailingZeros64(firstZero(w)) {
+			e = slotAt(slots, i+uint64(m)/8).Load()
+		}
+		if e == nil {
+			e = probe(n, tags, slots, hx, tg, "", true)
+		}
+		if e != nil {
+			prefetchw(unsafe.Pointer(e))
+		}
+	}
 	t := l.clk.Now()
-	if e := v.find(h, key); e != nil {
+	if e != nil && e.key != key {
+		collision()
+		e = l.views[l.shardIndex(h)].find(l.hx(h), tagOf(h), key) // a tag collision: the key's entry, if any, is further on
+	}
+	if e != nil {
 		// take's admission, written out here so that the common call is
 		// one function: the key's time word is not after t (no peek from
 		// the future), the reference bit is set, and the CAS wins.
@@ -497,7 +570,7 @@ func (l *Limiter) decide(key string, need int64) outcome {
 			return outcome{kind: multi}
 		}
 	}
-	return l.slow(&l.shards[i], key, h, need, t)
+	return l.slow(&l.shards[l.shardIndex(h)], key, h, need, t)
 }
 
 // take decides need units on e's bucket and reports false (live) if e is
@@ -576,7 +649,7 @@ func (l *Limiter) slow(s *shard, key string, h uint64, need, t int64) outcome {
 	for {
 		s.mu.Lock()
 		if tb := s.tab.Load(); tb != nil {
-			if e := tb.find(h, key); e != nil {
+			if e := tb.find(l.hx(h), tagOf(h), key); e != nil {
 				// Not dead nor moved: removals and replacements hold this
 				// lock from their CAS to their unlink.
 				o, live := l.take(e, t, need)
@@ -607,7 +680,7 @@ func (l *Limiter) slow(s *shard, key string, h uint64, need, t int64) outcome {
 			return outcome{t: t, v: v, z: z, kind: allowed}
 		}
 		s.mu.Unlock()
-		if at, ok := l.makeRoom(int(h>>l.shift), t); !ok {
+		if at, ok := l.makeRoom(int(l.shardIndex(h)), t); !ok {
 			s.mu.Lock()
 			s.refusals++
 			s.mu.Unlock()

@@ -230,13 +230,13 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 	var buf [digestBytes]byte
 	key = l.form(key, &buf)
 	h := l.hash(key)
-	v := &l.views[h>>l.shift]
-	v.prefetch(h)
+	v := &l.views[l.shardIndex(h)]
+	e := v.find(l.hx(h), tagOf(h), key)
 	t := l.clk.Now()
 	// The usual call: its stored states carry their arithmetic, so that no
 	// limit's is looked up. decideMulti gives up, changing nothing, on a
 	// limit the key does not hold so.
-	if e := v.find(h, key); e != nil && e.st.Load() == multiTag && n >= 0 && len(limits) > 0 {
+	if e != nil && e.st.Load() == multiTag && n >= 0 && len(limits) > 0 {
 		m := asMulti(e)
 		m.mu.Lock()
 		if m.st.Load() == multiTag {
@@ -293,7 +293,7 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 			// state, so decide again under the shard's lock (lock order:
 			// shard, then key).
 			m.mu.Unlock()
-			s := &l.shards[h>>l.shift]
+			s := &l.shards[l.shardIndex(h)]
 			s.mu.Lock()
 			m.mu.Lock()
 			if m.st.Load() != multiTag {
@@ -492,15 +492,15 @@ func (l *Limiter) fullDecision(d *admit.Decision, limits []admit.Limit) {
 // before it is published, so that it is never seen without a limit), and
 // checks that it is still live.
 func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, locked bool, at int64, ok bool) {
-	s := &l.shards[h>>l.shift]
-	if e := l.views[h>>l.shift].find(h, key); e != nil && e.st.Load() == multiTag {
+	s := &l.shards[l.shardIndex(h)]
+	if e := l.views[l.shardIndex(h)].find(l.hx(h), tagOf(h), key); e != nil && e.st.Load() == multiTag {
 		return asMulti(e), false, 0, true
 	}
 	for {
 		s.mu.Lock()
 		var tb *table
 		if tb = s.tab.Load(); tb != nil {
-			if e := tb.find(h, key); e != nil {
+			if e := tb.find(l.hx(h), tagOf(h), key); e != nil {
 				m := l.convert(s, tb, h, e)
 				s.mu.Unlock()
 				return m, false, 0, true
@@ -523,7 +523,7 @@ func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, loc
 			return m, true, 0, true
 		}
 		s.mu.Unlock()
-		if at, ok := l.makeRoom(int(h>>l.shift), t); !ok {
+		if at, ok := l.makeRoom(int(l.shardIndex(h)), t); !ok {
 			s.mu.Lock()
 			s.refusals++
 			s.mu.Unlock()
@@ -551,8 +551,10 @@ func (l *Limiter) convert(s *shard, tb *table, h uint64, e *entry) *multiEntry {
 		m.st.Store(multiTag)
 		a := e.at.Load()
 		m.at.Store(a & refBit)
-		m.last = l.lastTime(a, st) // the key's latest time, which its time word alone may not hold
-		tb.slots[tb.slot(h, e)].Store(&m.entry)
+		// The key's latest time, which its time word alone may not hold.
+		m.last = l.lastTime(a, st)
+		// The same key in the same slot: its tag stays.
+		tb.slots[tb.slot(l.hx(h), e)].Store(&m.entry)
 		return m
 	}
 }

@@ -41,54 +41,41 @@ type shardState struct {
 	inserts, drops, evictions, refusals uint64
 }
 
-// view is a shard's current table as lock-free readers see it: its slots
-// and size − 1, with no pointer to follow before the slots. The views of
-// all shards are packed in one array (Limiter.views), 16 bytes each, so
-// that the first load of every probe hits lines every call reads (256
-// views are 4 KB), not the shard's own line, which the lock and the
-// counters share. Written only by a grow, under the shard's lock: base
-// before mask, and tables only grow.
+// view is a shard's current table as lock-free readers see it: its size
+// and the addresses of its tags and slots, with no pointer to follow
+// before them. The views of all shards are packed in one array
+// (Limiter.views), 32 bytes each (two a line, none across lines), so that
+// the first loads of every probe hit lines every call reads (256 views are
+// 8 KB), not the shard's own line, which the lock and the counters share.
+// Written only by a grow, under the shard's lock: slots, then tags, then
+// n; read in the opposite order, n first. A reader that sees a size sees
+// that table's arrays or a later, larger one's, and tables only grow, so
+// every index it forms is inside the arrays it reads (a size from an
+// older, smaller table, or tags and slots from two tables, only misplace
+// the probe, which then misses or compares a key that is not its own; a
+// miss is never trusted and a key compared is never wrong).
 type view struct {
-	base atomic.Pointer[atomic.Pointer[entry]]
-	mask atomic.Uint64
+	n     atomic.Uint64 // 0 before the first table
+	tags  atomic.Pointer[atomic.Uint64]
+	slots atomic.Pointer[atomic.Pointer[entry]]
+	_     uint64
 }
 
-// find returns key's entry (hash h) or nil, without the lock: the
-// lock-free probe of the table's doc. mask is loaded before base: a reader
-// that sees a mask sees that table's base or a later, larger one's, so
-// every index it forms is inside the array base points to (a mask from an
-// older, smaller table with a newer base only misplaces the probe, which
-// then misses, and a miss is never trusted).
-func (v *view) find(h uint64, key string) *entry {
-	mask := v.mask.Load()
-	base := unsafe.Pointer(v.base.Load())
-	for i, n := h&mask, mask; base != nil; i, n = (i+1)&mask, n-1 {
-		e := (*atomic.Pointer[entry])(unsafe.Add(base, i*slotSize)).Load()
-		if e == nil || e.key == key {
-			return e
-		}
-		if n == 0 { // one pass over the array: the probe ends while writers shift entries
-			return nil
-		}
+// find returns key's entry (shifted hash hx, tag t) or nil, without the
+// lock: the lock-free probe of the table's doc.
+func (v *view) find(hx, t uint64, key string) *entry {
+	n := v.n.Load()
+	if n == 0 {
+		return nil
 	}
-	return nil
+	return probe(n, v.tags.Load(), v.slots.Load(), hx, t, key, false)
 }
 
-// prefetch starts fetching the line of hash h's home slot, for a call that
-// reads the clock next: the clock read waits for earlier loads, not for a
-// prefetch, so the cache miss overlaps it. The address is formed as a
-// uintptr and never used as a pointer: a base and a mask from different
-// tables (a grow meanwhile), or no table yet (nil and 0), give an address
-// outside the slots, which is harmless, as a prefetch never faults.
-func (v *view) prefetch(h uint64) {
-	prefetch(uintptr(unsafe.Pointer(v.base.Load())) + uintptr(h&v.mask.Load()*slotSize))
+// entryHash returns e's key's shifted hash and tag.
+func (l *Limiter) entryHash(e *entry) (hx, t uint64) {
+	h := l.hash(e.key)
+	return l.hx(h), tagOf(h)
 }
-
-// slotSize is the size of a table slot.
-const slotSize = uint64(unsafe.Sizeof(atomic.Pointer[entry]{}))
-
-// hash is e's key's hash.
-func (l *Limiter) entryHash(e *entry) uint64 { return l.hash(e.key) }
 
 // handBefore lets the hand look at two slots before an insertion at
 // elapsed time t, dropping the full buckets it finds there (amortised O(1)
@@ -111,10 +98,10 @@ func (s *shard) insert(l *Limiter, e *entry, h uint64, fullAt int64) {
 	// The entry (newEntry) and the table's amortised growth are the
 	// allocations a new key costs.
 	tb := s.tab.Load()
-	if tb == nil || (s.used+1)*4 > len(tb.slots)*3 {
-		tb = s.grow(l, &l.views[h>>l.shift], tb)
+	if tb == nil || full(s.used, tb.n) {
+		tb = s.grow(l, &l.views[l.shardIndex(h)], tb)
 	}
-	tb.put(h, e)
+	tb.put(l.hx(h), tagOf(h), e)
 	s.used++
 	s.inserts++
 	if fullAt < s.floor.Load() {
@@ -128,29 +115,30 @@ func (s *shard) insert(l *Limiter, e *entry, h uint64, fullAt int64) {
 // v, the shard's view. Readers still probing old find the same entries
 // there.
 func (s *shard) grow(l *Limiter, v *view, old *table) *table {
-	n := minSlots
+	n := uint64(minSlots)
 	if old != nil {
-		n = 2 * len(old.slots)
+		n = nextSize(old.n)
 	}
 	tb := newTable(n)
 	if old != nil {
 		for i := range old.slots {
 			if e := old.slots[i].Load(); e != nil {
-				tb.put(l.entryHash(e), e)
+				hx, t := l.entryHash(e)
+				tb.put(hx, t, e)
 			}
 		}
 	}
 	s.tab.Store(tb)
-	v.base.Store(&tb.slots[0])
-	v.mask.Store(tb.mask)
+	v.slots.Store(&tb.slots[0])
+	v.tags.Store(&tb.tags[0])
+	v.n.Store(n)
 	return tb
 }
 
 // look moves the hand one slot: the entry there, if its bucket is full at
 // t, is dropped. Requires mu.
 func (s *shard) look(l *Limiter, tb *table, t int64) {
-	i := s.hand & tb.mask
-	s.hand = i + 1
+	i := s.handSlot(tb)
 	if e := tb.slots[i].Load(); e != nil && l.drop(e, t) {
 		s.unlink(l, tb, i, t)
 		s.drops++
@@ -219,22 +207,21 @@ func (s *shard) evict(l *Limiter, t int64) bool {
 		return false
 	}
 	for range 2*len(tb.slots) + 1 {
-		i := s.hand & tb.mask
+		i := s.handSlot(tb)
 		e := tb.slots[i].Load()
 		if e == nil {
-			s.hand = i + 1
 			continue
 		}
 		if l.drop(e, t) {
 			s.unlink(l, tb, i, t)
 			s.drops++
+			s.hand = i // the shift may have moved an entry into i
 			return true
 		}
 		if a := e.at.Load(); a&refBit != 0 {
 			// Second chance. A call that sets the bit again meanwhile
 			// makes the CAS fail; the next turn looks again.
 			e.at.CompareAndSwap(a, a&^refBit)
-			s.hand = i + 1
 			continue
 		}
 		st := e.st.Load()
@@ -247,10 +234,19 @@ func (s *shard) evict(l *Limiter, t int64) bool {
 			}
 			s.unlink(l, tb, i, t)
 			s.evictions++
-			s.hand = i + 1
 			return true
 		}
-		// A call changed the state; look at the same slot again.
+		s.hand = i // a call changed the state; look at the same slot again
 	}
 	return false
+}
+
+// handSlot returns the slot the hand is at and moves it one on. Requires mu.
+func (s *shard) handSlot(tb *table) uint64 {
+	i := s.hand
+	if i >= tb.n {
+		i = 0
+	}
+	s.hand = i + 1
+	return i
 }
