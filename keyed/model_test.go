@@ -473,6 +473,15 @@ func FuzzModel(f *testing.F) {
 						km.inSync = false
 					}
 					exp = expectMulti(km, call, params, max(r, km.last), n)
+					// A call that brings other parameters for a Name carries it
+					// over, admitted or not: the bound holds per window in which
+					// a Name's Capacity and Rate do not change, so its window
+					// starts again.
+					for _, lim := range call {
+						if w := km.wins[lim.Name]; w != nil && w.lim != lim {
+							km.wins[lim.Name] = newWindow(lim)
+						}
+					}
 				}
 				require.Equal(t, exp, dec, "op %d: %q n=%d limits %v at %d (reading %d)", i/3, key, n, call, tc, r)
 				// What no Decision may break, whatever the model says.

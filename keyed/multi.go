@@ -269,9 +269,8 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 		cl[i].lp = lp
 	}
 	for {
-		m, locked, at, ok := l.multiFor(key, h, n, t)
+		m, locked, w, ok := l.multiFor(key, h, n, t)
 		if !ok { // refused
-			w := l.until(t, at)
 			setDecision(d, false, limits[0].Capacity, 0, w, w, limits[0].Name)
 			return l.errFull
 		}
@@ -487,11 +486,12 @@ func (l *Limiter) fullDecision(d *admit.Decision, limits []admit.Limit) {
 // multiFor returns key's multiEntry (hash h), converting its single-limit
 // entry or inserting a new one as needed, making room first at the bound.
 // It returns nil for a peek (n == 0) at a key not held, and false with the
-// elapsed time at which room comes when RefuseNew refuses the key. The
+// wait until room comes when RefuseNew refuses the key, counted from the
+// time a new bucket would start at (see slow). The
 // caller locks the entry, unless locked says it is (a new entry is locked
 // before it is published, so that it is never seen without a limit), and
 // checks that it is still live.
-func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, locked bool, at int64, ok bool) {
+func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, locked bool, wait time.Duration, ok bool) {
 	s := &l.shards[l.shardIndex(h)]
 	if e := l.views[l.shardIndex(h)].find(l.hx(h), tagOf(h), key); e != nil && e.st.Load() == multiTag {
 		return asMulti(e), false, 0, true
@@ -527,7 +527,7 @@ func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, loc
 			s.mu.Lock()
 			s.refusals++
 			s.mu.Unlock()
-			return nil, false, at, false
+			return nil, false, l.until(t, at), false
 		}
 	}
 }

@@ -371,3 +371,36 @@ func TestLongKeysBounded(t *testing.T) {
 	clk.Advance(2 * time.Second)
 	runtime.KeepAlive(keys)
 }
+
+// TestStaleRefusalWait: under RefuseNew, a new key's refusal counts its
+// RetryAfter from the time a new bucket in its shard would start at (no
+// earlier than the latest time of a key removed from the shard), on the
+// multi-limit path as on the one-limit path: a caller with an older reading
+// is not told to wait its staleness on top.
+func TestStaleRefusalWait(t *testing.T) {
+	ctx := context.Background()
+	o := admit.Limit{Name: "o", Capacity: 3, Rate: 1e5}
+	for _, multi := range []bool{false, true} {
+		t.Run(fmt.Sprint("multi=", multi), func(t *testing.T) {
+			l, clk := newFake(t, 8, 1000, keyed.WithMaxKeys(2), keyed.WithShards(1), keyed.WithPolicy(keyed.RefuseNew))
+			d, err := l.AllowLimits(ctx, "gone", 1, o) // full 10 µs later
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			clk.Advance(50 * time.Millisecond)
+			for _, k := range []string{"a", "b"} { // a's insertion drops gone, at 50 ms
+				d, err = l.AllowN(ctx, k, 3) // full 3 ms later
+				require.NoError(t, err)
+				require.True(t, d.Allowed)
+			}
+			require.False(t, l.Held("gone"))
+			clk.Advance(-50 * time.Millisecond) // a reading from before the removal
+			if multi {
+				d, err = l.AllowLimits(ctx, "c", 1, o)
+			} else {
+				d, err = l.AllowN(ctx, "c", 1)
+			}
+			require.ErrorIs(t, err, admit.ErrUnavailable)
+			assert.Equal(t, 3*time.Millisecond, d.RetryAfter, "a and b are full 3 ms after 50 ms, the shard's removal time")
+		})
+	}
+}
