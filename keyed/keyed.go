@@ -49,13 +49,16 @@
 // most n/rate, a reset at most capacity/rate, rounded up to the
 // nanosecond.
 //
-// A key removed from the table and seen again starts no earlier than the
-// latest time of any key removed from its shard (one word per shard,
-// written by removals only; for a single-limit key, the later of its time
-// word and the instant it was last empty), so a stale reading cannot
-// restart a dropped bucket in the past, nor give an evicted client more
-// than its one extra burst. A key that turns into a multi-limit entry (see
-// AllowLimits) takes that latest time with it.
+// A key not held (never seen, or removed and seen again) starts no
+// earlier than the latest time its shard applied to a key it did not hold
+// (one word per shard, written under the shard's lock by removals, with
+// the removed key's latest time: for a single-limit key, the later of its
+// time word and the instant it was last empty; and by peeks at keys not
+// held, which store nothing else), so a stale reading cannot restart a
+// dropped bucket in the past, start a bucket before a peek that found it
+// absent, nor give an evicted client more than its one extra burst. A key
+// that turns into a multi-limit entry (see AllowLimits) takes its latest
+// time with it.
 //
 // RetryAfter and ResetAfter are counted from the time the call applied,
 // exactly to the nanosecond at which the bucket will hold what is asked.
@@ -661,12 +664,17 @@ func (l *Limiter) slow(s *shard, key string, h uint64, need, t int64) outcome {
 			}
 		}
 		// A new bucket starts no earlier than the latest time applied to a
-		// key removed from this shard, so that a key dropped and seen again
-		// with an older reading finds no more than it left.
-		t := max(t, s.removedAt)
+		// key of this shard it does not hold, so that a key dropped and
+		// seen again with an older reading finds no more than it left (see
+		// shardState.absentAt).
+		t := max(t, s.absentAt)
 		v := l.p.V(t)
 		full := v - l.p.Cap
-		if need == 0 { // a peek at a key not held: a full bucket, and nothing to store
+		if need == 0 {
+			// A peek at a key not held: a full bucket, and nothing to store
+			// but its time, so that a later call with an older reading does
+			// not create the bucket before it.
+			s.absentAt = t
 			s.mu.Unlock()
 			return outcome{t: t, v: v, z: full, kind: allowed}
 		}

@@ -50,21 +50,31 @@ type keyModel struct {
 	inSync      bool
 	spares      []*mutexbucket.Bucket
 	evictions   int64
+	evLatest    int64 // latest when the key was last evicted
 	wins        map[string]*window
 }
 
 // window checks, admission by admission, that no window of one (key, Name)
 // in which the Name's Capacity and Rate did not change holds more than
 // capacity + rate × its length + 1, plus one capacity per eviction of the
-// key within it (an evicted client restarts full: one extra burst each).
-// An admission's time is known to lie in [lo, hi] (buckettest.Bound's
-// AdmitWithin): with P the tokens admitted and E the evictions so far,
-// P(j) − P(before i) − rate·(hi_j − lo_i) − Cap·(E_j − E_i) <= Cap + 1.
+// key: an evicted client restarts full, so a window that spans an eviction
+// may hold one burst more. So may a window that starts after it while the
+// key's calls still apply times before the latest reading the key had seen
+// when it was evicted ("stale" admissions): the new bucket starts at the
+// instant the old one was last empty, which may lie before that reading,
+// and refills from there (never more than the old bucket held then, so the
+// eviction's whole excess is still one burst). An admission's time is known
+// to lie in [lo, hi] (buckettest.Bound's AdmitWithin): with P the tokens
+// admitted, E_j the evictions before admission j, and c_i the evictions
+// before the admission preceding i, one fewer if i is stale with no
+// eviction since that admission,
+// P(j) − P(before i) − rate·(hi_j − lo_i) − Cap·(E_j − c_i) <= Cap + 1.
 type window struct {
 	lim   admit.Limit
 	rate  *big.Rat // tokens per ns
 	total int64
-	best  *big.Rat // min over admissions i of P(before i) − rate·lo_i − Cap·E_i
+	best  *big.Rat // min over admissions i of P(before i) − rate·lo_i − Cap·c_i
+	lastE int64    // E at the latest admission
 }
 
 func newWindow(lim admit.Limit) *window {
@@ -72,16 +82,21 @@ func newWindow(lim admit.Limit) *window {
 	return &window{lim: lim, rate: r.Quo(r, big.NewRat(1e9, 1))}
 }
 
-func (w *window) admit(lo, hi, n, evictions int64) bool {
-	at := func(t int64) *big.Rat {
-		v := new(big.Rat).SetInt64(w.total - w.lim.Capacity*evictions)
+func (w *window) admit(lo, hi, n, evictions int64, stale bool) bool {
+	at := func(t, e int64) *big.Rat {
+		v := new(big.Rat).SetInt64(w.total - w.lim.Capacity*e)
 		return v.Sub(v, new(big.Rat).Mul(w.rate, new(big.Rat).SetInt64(t)))
 	}
-	if start := at(lo); w.best == nil || start.Cmp(w.best) < 0 {
+	c := w.lastE
+	if stale && evictions == w.lastE {
+		c--
+	}
+	if start := at(lo, c); w.best == nil || start.Cmp(w.best) < 0 {
 		w.best = start
 	}
 	w.total += n
-	excess := at(hi)
+	w.lastE = evictions
+	excess := at(hi, evictions)
 	return excess.Sub(excess, w.best).Cmp(big.NewRat(w.lim.Capacity+1, 1)) <= 0
 }
 
@@ -234,7 +249,7 @@ func FuzzModel(f *testing.F) {
 			}
 			model[k] = km
 		}
-		removedAt := make([]int64, shards)
+		absentAt := make([]int64, shards)
 		elapsed := func() int64 {
 			d := clk.Now() - t0
 			return min(max(d, 0), refill.Horizon)
@@ -260,15 +275,17 @@ func FuzzModel(f *testing.F) {
 			}
 			return max(km.at, when(&p, 0, km.z))
 		}
-		// record checks an admission of n from each of lims on km.
-		record := func(op int, key string, km *keyModel, lims []admit.Limit, lo, hi, n int64) {
+		// record checks an admission of n from each of lims on km, applied
+		// at elapsed time tc.
+		record := func(op int, key string, km *keyModel, lims []admit.Limit, lo, hi, n, tc int64) {
 			for _, lim := range lims {
 				w := km.wins[lim.Name]
 				if w == nil || w.lim != lim {
 					w = newWindow(lim) // a new Name, or its Capacity or Rate changed
+					w.lastE = km.evictions
 					km.wins[lim.Name] = w
 				}
-				require.True(t, w.admit(lo, hi, n, km.evictions), "op %d: key %q, limit %+v: a window holds more than capacity + rate × window + 1 + capacity × evictions", op, key, lim)
+				require.True(t, w.admit(lo, hi, n, km.evictions, km.evictions > 0 && tc < km.evLatest), "op %d: key %q, limit %+v: a window holds more than capacity + rate × window + 1 + capacity × evictions", op, key, lim)
 			}
 		}
 		stats := l.Stats()
@@ -328,7 +345,7 @@ func FuzzModel(f *testing.F) {
 			if km.held {
 				tc = max(r, lastTime(km))
 			} else {
-				tc = max(r, removedAt[si])
+				tc = max(r, absentAt[si])
 			}
 			anyFull := false
 			for _, k := range modelKeys {
@@ -390,7 +407,7 @@ func FuzzModel(f *testing.F) {
 			for _, k := range removed {
 				mk := model[k]
 				mk.held = false
-				removedAt[l.ShardOf(k)] = max(removedAt[l.ShardOf(k)], lastTime(mk), tc)
+				absentAt[l.ShardOf(k)] = max(absentAt[l.ShardOf(k)], lastTime(mk), tc)
 				mk.multi, mk.lims = false, nil
 				mk.b, mk.spares = mk.spares[0], mk.spares[1:]
 				mk.inSync = true
@@ -404,11 +421,12 @@ func FuzzModel(f *testing.F) {
 				require.False(t, anyFull, "op %d: %q evicted while a full bucket was held", i/3, k)
 				evictions++
 				mk.evictions++ // its client restarts full: one more burst in its windows
+				mk.evLatest = mk.latest
 			}
 			if !km.held {
 				// A new bucket starts no earlier than the latest time of a key
 				// removed from its shard, this call's removals included.
-				tc = max(r, removedAt[si])
+				tc = max(r, absentAt[si])
 			}
 			lo := max(km.latest, r) // when an admission happened: in [lo, latest]
 			if errors.Is(err, admit.ErrUnavailable) {
@@ -438,7 +456,9 @@ func FuzzModel(f *testing.F) {
 						km.z = max(km.z, z)
 					} else if n > 0 {
 						km.held, km.multi, km.at, km.z = true, false, tc, z
-					} else if km.held {
+					} else if !km.held {
+						absentAt[si] = tc // a peek at a key not held stores its time in the shard's
+					} else {
 						// A peek changes nothing in z (at a full bucket it
 						// would raise z to V(tc) − Cap); it records its time
 						// instead. Decisions cannot tell the two apart (a
@@ -456,7 +476,8 @@ func FuzzModel(f *testing.F) {
 					}
 				case !km.held && n == 0:
 					// A peek at a key not held: every limit full, nothing
-					// stored.
+					// stored but its time, in the shard's.
+					absentAt[si] = max(absentAt[si], r)
 					exp = admit.Decision{Allowed: true, Remaining: math.MaxInt64}
 					for _, lim := range call {
 						if lim.Capacity < exp.Remaining {
@@ -500,7 +521,11 @@ func FuzzModel(f *testing.F) {
 				}
 				require.LessOrEqual(t, dec.ResetAfter, fill, "op %d: a reset longer than the slowest limit takes to fill", i/3)
 				if dec.Allowed && n > 0 {
-					record(i/3, key, km, call, lo, latest, n)
+					applied := tc
+					if !single {
+						applied = km.last
+					}
+					record(i/3, key, km, call, lo, latest, n, applied)
 				}
 			}
 			km.latest = max(km.latest, r)
@@ -596,8 +621,10 @@ func expectMulti(km *keyModel, call []admit.Limit, params func(admit.Limit) refi
 				bal = c.p.Cap
 			case old.p.Shift >= c.p.Shift:
 				bal >>= old.p.Shift - c.p.Shift
+			case bal > c.p.Cap>>(c.p.Shift-old.p.Shift): // finer units: the shift would pass the capacity (or overflow)
+				bal = c.p.Cap
 			default:
-				bal = min(bal<<(c.p.Shift-old.p.Shift), c.p.Cap) // no overflow: bal < 2^61 >> the shift's excess
+				bal <<= c.p.Shift - old.p.Shift
 			}
 			c.z = c.v - min(bal, c.p.Cap)
 		}

@@ -507,10 +507,11 @@ func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, loc
 			}
 		}
 		if n == 0 {
+			s.absentAt = max(s.absentAt, t) // see slow
 			s.mu.Unlock()
 			return nil, false, 0, true
 		}
-		t := max(t, s.removedAt) // see slow
+		t := max(t, s.absentAt) // see slow
 		if l.reserve() {
 			t = s.handBefore(l, t)
 			m := newMulti(key)

@@ -33,9 +33,13 @@ type shardState struct {
 	// makeRoom checks in O(1) before it trusts a floor.
 	minE *entry
 	used int // keys in the table
-	// removedAt is the latest time applied to any key removed from the
-	// shard; a new bucket starts no earlier (see slow).
-	removedAt int64
+	// absentAt is the latest time applied to a key of the shard that it
+	// does not hold: one removed (its latest time), or one a peek found
+	// absent (the peek's time, which stores nothing else). A new bucket
+	// starts no earlier (see slow), so that a key seen again, or first
+	// admitted, with a reading older than one already applied to it finds
+	// no more than a bucket that had seen that later time.
+	absentAt int64
 	hand      uint64 // the next slot the hand looks at (mod the table's size)
 
 	inserts, drops, evictions, refusals uint64
@@ -88,7 +92,7 @@ func (s *shard) handBefore(l *Limiter, t int64) int64 {
 			s.look(l, tb, t)
 		}
 	}
-	return max(t, s.removedAt)
+	return max(t, s.absentAt)
 }
 
 // insert stores a new entry e for a key (hash h) whose bucket is full at
@@ -148,7 +152,7 @@ func (s *shard) look(l *Limiter, tb *table, t int64) {
 // unlink removes the (now dead) entry at slot i. Requires mu.
 func (s *shard) unlink(l *Limiter, tb *table, i uint64, t int64) {
 	e := tb.slots[i].Load()
-	s.removedAt = max(s.removedAt, e.last(), t)
+	s.absentAt = max(s.absentAt, e.last(), t)
 	if e == s.minE {
 		s.minE = nil // floor stays a lower bound
 	}

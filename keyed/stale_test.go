@@ -404,3 +404,39 @@ func TestStaleRefusalWait(t *testing.T) {
 		})
 	}
 }
+
+// TestStalePeekThenCreate: a peek at a key not held stores nothing in the
+// table, but its time is kept for its shard, so that a first admission with
+// an older reading does not create the bucket before the peek and let it
+// refill over time that had already been applied to the key. (Here a
+// bucket created at 50 s would be full again at 101 s and admit 3 more;
+// created at 100 s, it holds 2 at 101 s.)
+func TestStalePeekThenCreate(t *testing.T) {
+	ctx := context.Background()
+	for _, multi := range []bool{false, true} {
+		t.Run(fmt.Sprint("multi=", multi), func(t *testing.T) {
+			l, clk := newFake(t, 3, 1)
+			start := clk.Now()
+			call := func(n int64) admit.Decision {
+				var d admit.Decision
+				var err error
+				if multi {
+					d, err = l.AllowLimits(ctx, "k", n, admit.Limit{Capacity: 3, Rate: 1}, admit.Limit{Name: "x", Capacity: 9, Rate: 9})
+				} else {
+					d, err = l.AllowN(ctx, "k", n)
+				}
+				require.NoError(t, err)
+				return d
+			}
+			clk.Set(start + 100*int64(time.Second))
+			require.True(t, call(0).Allowed)
+			require.False(t, l.Held("k"))
+			clk.Set(start + 50*int64(time.Second))
+			require.True(t, call(2).Allowed)
+			clk.Set(start + 101*int64(time.Second))
+			d := call(3)
+			assert.False(t, d.Allowed, "created at 100 s with 3, 2 taken: 2 at 101 s")
+			assert.Equal(t, int64(2), d.Remaining)
+		})
+	}
+}
