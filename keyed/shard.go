@@ -40,7 +40,7 @@ type shardState struct {
 	// admitted, with a reading older than one already applied to it finds
 	// no more than a bucket that had seen that later time.
 	absentAt int64
-	hand      uint64 // the next slot the hand looks at (mod the table's size)
+	hand     uint64 // the next slot the hand looks at (mod the table's size)
 
 	inserts, drops, evictions, refusals uint64
 }
