@@ -254,6 +254,7 @@ type Limiter struct {
 	unit   int64           // p.Units(1)
 
 	capacity int64         // the primary limit's capacity, in tokens
+	name     string        // the primary limit's Name (a field, so that AllowN reads it without a bounds check)
 	limits   []admit.Limit // the configured limits (NewLimits); immutable
 	lps      []*limParams  // their arithmetic
 	prim     bool          // one configured limit, the primary: its state is an entry's word
@@ -352,6 +353,7 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 		clk:      refill.NewCounterClock(cfg.Clock),
 		unit:     lps[0].p.Units(1),
 		capacity: limits[0].Capacity,
+		name:     limits[0].Name,
 		limits:   append([]admit.Limit(nil), limits...),
 		lps:      lps,
 		prim:     len(limits) == 1,
@@ -458,7 +460,7 @@ func (l *Limiter) allowN(d *admit.Decision, key string, n int64) error {
 // which defeats store-to-load forwarding (about 10 ns each time on the
 // project's machine).
 func (l *Limiter) allowPrimary(d *admit.Decision, key string, n int64) error {
-	name := l.limits[0].Name
+	name := l.name
 	if n < 0 || n > l.capacity {
 		setDecision(d, false, l.capacity, 0, 0, 0, name)
 		return fmt.Errorf("%w: n=%d is outside [0, capacity %d]", admit.ErrUnsatisfiable, n, l.capacity)
@@ -550,9 +552,19 @@ func (l *Limiter) decide(key string, need int64) outcome {
 		}
 	}
 	t := l.clk.Now()
-	if e != nil && e.key != key {
-		collision()
-		e = l.views[l.shardIndex(h)].find(l.hx(h), tagOf(h), key) // a tag collision: the key's entry, if any, is further on
+	if e != nil {
+		same := false
+		switch k := e.key; {
+		case len(k) != len(key):
+		case uint(len(key)-8) <= 8: // 8 to 16 bytes
+			same = sameShort(k, key)
+		default:
+			same = k == key
+		}
+		if !same {
+			collision()
+			e = l.views[l.shardIndex(h)].find(l.hx(h), tagOf(h), key) // a tag collision: the key's entry, if any, is further on
+		}
 	}
 	if e != nil {
 		// take's admission, written out here so that the common call is

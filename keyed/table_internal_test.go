@@ -159,3 +159,26 @@ func TestTableModel(t *testing.T) {
 		})
 	}
 }
+
+// TestSameShort: sameShort agrees with == on keys of 8 to 16 bytes that
+// differ in any one byte, or not at all, at any alignment.
+func TestSameShort(t *testing.T) {
+	buf := []byte("0123456789abcdefghijklmnopqrstuvwxyz0123456789")
+	for n := 8; n <= 16; n++ {
+		for off := range 8 {
+			a := string(buf[off : off+n])
+			for j := range n {
+				for _, c := range []byte{0, 1, 0x80, 0xff, a[j] ^ 1} {
+					b := []byte(a)
+					b[j] = c
+					if got, want := sameShort(a, string(b)), a == string(b); got != want {
+						t.Fatalf("sameShort(%q, %q) = %v", a, b, got)
+					}
+				}
+			}
+			if !sameShort(a, string(buf[off+8 : off+8+n][:0])+a) {
+				t.Fatalf("sameShort(%q, itself) = false", a)
+			}
+		}
+	}
+}
