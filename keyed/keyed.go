@@ -103,12 +103,14 @@
 // bytes (immutable), its state word z and its time word (which also
 // carries a CLOCK reference bit). A call:
 //
-//  1. hashes the key and probes its shard's table with atomic loads only,
-//     through the shard's view (the table's size and the addresses of its
-//     tags and slots, packed 32 bytes per shard in one array that stays in
-//     cache): it reads the tag word of the key's home slot and follows only
-//     a slot whose tag is the key's, so it dereferences no other key's
-//     entry but on a tag collision (1 slot in 255);
+//  1. hashes the key (a key of up to 16 bytes by two multiplies of its
+//     words with secret seeds, a longer one with maphash; see hasher) and
+//     probes its shard's table with atomic loads only, through the shard's
+//     view (the table's size and the addresses of its tags and slots,
+//     packed 32 bytes per shard in one array that stays in cache): it reads
+//     the tags of the eight slots from the key's home on (two words) and
+//     follows only a slot whose tag is the key's, so it dereferences no
+//     other key's entry but on a tag collision (1 slot in 255);
 //  2. asks the CPU to fetch that entry's line for writing (PREFETCHW),
 //     reads the clock while it comes, then compares the key;
 //  3. if it is the key's, decides by a CAS on the state word (a denial or
@@ -247,7 +249,7 @@ type Limiter struct {
 	views  []view // views[i] is shards[i]'s table for lock-free readers; see view
 	shift  uint   // a key's shard is its hash's top bits: (hash >> 1) >> shift (shardIndex)
 	hshift uint   // log2 of the shard count: hash << hshift is the hash's bits below the shard's (hx)
-	seed   maphash.Seed
+	hasher hasher
 	dseed  [2]maphash.Seed // a long key's digest (form)
 	p      refill.Params   // the primary limit's arithmetic; immutable after New
 	clk    refill.Clock    // immutable after New
@@ -347,7 +349,7 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 		views:    make([]view, n),
 		shift:    uint(63 - bits.TrailingZeros(uint(n))),
 		hshift:   uint(bits.TrailingZeros(uint(n))),
-		seed:     maphash.MakeSeed(),
+		hasher:   newHasher(),
 		dseed:    [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		p:        lps[0].p,
 		clk:      refill.NewCounterClock(cfg.Clock),
@@ -376,7 +378,7 @@ func (l *Limiter) Limits() []admit.Limit { return append([]admit.Limit(nil), l.l
 
 // hash is the 64-bit hash of a key's form: its high bits pick the shard,
 // its low bits the key's home in the shard's table.
-func (l *Limiter) hash(form string) uint64 { return maphash.String(l.seed, form) }
+func (l *Limiter) hash(form string) uint64 { return l.hasher.sum(form) }
 
 // shardIndex returns the index of the shard of the key whose hash is h: its
 // top log2(shards) bits. The shift is split in two so that one shard (a
@@ -527,22 +529,30 @@ func (l *Limiter) decide(key string, need int64) outcome {
 	// line in shared, and the CAS would then need a second transfer to own
 	// it. The clock is read while the line comes (the counter's read does
 	// not wait for a prefetch), and the key is compared after. The common
-	// case, a match in the home slot's tag word before any empty slot, is
-	// written out here (a call would cost more than it does); the rest (the
-	// run goes on into the next word, a miss, a slot in flux) is probe's.
+	// case, a match among the eight slots from the home one on before any
+	// empty slot, is written out here (a call would cost more than it
+	// does); the rest (a longer run, a miss, a slot in flux) is probe's.
 	var e *entry
 	v := &l.views[l.shardIndex(h)]
 	if n := v.n.Load(); n != 0 {
 		hx, tg := l.hx(h), tagOf(h)
 		tags, slots := v.tags.Load(), v.slots.Load()
 		i := home(hx, n)
-		// The tag word from slot i on, in its low bytes; the bytes shifted
-		// in at the top read as empty slots, so only a match before the
-		// first empty is an answer here. firstZero's lowest flag is exact,
-		// which is all this needs.
-		w := tagAt(tags, i/8).Load() >> (i % 8 * 8)
-		if m := bits.TrailingZeros64(firstZero(w ^ tg*lsb)); m < bits.TrailingZeros64(firstZero(w)) {
-			e = slotAt(slots, i+uint64(m)/8).Load()
+		// The tags of slots i to i+7, from i's word and the next one (the
+		// first after the last), in the low bytes first. firstZero's lowest
+		// flag is exact, which is all this needs.
+		g, sh := i/8, i%8*8
+		g2 := g + 1
+		if g2*8 == n {
+			g2 = 0
+		}
+		w := tagAt(tags, g).Load()>>sh | tagAt(tags, g2).Load()<<(64-sh)
+		if m := uint64(bits.TrailingZeros64(firstZero(w ^ tg*lsb))); m < uint64(bits.TrailingZeros64(firstZero(w))) {
+			j := i + m/8
+			if j >= n {
+				j -= n
+			}
+			e = slotAt(slots, j).Load()
 		}
 		if e == nil {
 			e = probe(n, tags, slots, hx, tg, "", true)

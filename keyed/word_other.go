@@ -12,3 +12,8 @@ import (
 func word(p *byte, i int) uint64 {
 	return binary.LittleEndian.Uint64(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), i)), 8))
 }
+
+// word32 is word for 4 bytes.
+func word32(p *byte, i int) uint32 {
+	return binary.LittleEndian.Uint32(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), i)), 4))
+}

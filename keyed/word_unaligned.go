@@ -10,3 +10,8 @@ import "unsafe"
 func word(p *byte, i int) uint64 {
 	return *(*uint64)(unsafe.Add(unsafe.Pointer(p), i))
 }
+
+// word32 is word for 4 bytes.
+func word32(p *byte, i int) uint32 {
+	return *(*uint32)(unsafe.Add(unsafe.Pointer(p), i))
+}
