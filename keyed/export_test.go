@@ -5,16 +5,24 @@ import "sync/atomic"
 // ShardOf returns the index of key's shard.
 func (l *Limiter) ShardOf(key string) int { return l.shardOf(key) }
 
-// Held reports whether key holds a bucket now.
-func (l *Limiter) Held(key string) bool {
+// locked calls f with key's form, its hash and its shard's table (nil
+// before the shard's first key) under the shard's lock.
+func (l *Limiter) locked(key string, f func(form string, h uint64, tb *table)) {
 	var buf [digestBytes]byte
 	key = l.form(key, &buf)
 	h := l.hash(key)
 	s := &l.shards[l.shardIndex(h)]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tb := s.tab.Load()
-	return tb != nil && tb.find(l.hx(h), tagOf(h), key) != nil
+	f(key, h, s.tab.Load())
+}
+
+// Held reports whether key holds a bucket now.
+func (l *Limiter) Held(key string) (held bool) {
+	l.locked(key, func(form string, h uint64, tb *table) {
+		held = tb != nil && tb.find(l.hx(h), tagOf(h), form) != nil
+	})
+	return held
 }
 
 // Counter reports whether the limiter reads the system clock through the
@@ -24,14 +32,10 @@ func (l *Limiter) Counter() bool { return l.clk.Counter() }
 // LockKey locks key's multi-limit entry as a call on it does, and returns
 // the unlock; key must be held as one.
 func (l *Limiter) LockKey(key string) func() {
-	var buf [digestBytes]byte
-	key = l.form(key, &buf)
-	h := l.hash(key)
-	s := &l.shards[l.shardIndex(h)]
-	s.mu.Lock()
-	e := s.tab.Load().find(l.hx(h), tagOf(h), key)
-	s.mu.Unlock()
-	m := asMulti(e)
+	var m *multiEntry
+	l.locked(key, func(form string, h uint64, tb *table) {
+		m = asMulti(tb.find(l.hx(h), tagOf(h), form))
+	})
 	m.mu.Lock()
 	return m.mu.Unlock
 }
@@ -43,24 +47,15 @@ const MaxBytesPerKey = maxBytesPerKey
 // TagTwins returns how many other keys' entries a lookup of key passes
 // whose tag equals key's: the slots of its probe run, from its home to its
 // own entry, that hold another entry with the same tag. key must be held.
-func (l *Limiter) TagTwins(key string) int {
-	var buf [digestBytes]byte
-	key = l.form(key, &buf)
-	h := l.hash(key)
-	s := &l.shards[l.shardIndex(h)]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	tb := s.tab.Load()
-	twins := 0
-	for i := home(l.hx(h), tb.n); ; i = next(i, tb.n) {
-		e := tb.slots[i].Load()
-		if e.key == key {
-			return twins
+func (l *Limiter) TagTwins(key string) (twins int) {
+	l.locked(key, func(form string, h uint64, tb *table) {
+		for i := home(l.hx(h), tb.n); tb.slots[i].Load().key != form; i = next(i, tb.n) {
+			if tb.tag(i) == tagOf(h) {
+				twins++
+			}
 		}
-		if tb.tag(i) == tagOf(h) {
-			twins++
-		}
-	}
+	})
+	return twins
 }
 
 // CountCollisions makes every probe count the entries it dereferences that
