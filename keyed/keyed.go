@@ -216,7 +216,8 @@
 // bytes: 61.6 heap bytes a key, the key's copy and the tables' slack
 // included. A multi-limit key costs a 168-byte entry with its key instead
 // (184 to 232 bytes, 192 to 240 with the allocator's rounding), holding up
-// to 3 limit Names, and 32 bytes more for each further Name it holds. A
+// to 3 limit Names; past 3, its limit states move to an array that grows
+// by doubling, at most 64 bytes per Name it holds. A
 // call on a held key allocates nothing; it reads the clock once (see Time),
 // hashes the key once, and does one CAS. See docs/keyed.md and the README
 // for measured numbers.

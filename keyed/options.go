@@ -42,7 +42,8 @@ func (p Policy) String() string {
 // bytes, and the tables about 12 to 18 bytes more a key (9 bytes a slot at
 // a load between 1/2 and 3/4; they keep their peak size); 61.6 bytes a key
 // in all at 2^20 keys of 16 bytes. A multi-limit key costs at most 240
-// bytes for up to 3 limit Names, and 32 more per further Name it holds.
+// bytes for up to 3 limit Names; past 3, an array of at most 64 bytes per
+// Name it holds besides.
 func WithMaxKeys(n int) admit.Option {
 	return func(c *admit.Config) {
 		if n < 1 {
