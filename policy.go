@@ -132,7 +132,11 @@ func ValidateLimits(limits []Limit) error {
 //  3. State per (key, Name). A Name the key has not used starts full. When a
 //     call brings a different Capacity or Rate for a Name the key holds, the
 //     balance carries over: it is advanced to now under the old rate, then
-//     clamped to the new capacity (x/time/rate's SetLimit and SetBurst).
+//     clamped to the new capacity (x/time/rate's SetLimit and SetBurst). A
+//     bucket full under the old limit is full under the new one: a full
+//     bucket equals a Name never used (an implementation may forget it at
+//     any time), so a client's balance never depends on whether it was
+//     kept.
 //  4. The Decision. Allowed: Policy, Limit and Remaining are those of the
 //     limit with the fewest whole tokens left after the call, RetryAfter is
 //     0 and ResetAfter the longest time until every limit is full. Denied:

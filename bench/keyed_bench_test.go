@@ -47,25 +47,17 @@ func benchKeys(n int) []string {
 	return allKeys[:n]
 }
 
-// keyBytesCopied is what an implementation that copies each key it stores
-// spends on the copy: keyed clones keys (so that it never pins a caller's
-// larger buffer); the peers keep the caller's string. Key bytes are
-// excluded from the B/key metric.
-func keyBytesCopied(name string) int64 {
-	if name == "keyed" {
-		return 16
-	}
-	return 0
-}
-
 // BenchmarkKeyed measures one admission on a key already held, keys visited
 // in turn (each goroutine of mode=parallel from its own offset), for every
 // per-key limiter. Names:
 //
 //	BenchmarkKeyed/keys=10k/mode=parallel/impl=keyed-2
 //
-// At keys=1M the setup also reports B/key: heap bytes per key held, after a
-// GC, keys' own bytes excluded (see keyBytesCopied).
+// At keys=1M the setup also reports B/key: the heap bytes the limiter holds
+// per held key, after a GC, its tables' slack and any copy it makes of the
+// keys included (keyed copies each key, 16 bytes here, so that it never
+// pins a caller's buffer; the peers keep the caller's string, which the
+// benchmark allocated before it measures).
 func BenchmarkKeyed(b *testing.B) {
 	for _, kc := range keyCounts {
 		keys := benchKeys(kc.n)
@@ -102,7 +94,7 @@ func benchKeyed(b *testing.B, im KeyedImpl, keys []string, parallel, measure boo
 		var after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		perKey = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(len(keys)) - float64(keyBytesCopied(im.Name))
+		perKey = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(len(keys))
 	}
 	b.ReportAllocs()
 	// cpu-ns/op is CPU time per call: the benchmark thread's own (serial,
@@ -212,6 +204,123 @@ func BenchmarkKeyedLimits(b *testing.B) {
 		for _, im := range keyedLimitImpls {
 			b.Run(fmt.Sprintf("keys=10k/mode=%s/impl=%s", mode, im.Name), func(b *testing.B) {
 				benchKeyed(b, im, keys, mode == "parallel", false)
+			})
+		}
+	}
+}
+
+// scalingKeys is how many held keys BenchmarkKeyedScaling spreads over the
+// goroutines: the 10k of the per-key comparison.
+const scalingKeys = 10_000
+
+// BenchmarkKeyedScaling measures how one keyed.Limiter's throughput on held
+// keys grows from one core to two: run it at -cpu 1 and at -cpu 2 (one
+// go test per value); the scaling ratio is ns/op at -cpu 1 over ns/op at
+// -cpu 2, throughput at two cores over throughput at one, which
+// cmd/report prints (2 is perfect; below 1, a second core slows every call
+// down). Every call is an admission on a held key (capacity 1e7, 0.01
+// tokens/s); RunParallel runs one goroutine per P, numbered in start order.
+//
+//   - pattern=walk: every goroutine walks all the keys in turn, each from
+//     its own offset, so every key's state is written by every core (the
+//     usual shape: clients are not pinned to cores);
+//   - pattern=halves: goroutine g walks only its own share of the keys,
+//     keys[g·n/P : (g+1)·n/P], so no key is written by two cores and only
+//     the table is shared;
+//   - impl=keyed: one Limiter holds every key; impl=keyed-split (halves
+//     only): each goroutine's share is held by a Limiter of its own, the
+//     reference where the goroutines share nothing but the process;
+//     impl=syncmap-xrate: the fastest peer in parallel at 10k keys, one
+//     sync.Map.
+//
+// It also reports cpu-ns/op, the process's CPU time per call: on a machine
+// shared with other work, where -cpu 2 may not get two cores, the ratio of
+// cpu-ns/op at -cpu 2 to -cpu 1 says whether a call costs more CPU with a
+// second core (the anti-scaling this benchmark watches for) even when the
+// wall-clock ratio cannot show it. Names:
+//
+//	BenchmarkKeyedScaling/pattern=halves/impl=keyed-2
+func BenchmarkKeyedScaling(b *testing.B) {
+	keys := benchKeys(scalingKeys)
+	syncmap, _ := LookupKeyed("syncmap-xrate")
+	keyedImpl, _ := LookupKeyed("keyed")
+	for _, pattern := range []string{"walk", "halves"} {
+		for _, impl := range []string{"keyed", "keyed-split", "syncmap-xrate"} {
+			if impl == "keyed-split" && pattern != "halves" {
+				continue
+			}
+			b.Run(fmt.Sprintf("pattern=%s/impl=%s", pattern, impl), func(b *testing.B) {
+				procs := runtime.GOMAXPROCS(0)
+				im := keyedImpl
+				if impl == "syncmap-xrate" {
+					im = syncmap
+				}
+				// lims[g] is goroutine g's limiter: one for all but in
+				// keyed-split.
+				lims := make([]KeyedLimiter, procs)
+				for g := range procs {
+					if g > 0 && impl != "keyed-split" {
+						lims[g] = lims[0]
+						continue
+					}
+					l, closer, err := im.New(keyedCapacity, keyedRate, 2*len(keys))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if closer != nil {
+						defer closer.Close()
+					}
+					lims[g] = l
+				}
+				share := func(g int) []string {
+					if pattern == "walk" {
+						return keys
+					}
+					return keys[g*len(keys)/procs : (g+1)*len(keys)/procs]
+				}
+				for g := range procs {
+					if g > 0 && impl != "keyed-split" && pattern == "walk" {
+						break // one limiter, every key already held
+					}
+					for _, k := range share(g) {
+						if !lims[g].Allow(k) {
+							b.Fatalf("%s: the first call on key %q was rejected", impl, k)
+						}
+					}
+				}
+				b.ReportAllocs()
+				cpu0, cpuOK := processCPU()
+				b.ResetTimer()
+				var next atomic.Int64
+				var calls, admitted atomic.Int64
+				b.RunParallel(func(pb *testing.PB) {
+					g := int(next.Add(1)-1) % procs
+					l, ks := lims[g], share(g)
+					i := 0
+					if pattern == "walk" {
+						i = g * len(ks) / procs // far apart, so that they do not walk in lockstep
+					}
+					var n, k int64
+					for pb.Next() {
+						if l.Allow(ks[i]) {
+							n++
+						}
+						if i++; i == len(ks) {
+							i = 0
+						}
+						k++
+					}
+					admitted.Add(n)
+					calls.Add(k)
+				})
+				b.StopTimer()
+				cpu1, _ := processCPU()
+				if cpuOK && b.N > 0 {
+					b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+				}
+				if c := calls.Load(); c > 0 {
+					b.ReportMetric(float64(admitted.Load())/float64(c), "admit/op")
+				}
 			})
 		}
 	}

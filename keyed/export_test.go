@@ -1,18 +1,68 @@
 package keyed
 
+import "sync/atomic"
+
 // ShardOf returns the index of key's shard.
 func (l *Limiter) ShardOf(key string) int { return l.shardOf(key) }
 
-// Held reports whether key holds a bucket now.
-func (l *Limiter) Held(key string) bool {
+// locked calls f with key's form, its hash and its shard's table (nil
+// before the shard's first key) under the shard's lock.
+func (l *Limiter) locked(key string, f func(form string, h uint64, tb *table)) {
+	var buf [digestBytes]byte
+	key = l.form(key, &buf)
 	h := l.hash(key)
-	s := &l.shards[h>>l.shift]
+	s := &l.shards[l.shardIndex(h)]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tb := s.tab.Load()
-	return tb != nil && tb.find(h, key) != nil
+	f(key, h, s.tab.Load())
+}
+
+// Held reports whether key holds a bucket now.
+func (l *Limiter) Held(key string) (held bool) {
+	l.locked(key, func(form string, h uint64, tb *table) {
+		held = tb != nil && tb.find(l.hx(h), tagOf(h), form) != nil
+	})
+	return held
 }
 
 // Counter reports whether the limiter reads the system clock through the
 // timestamp counter.
 func (l *Limiter) Counter() bool { return l.clk.Counter() }
+
+// LockKey locks key's multi-limit entry as a call on it does, and returns
+// the unlock; key must be held as one.
+func (l *Limiter) LockKey(key string) func() {
+	var m *multiEntry
+	l.locked(key, func(form string, h uint64, tb *table) {
+		m = asMulti(tb.find(l.hx(h), tagOf(h), form))
+	})
+	m.mu.Lock()
+	return m.mu.Unlock
+}
+
+// MaxBytesPerKey is the most heap bytes a held single-limit key costs, its
+// share of the table included.
+const MaxBytesPerKey = maxBytesPerKey
+
+// TagTwins returns how many other keys' entries a lookup of key passes
+// whose tag equals key's: the slots of its probe run, from its home to its
+// own entry, that hold another entry with the same tag. key must be held.
+func (l *Limiter) TagTwins(key string) (twins int) {
+	l.locked(key, func(form string, h uint64, tb *table) {
+		for i := home(l.hx(h), tb.n); tb.slots[i].Load().key != form; i = next(i, tb.n) {
+			if tb.tag(i) == tagOf(h) {
+				twins++
+			}
+		}
+	})
+	return twins
+}
+
+// CountCollisions makes every probe count the entries it dereferences that
+// are not its key's, until stop is called.
+func CountCollisions() (n *atomic.Int64, stop func()) {
+	n = new(atomic.Int64)
+	f := func() { n.Add(1) }
+	onCollision.Store(&f)
+	return n, func() { onCollision.Store(nil) }
+}

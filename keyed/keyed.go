@@ -23,24 +23,42 @@
 //
 // # Time
 //
-// A call is decided at the later of its clock reading and the key's time
-// word: the time of the key's insertion or of its latest peek (n == 0).
-// Only peeks store their time, because every other call leaves
-// z > V(t) − Cap for its t: an admission stores max(z, V(t) − Cap) + u, and
-// a denial found V(t) − max(z, V(t) − Cap) < n <= Cap. A later call with an
-// older reading t' therefore finds V(t') − z < V(t) − z: no more than the
-// key held at t, so a stale reading adds nothing, and z never moves back.
-// A peek at a full bucket changes nothing in z, so it records t instead.
-// Sequentially this is mutexbucket's rule (time is the latest reading
-// applied) wherever it changes a decision, and FuzzModel checks every
-// Decision against a mutexbucket. Under concurrency a call whose reading
-// lost the race to a later one on another core applies the older reading,
-// which sees less of the stream: never more than a lock would have given.
+// A call is decided at the latest of its clock reading, the key's time
+// word (the time of its insertion or of its latest peek, n == 0) and the
+// instant the stream reached z, when the bucket was last empty. Only peeks
+// store their time, because every other call leaves z > V(t) − Cap for its
+// t: an admission stores max(z, V(t) − Cap) + u, and a denial found
+// V(t) − max(z, V(t) − Cap) < n <= Cap. A later call with an older reading
+// t' therefore finds V(t') − z < V(t) − z: no more than the key held at t,
+// so a stale reading adds nothing, and z never moves back. A peek at a full
+// bucket changes nothing in z, so it records t instead. Sequentially this
+// is mutexbucket's rule (time is the latest reading applied) wherever it
+// changes a decision, and FuzzModel checks every Decision against a
+// mutexbucket. Under concurrency a call whose reading lost the race to a
+// later one on another core applies the older reading, which sees less of
+// the stream: never more than a lock would have given.
 //
-// A key removed from the table and seen again starts no earlier than the
-// latest time applied to any key removed from its shard (one word per
-// shard, written by removals only), so a stale reading cannot restart a
-// dropped bucket in the past.
+// The third time is what an admission leaves behind without storing its
+// time: it sets z <= V(t), so the stream reached z no later than the key's
+// latest admission. A reading older than that instant would find a
+// negative balance; the call applies the instant instead, where the bucket
+// is exactly empty (the stream moves at most one unit per nanosecond). A
+// take is denied there as at its own reading, a peek (which promises
+// Allowed) is allowed, and the waits are counted from a time the key has
+// seen, never inflated by the caller's staleness: a denial of n waits at
+// most n/rate, a reset at most capacity/rate, rounded up to the
+// nanosecond.
+//
+// A key not held (never seen, or removed and seen again) starts no
+// earlier than the latest time its shard applied to a key it did not hold
+// (one word per shard, written under the shard's lock by removals, with
+// the removed key's latest time: for a single-limit key, the later of its
+// time word and the instant it was last empty; and by peeks at keys not
+// held, which store nothing else), so a stale reading cannot restart a
+// dropped bucket in the past, start a bucket before a peek that found it
+// absent, nor give an evicted client more than its one extra burst. A key
+// that turns into a multi-limit entry (see AllowLimits) takes its latest
+// time with it.
 //
 // RetryAfter and ResetAfter are counted from the time the call applied,
 // exactly to the nanosecond at which the bucket will hold what is asked.
@@ -63,33 +81,66 @@
 // excess rate). The admit_purego build tag, and every other platform, read
 // time.Since.
 //
+// # Keys
+//
+// Every string, the empty one included, is a key. A key of up to 64 bytes
+// is held as a copy of its bytes; a longer one (a client can send a
+// megabyte in a header) as a 16-byte digest: two 64-bit maphash sums under
+// two secret seeds that New draws at random. Two long keys share a bucket
+// only if both sums collide, about 2^-128 for a given pair, which no client
+// can aim at without the seeds (the same holds for a 16-byte key that
+// equals a long key's digest). So a held key costs at most 64 bytes of key,
+// whatever the caller sends; hashing a long key costs time in its length,
+// once per call.
+//
 // # The table, without locks for a held key
 //
 // Keys live in power-of-two many shards picked by the high bits of a
 // 64-bit hash of the key. Each shard has a mutex, an open-addressing table
-// of pointers to entries (linear probing from the hash's low bits), and
-// counters. An entry holds the key's bytes (immutable), its state word z
-// and its time word (which also carries a CLOCK reference bit). A call:
+// of pointers to entries (linear probing; sizes 8·2^k and 12·2^k, grown
+// at a load of 3/4), one tag byte per slot (a byte of the hash, eight to
+// a word; 0 marks an empty slot), and counters. An entry holds the key's
+// bytes (immutable), its state word z and its time word (which also
+// carries a CLOCK reference bit). A call:
 //
-//  1. hashes the key, asks the CPU to prefetch the key's home slot, reads
-//     the clock (the slot's cache miss overlaps the read), and probes its
-//     shard's table with atomic loads only, through the shard's view: the
-//     tables' addresses and sizes, packed 16 bytes per shard in one array
-//     that stays in cache;
-//  2. if it finds the entry, decides by a CAS on the state word (a denial
-//     or a peek at a bucket not full writes nothing, bar the reference bit
-//     once per turn of the eviction hand). That CAS is the call's
-//     linearization point. No lock, no shared word written: the one line
-//     written is the entry's.
-//  3. Otherwise (the key is new, or the probe raced a writer) it takes the
+//  1. hashes the key (a key of up to 16 bytes by two multiplies of its
+//     words with secret seeds, a longer one with maphash; see hasher) and
+//     probes its shard's table with atomic loads only, through the shard's
+//     view (the table's size and the addresses of its tags and slots,
+//     packed 32 bytes per shard in one array that stays in cache): it reads
+//     the tags of the eight slots from the key's home on (two words) and
+//     follows only a slot whose tag is the key's, so it dereferences no
+//     other key's entry but on a tag collision (1 slot in 255);
+//  2. asks the CPU to fetch that entry's line for writing (PREFETCHW),
+//     reads the clock while it comes, then compares the key;
+//  3. if it is the key's, decides by a CAS on the state word (a denial or
+//     a peek at a bucket not full writes nothing, bar the reference bit once
+//     per turn of the eviction hand). That CAS is the call's linearization
+//     point. No lock, no shared word written: the one line written is the
+//     entry's.
+//  4. Otherwise (the key is new, or the probe raced a writer) it takes the
 //     shard's lock and looks again; only the lock holder inserts, removes
 //     or grows, and the count of keys and the hand move under it.
 //
+// Steps 1 and 2 are what lets a second core add throughput. Every line a
+// call reads but does not write (views, tags, slots, the clock's
+// calibration) is written only by insertions, removals and clock renewals,
+// so it stays shared in every core's cache. Comparing the keys of the
+// other entries in its run, as the table did before its tags, read lines
+// that other cores write when they call for those keys (the state word
+// sits beside the key): on a machine whose cores share no cache, each such
+// read is a transfer from the last writer, and the writer's next CAS
+// another, which made one Limiter slower at two cores than at one where
+// two Limiters were not. And a line read before it is written is fetched
+// twice, shared then owned, where PREFETCHW fetches it once, owned, while
+// the clock is read. docs/keyed.md lists every store a call makes.
+//
 // Why a lock-free probe is safe:
 //
-//   - A miss is never trusted (step 3 looks again under the lock), so a
+//   - A miss is never trusted (step 4 looks again under the lock), so a
 //     probe that a concurrent backward-shift deletion or a grow made miss
-//     costs a lock, not a wrong answer. A hit compares the whole key.
+//     (or a tag and its slot that disagree for a moment) costs a lock, not
+//     a wrong answer. A hit compares the whole key.
 //   - Entries are allocated per insertion and never reused: a pointer names
 //     one insertion of one key (no ABA).
 //   - Removal (a drop or an eviction) first CASes the state word to dead,
@@ -115,12 +166,16 @@
 //     full ones in amortised O(1) per insertion;
 //   - at the bound, before anything else, room is made from full buckets.
 //     Each shard keeps a floor: a lower bound on the full-at time of every
-//     bucket it holds (an insertion lowers it to the new bucket's; z only
-//     grows, so a floor stays a lower bound as calls go on). A shard whose
-//     floor is after the call's time holds no full bucket; the others are
-//     swept (every full bucket dropped, the floor made exact), own shard
-//     first, until one drop makes room. So a live key is never evicted,
-//     and a new key never refused, while a full bucket is held anywhere.
+//     bucket it holds (an insertion lowers it to the new bucket's, and so
+//     does a carry-over to a faster rate or a smaller capacity, which moves
+//     a key's full-at time earlier; otherwise z only grows, so a floor
+//     stays a lower bound as calls go on). A shard whose floor is after the
+//     call's time holds no full bucket; the others are swept (every full
+//     bucket dropped, the floor made exact), own shard first, until one
+//     drop makes room. A sweep waits for a multi-limit key that a call is
+//     using rather than pass it over. So a live key is never evicted, and
+//     a new key never refused, while a full bucket is held anywhere, and a
+//     refusal always carries a wait above zero.
 //
 // Only when no bucket is full does the limiter choose, by WithPolicy:
 //
@@ -150,12 +205,22 @@
 //
 // # Cost
 //
-// A held key costs its entry (32 bytes, with a key of up to 48 bytes stored
-// in the same allocation) and an 8-byte table slot at a load factor of at
-// most 3/4: about 48 heap bytes per key at 1M keys, key bytes excluded. A
+// A held single-limit key costs one allocation, its 32-byte entry with its
+// key's form (at most 64 bytes) beside it: 48 bytes for a key of up to 16
+// bytes, 96 at most; and its share of its shard's table, 9 bytes a slot
+// (a pointer and a tag), a table holding at most twice the keys its shard
+// held at its peak (tables grow by 3/2 or 4/3 at a load of 3/4 and do not
+// shrink). So at WithMaxKeys(n) the entries take at most 96·n bytes, and
+// the tables about 12 to 18 bytes a key at their peak (the secret hash
+// spreads keys evenly over the shards). Measured at 2^20 held keys of 16
+// bytes: 61.6 heap bytes a key, the key's copy and the tables' slack
+// included. A multi-limit key costs a 168-byte entry with its key instead
+// (184 to 232 bytes, 192 to 240 with the allocator's rounding), holding up
+// to 3 limit Names; past 3, its limit states move to an array that grows
+// by doubling, at most 64 bytes per Name it holds. A
 // call on a held key allocates nothing; it reads the clock once (see Time),
-// hashes the key once, and does one CAS. See docs/keyed.md and the README for measured
-// numbers.
+// hashes the key once, and does one CAS. See docs/keyed.md and the README
+// for measured numbers.
 //
 // Pick keyed for per-client limits in one process; pick the redisbucket
 // module when several processes must share the limits, and mutexbucket or
@@ -170,6 +235,7 @@ import (
 	"math/bits"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/internal/refill"
@@ -182,13 +248,16 @@ type Limiter struct {
 	_      noCopy
 	shards []shard
 	views  []view // views[i] is shards[i]'s table for lock-free readers; see view
-	shift  uint   // a key's shard is its hash >> shift
-	seed   maphash.Seed
-	p      refill.Params // the primary limit's arithmetic; immutable after New
-	clk    refill.Clock  // immutable after New
-	unit   int64         // p.Units(1)
+	shift  uint   // a key's shard is its hash's top bits: (hash >> 1) >> shift (shardIndex)
+	hshift uint   // log2 of the shard count: hash << hshift is the hash's bits below the shard's (hx)
+	hasher hasher
+	dseed  [2]maphash.Seed // a long key's digest (form)
+	p      refill.Params   // the primary limit's arithmetic; immutable after New
+	clk    refill.Clock    // immutable after New
+	unit   int64           // p.Units(1)
 
 	capacity int64         // the primary limit's capacity, in tokens
+	name     string        // the primary limit's Name (a field, so that AllowN reads it without a bounds check)
 	limits   []admit.Limit // the configured limits (NewLimits); immutable
 	lps      []*limParams  // their arithmetic
 	prim     bool          // one configured limit, the primary: its state is an entry's word
@@ -215,7 +284,9 @@ func (*noCopy) Unlock() {}
 const never = time.Duration(math.MaxInt64)
 
 // DefaultMaxKeys is the key bound without WithMaxKeys: 2^20 keys, about
-// 50 MB at the measured bytes per key, plus the keys' own bytes.
+// 65 MB of heap at the measured 61.6 bytes per single-limit key of 16
+// bytes, and at most about 120 MB with keys of 64 bytes or more (see Cost
+// in the package doc).
 const DefaultMaxKeys = 1 << 20
 
 // defaultShards is the shard count without WithShards, lowered so that the
@@ -279,12 +350,15 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 	l := &Limiter{
 		shards:   make([]shard, n),
 		views:    make([]view, n),
-		shift:    uint(64 - bits.TrailingZeros(uint(n))), // 64 for one shard: h >> 64 is 0
-		seed:     maphash.MakeSeed(),
+		shift:    uint(63 - bits.TrailingZeros(uint(n))),
+		hshift:   uint(bits.TrailingZeros(uint(n))),
+		hasher:   newHasher(),
+		dseed:    [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		p:        lps[0].p,
 		clk:      refill.NewCounterClock(cfg.Clock),
 		unit:     lps[0].p.Units(1),
 		capacity: limits[0].Capacity,
+		name:     limits[0].Name,
 		limits:   append([]admit.Limit(nil), limits...),
 		lps:      lps,
 		prim:     len(limits) == 1,
@@ -305,12 +379,25 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 // limit, or NewLimits' limits).
 func (l *Limiter) Limits() []admit.Limit { return append([]admit.Limit(nil), l.limits...) }
 
-// hash is the key's 64-bit hash: its high bits pick the shard, its low
-// bits the key's home in the shard's table.
-func (l *Limiter) hash(key string) uint64 { return maphash.String(l.seed, key) }
+// hash is the 64-bit hash of a key's form: its high bits pick the shard,
+// its low bits the key's home in the shard's table.
+func (l *Limiter) hash(form string) uint64 { return l.hasher.sum(form) }
+
+// shardIndex returns the index of the shard of the key whose hash is h: its
+// top log2(shards) bits. The shift is split in two so that one shard (a
+// shift of 64, which Go defines as giving 0) needs no special case, and
+// both counts are below 64 without a check.
+func (l *Limiter) shardIndex(h uint64) uint64 { return h >> 1 >> (l.shift & 63) }
+
+// hx returns h shifted left past its shard bits: what home reduces to a
+// slot (see table).
+func (l *Limiter) hx(h uint64) uint64 { return h << (l.hshift & 63) }
 
 // shardOf returns the index of key's shard.
-func (l *Limiter) shardOf(key string) int { return int(l.hash(key) >> l.shift) }
+func (l *Limiter) shardOf(key string) int {
+	var buf [digestBytes]byte
+	return int(l.shardIndex(l.hash(l.form(key, &buf))))
+}
 
 // Allow reports whether one token was taken from key's bucket (from each of
 // its limits): AllowN(ctx, key, 1).Allowed, without a context. It never
@@ -378,7 +465,7 @@ func (l *Limiter) allowN(d *admit.Decision, key string, n int64) error {
 // which defeats store-to-load forwarding (about 10 ns each time on the
 // project's machine).
 func (l *Limiter) allowPrimary(d *admit.Decision, key string, n int64) error {
-	name := l.limits[0].Name
+	name := l.name
 	if n < 0 || n > l.capacity {
 		setDecision(d, false, l.capacity, 0, 0, 0, name)
 		return fmt.Errorf("%w: n=%d is outside [0, capacity %d]", admit.ErrUnsatisfiable, n, l.capacity)
@@ -428,17 +515,71 @@ const (
 
 // decide runs one call: need units, 0 <= need <= Cap, from key's bucket.
 //
-// The hot path, for a held key: hash, prefetch the home slot, read the
-// clock, probe the shard's table without a lock, and decide on the entry's state word with one CAS
+// The hot path, for a held key: hash, probe the shard's tags and slots
+// without a lock, prefetch the entry for writing, read the clock, compare
+// the key, and decide on the entry's state word with one CAS
 // (take). Anything else (a key not found, an entry removed meanwhile) goes
 // to slow, under the shard's lock.
 func (l *Limiter) decide(key string, need int64) outcome {
+	if len(key) > maxKeyBytes {
+		var buf [digestBytes]byte
+		key = l.digest(key, &buf) // its form (see form), here without a call for a short key
+	}
 	h := l.hash(key)
-	i := h >> l.shift
-	v := &l.views[i]
-	v.prefetch(h)
+	// The first entry whose tag matches, almost always the key's own, is
+	// found from the tags and slots alone, and its line is fetched for
+	// writing before anything on it is read: a load first would bring the
+	// line in shared, and the CAS would then need a second transfer to own
+	// it. The clock is read while the line comes (the counter's read does
+	// not wait for a prefetch), and the key is compared after. The common
+	// case, a match among the eight slots from the home one on before any
+	// empty slot, is written out here (a call would cost more than it
+	// does); the rest (a longer run, a miss, a slot in flux) is probe's.
+	var e *entry
+	v := &l.views[l.shardIndex(h)]
+	if n := v.n.Load(); n != 0 {
+		hx, tg := l.hx(h), tagOf(h)
+		tags, slots := v.tags.Load(), v.slots.Load()
+		i := home(hx, n)
+		// The tags of slots i to i+7, from i's word and the next one (the
+		// first after the last), in the low bytes first. firstZero's lowest
+		// flag is exact, which is all this needs.
+		g, sh := i/8, i%8*8
+		g2 := g + 1
+		if g2*8 == n {
+			g2 = 0
+		}
+		w := tagAt(tags, g).Load()>>sh | tagAt(tags, g2).Load()<<(64-sh)
+		if m := uint64(bits.TrailingZeros64(firstZero(w ^ tg*lsb))); m < uint64(bits.TrailingZeros64(firstZero(w))) {
+			j := i + m/8
+			if j >= n {
+				j -= n
+			}
+			e = slotAt(slots, j).Load()
+		}
+		if e == nil {
+			e = probe(n, tags, slots, hx, tg, "", true)
+		}
+		if e != nil {
+			prefetchw(unsafe.Pointer(e))
+		}
+	}
 	t := l.clk.Now()
-	if e := v.find(h, key); e != nil {
+	if e != nil {
+		same := false
+		switch k := e.key; {
+		case len(k) != len(key):
+		case uint(len(key)-8) <= 8: // 8 to 16 bytes
+			same = sameShort(k, key)
+		default:
+			same = k == key
+		}
+		if !same {
+			collision()
+			e = l.views[l.shardIndex(h)].find(l.hx(h), tagOf(h), key) // a tag collision: the key's entry, if any, is further on
+		}
+	}
+	if e != nil {
 		// take's admission, written out here so that the common call is
 		// one function: the key's time word is not after t (no peek from
 		// the future), the reference bit is set, and the CAS wins.
@@ -457,7 +598,7 @@ func (l *Limiter) decide(key string, need int64) outcome {
 			return outcome{kind: multi}
 		}
 	}
-	return l.slow(&l.shards[i], key, h, need, t)
+	return l.slow(&l.shards[l.shardIndex(h)], key, h, need, t)
 }
 
 // take decides need units on e's bucket and reports false (live) if e is
@@ -472,14 +613,13 @@ func (l *Limiter) decide(key string, need int64) outcome {
 func (l *Limiter) take(e *entry, t, need int64) (outcome, bool) {
 	a := e.at.Load()
 	t = max(t, int64(a&^refBit))
-	v := l.p.V(t)
-	full := v - l.p.Cap
 	for {
 		s := e.st.Load()
 		if s >= multiTag {
 			return outcome{}, false
 		}
-		z := max(dec(s), full)
+		tk, v := l.keyTime(t, dec(s))
+		z := max(dec(s), v-l.p.Cap)
 		ok := v-z >= need
 		if ok && need > 0 {
 			if !e.st.CompareAndSwap(s, enc(z+need)) {
@@ -488,19 +628,45 @@ func (l *Limiter) take(e *entry, t, need int64) (outcome, bool) {
 			z += need
 		}
 		if need == 0 {
-			e.touch(a, t)
+			e.touch(a, tk)
 		} else if a&refBit == 0 {
 			// The CLOCK bit: one write per turn of the eviction hand, not
 			// per call. Losing the CAS is fine: the winner set it, or
 			// stored a later peek time with it.
 			e.at.CompareAndSwap(a, a|refBit)
 		}
-		o := outcome{t: t, v: v, z: z}
+		o := outcome{t: tk, v: v, z: z}
 		if ok {
 			o.kind = allowed
 		}
 		return o, true
 	}
+}
+
+// keyTime returns the elapsed time a call decides at and V there: t, or,
+// when the key's empty point z is past V(t), the instant the stream reached
+// z. Every admission leaves z <= V of its own time, so that instant is no
+// later than the key's latest admission: a call whose reading is older
+// (it lost a race to a later one) applies it, which sees exactly an empty
+// bucket (the stream moves at most one unit per ns, so V there is z): a
+// peek is allowed, a take of n > 0 denied, as at the older reading, and
+// the waits are counted from a time the key has seen, never inflated by
+// the caller's staleness (at most n/rate for n tokens).
+func (l *Limiter) keyTime(t, z int64) (int64, int64) {
+	v := l.p.V(t)
+	if z > v {
+		t = l.p.Reach(t, z)
+		v = l.p.V(t)
+	}
+	return t, v
+}
+
+// lastTime returns a lower bound of the latest elapsed time a single-limit
+// entry has seen, from its time word a and its state s (below multiTag):
+// the later of the time word (insertion, peeks) and the instant the stream
+// reached its empty point (no later than its latest admission).
+func (l *Limiter) lastTime(a, s uint64) int64 {
+	return max(int64(a&^refBit), l.p.Reach(0, dec(s)))
 }
 
 // slow decides for a key the lock-free probe did not find live: under the
@@ -511,7 +677,7 @@ func (l *Limiter) slow(s *shard, key string, h uint64, need, t int64) outcome {
 	for {
 		s.mu.Lock()
 		if tb := s.tab.Load(); tb != nil {
-			if e := tb.find(h, key); e != nil {
+			if e := tb.find(l.hx(h), tagOf(h), key); e != nil {
 				// Not dead nor moved: removals and replacements hold this
 				// lock from their CAS to their unlink.
 				o, live := l.take(e, t, need)
@@ -523,23 +689,31 @@ func (l *Limiter) slow(s *shard, key string, h uint64, need, t int64) outcome {
 			}
 		}
 		// A new bucket starts no earlier than the latest time applied to a
-		// key removed from this shard, so that a key dropped and seen again
-		// with an older reading finds no more than it left.
-		t := max(t, s.removedAt)
+		// key of this shard it does not hold, so that a key dropped and
+		// seen again with an older reading finds no more than it left (see
+		// shardState.absentAt).
+		t := max(t, s.absentAt)
 		v := l.p.V(t)
 		full := v - l.p.Cap
-		if need == 0 { // a peek at a key not held: a full bucket, and nothing to store
+		if need == 0 {
+			// A peek at a key not held: a full bucket, and nothing to store
+			// but its time, so that a later call with an older reading does
+			// not create the bucket before it.
+			s.absentAt = t
 			s.mu.Unlock()
 			return outcome{t: t, v: v, z: full, kind: allowed}
 		}
 		if l.reserve() {
-			z := full + need // need <= Cap: a new bucket always has it
-			s.insert(l, newEntry(key, z, t), h, l.p.Reach(t, z+l.p.Cap), t)
+			if t2 := s.handBefore(l, t); t2 != t {
+				t, v = t2, l.p.V(t2)
+			}
+			z := v - l.p.Cap + need // need <= Cap: a new bucket always has it
+			s.insert(l, newEntry(key, z, t), h, l.p.Reach(t, z+l.p.Cap))
 			s.mu.Unlock()
 			return outcome{t: t, v: v, z: z, kind: allowed}
 		}
 		s.mu.Unlock()
-		if at, ok := l.makeRoom(int(h>>l.shift), t); !ok {
+		if at, ok := l.makeRoom(int(l.shardIndex(h)), t); !ok {
 			s.mu.Lock()
 			s.refusals++
 			s.mu.Unlock()

@@ -110,13 +110,14 @@ func (m *multiEntry) full(t int64) bool {
 	return true
 }
 
-// dropMulti removes m if every limit it holds is full at t. A key whose
-// lock is held is in use and is passed over (TryLock): its own insertion
-// holds it while the hand runs, before its first limit is stored.
+// dropMulti removes m if every limit it holds is full at t. It waits for
+// m's lock: a key in use (a peek holds the lock for a moment) may be full,
+// and passing it over would evict a live key or refuse a new one while a
+// full bucket is held. (No caller holds a key's lock while it waits for a
+// shard's, so this cannot deadlock: the hand runs before a new multi-limit
+// entry, locked by its creator, is inserted.)
 func (l *Limiter) dropMulti(m *multiEntry, t int64) bool {
-	if !m.mu.TryLock() {
-		return false
-	}
+	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.st.Load() != multiTag || !m.full(t) {
 		return false
@@ -146,6 +147,11 @@ func (l *Limiter) killMulti(m *multiEntry) bool {
 func (l *Limiter) fullAtMulti(m *multiEntry) int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.fullAt()
+}
+
+// fullAt is the latest of m's limits' full-at times. Requires m.mu.
+func (m *multiEntry) fullAt() int64 {
 	at := int64(0)
 	for i := range m.lims {
 		s := &m.lims[i]
@@ -162,8 +168,11 @@ const maxStackLimits = 8
 // state lives per (key, Name), a Name the key does not hold starts full,
 // and a limit whose Capacity or Rate differs from what the key holds under
 // its Name carries the balance over (advanced to now at the old rate, then
-// clamped to the new capacity). The limiter's own limits (New, NewLimits)
-// are not applied; they share state with calls that name them.
+// clamped to the new capacity; a bucket full under the old limit is full
+// under the new one, as it would be had the limiter dropped it, so that a
+// client's balance never depends on other keys' traffic). The limiter's
+// own limits (New, NewLimits) are not applied; they share state with calls
+// that name them.
 //
 // The Decision: allowed, Policy, Limit and Remaining are the limit's with
 // the fewest whole tokens left (the first such in limits), ResetAfter the
@@ -218,18 +227,20 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 		cl = make([]callLimit, 0, len(limits))
 	}
 	cl = cl[:len(limits)]
+	var buf [digestBytes]byte
+	key = l.form(key, &buf)
 	h := l.hash(key)
-	v := &l.views[h>>l.shift]
-	v.prefetch(h)
+	v := &l.views[l.shardIndex(h)]
+	e := v.find(l.hx(h), tagOf(h), key)
 	t := l.clk.Now()
 	// The usual call: its stored states carry their arithmetic, so that no
 	// limit's is looked up. decideMulti gives up, changing nothing, on a
 	// limit the key does not hold so.
-	if e := v.find(h, key); e != nil && e.st.Load() == multiTag && n >= 0 && len(limits) > 0 {
+	if e != nil && e.st.Load() == multiTag && n >= 0 && len(limits) > 0 {
 		m := asMulti(e)
 		m.mu.Lock()
 		if m.st.Load() == multiTag {
-			if tc, ok := l.decideMulti(m, t, n, limits, cl, true); ok {
+			if tc, ok := l.decideMulti(m, t, n, limits, cl, true, nil); ok {
 				m.mu.Unlock()
 				l.multiDecision(d, tc, n, limits, cl)
 				return nil
@@ -258,9 +269,8 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 		cl[i].lp = lp
 	}
 	for {
-		m, locked, at, ok := l.multiFor(key, h, n, t)
+		m, locked, w, ok := l.multiFor(key, h, n, t)
 		if !ok { // refused
-			w := l.until(t, at)
 			setDecision(d, false, limits[0].Capacity, 0, w, w, limits[0].Name)
 			return l.errFull
 		}
@@ -275,7 +285,24 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 			m.mu.Unlock()
 			continue
 		}
-		tc, _ := l.decideMulti(m, t, n, limits, cl, false) // every cl[i].lp is set: it decides
+		tc, ok := l.decideMulti(m, t, n, limits, cl, false, nil) // every cl[i].lp is set
+		if !ok {
+			// A carry-over, which may move the key's full-at time earlier:
+			// the shard's floor must follow before any call sees the new
+			// state, so decide again under the shard's lock (lock order:
+			// shard, then key).
+			m.mu.Unlock()
+			s := &l.shards[l.shardIndex(h)]
+			s.mu.Lock()
+			m.mu.Lock()
+			if m.st.Load() != multiTag {
+				m.mu.Unlock()
+				s.mu.Unlock()
+				continue
+			}
+			tc, _ = l.decideMulti(m, t, n, limits, cl, false, s)
+			s.mu.Unlock()
+		}
 		m.mu.Unlock()
 		l.multiDecision(d, tc, n, limits, cl)
 		return nil
@@ -290,8 +317,12 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 // anything. held (a call not yet checked; n >= 0, limits not empty) decides
 // only if m holds every limit, each under a different one of its first 64
 // states, with the same Capacity and Rate, and n is within every Capacity;
-// otherwise it reports false, having changed nothing. Requires m.mu.
-func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, cl []callLimit, held bool) (int64, bool) {
+// otherwise it reports false, having changed nothing. A carry-over (a limit
+// m holds under its Name with another Capacity or Rate) may move m's
+// full-at time earlier, so it is decided only by a caller that holds m's
+// shard's lock, s, and lowers s's floor to follow; with s nil, decideMulti
+// reports false before it changes anything. Requires m.mu.
+func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, cl []callLimit, held bool, s *shard) (int64, bool) {
 	t = max(t, m.last)
 	allowed := true
 	var used uint64 // held: the states matched so far, which must differ
@@ -319,7 +350,7 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 		}
 		if c.j >= 0 && m.lims[c.j].lp.capacity == lim.Capacity && m.lims[c.j].lp.rate == lim.Rate {
 			c.lp = m.lims[c.j].lp // the same pair, perhaps another *limParams from a cache collision
-		} else if c.lp == nil {
+		} else if c.lp == nil || c.j >= 0 && s == nil {
 			return 0, false // nothing changed yet: the first loop only reads m
 		}
 		p := &c.lp.p
@@ -360,6 +391,14 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 	if a := m.at.Load(); a&refBit == 0 {
 		m.at.CompareAndSwap(a, a|refBit) // the CLOCK bit, as take sets it
 	}
+	if s != nil {
+		// After a carry-over: the floor stays a lower bound of every
+		// full-at time in the shard (see shardState.floor).
+		if at := m.fullAt(); at < s.floor.Load() {
+			s.floor.Store(at)
+			s.minE = &m.entry
+		}
+	}
 	return t, true
 }
 
@@ -376,12 +415,17 @@ func checkN(d *admit.Decision, n int64, limits []admit.Limit) error {
 }
 
 // carry returns the balance, in p's units, that old's bucket carries into a
-// limit of the same Name with arithmetic p at time t: advanced to t at the
-// old rate, capped at the old capacity, then clamped to the new capacity
-// (rounded down when p's units are coarser).
+// limit of the same Name with arithmetic p at time t: a bucket full at t is
+// full under the new limit too (a full bucket equals one never used, which
+// the limiter may have dropped by then); otherwise the balance advanced to t
+// at the old rate, clamped to the new capacity (rounded down when p's units
+// are coarser).
 func carry(old *limState, t int64, p *refill.Params) int64 {
 	op := &old.lp.p
 	bal := min(max(op.V(t)-old.z, 0), op.Cap)
+	if bal == op.Cap {
+		return p.Cap
+	}
 	switch {
 	case op.Shift > p.Shift:
 		bal >>= op.Shift - p.Shift
@@ -442,46 +486,49 @@ func (l *Limiter) fullDecision(d *admit.Decision, limits []admit.Limit) {
 // multiFor returns key's multiEntry (hash h), converting its single-limit
 // entry or inserting a new one as needed, making room first at the bound.
 // It returns nil for a peek (n == 0) at a key not held, and false with the
-// elapsed time at which room comes when RefuseNew refuses the key. The
+// wait until room comes when RefuseNew refuses the key, counted from the
+// time a new bucket would start at (see slow). The
 // caller locks the entry, unless locked says it is (a new entry is locked
 // before it is published, so that it is never seen without a limit), and
 // checks that it is still live.
-func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, locked bool, at int64, ok bool) {
-	s := &l.shards[h>>l.shift]
-	if e := l.views[h>>l.shift].find(h, key); e != nil && e.st.Load() == multiTag {
+func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, locked bool, wait time.Duration, ok bool) {
+	s := &l.shards[l.shardIndex(h)]
+	if e := l.views[l.shardIndex(h)].find(l.hx(h), tagOf(h), key); e != nil && e.st.Load() == multiTag {
 		return asMulti(e), false, 0, true
 	}
 	for {
 		s.mu.Lock()
 		var tb *table
 		if tb = s.tab.Load(); tb != nil {
-			if e := tb.find(h, key); e != nil {
+			if e := tb.find(l.hx(h), tagOf(h), key); e != nil {
 				m := l.convert(s, tb, h, e)
 				s.mu.Unlock()
 				return m, false, 0, true
 			}
 		}
 		if n == 0 {
+			s.absentAt = max(s.absentAt, t) // see slow
 			s.mu.Unlock()
 			return nil, false, 0, true
 		}
-		t := max(t, s.removedAt) // see slow
+		t := max(t, s.absentAt) // see slow
 		if l.reserve() {
+			t = s.handBefore(l, t)
 			m := newMulti(key)
 			m.st.Store(multiTag)
 			m.last = t
 			m.mu.Lock() // lock order: shard, then key
 			// No limit held yet: full-at is now, a lower bound of the floor.
-			s.insert(l, &m.entry, h, t, t)
+			s.insert(l, &m.entry, h, t)
 			s.mu.Unlock()
 			return m, true, 0, true
 		}
 		s.mu.Unlock()
-		if at, ok := l.makeRoom(int(h>>l.shift), t); !ok {
+		if at, ok := l.makeRoom(int(l.shardIndex(h)), t); !ok {
 			s.mu.Lock()
 			s.refusals++
 			s.mu.Unlock()
-			return nil, false, at, false
+			return nil, false, l.until(t, at), false
 		}
 	}
 }
@@ -505,8 +552,10 @@ func (l *Limiter) convert(s *shard, tb *table, h uint64, e *entry) *multiEntry {
 		m.st.Store(multiTag)
 		a := e.at.Load()
 		m.at.Store(a & refBit)
-		m.last = int64(a &^ refBit)
-		tb.slots[tb.slot(h, e)].Store(&m.entry)
+		// The key's latest time, which its time word alone may not hold.
+		m.last = l.lastTime(a, st)
+		// The same key in the same slot: its tag stays.
+		tb.slots[tb.slot(l.hx(h), e)].Store(&m.entry)
 		return m
 	}
 }

@@ -35,6 +35,15 @@ func (p Policy) String() string {
 // WithMaxKeys bounds the number of keys held at n >= 1 (default
 // DefaultMaxKeys), exactly: eviction or refusal starts when the limiter
 // holds n keys, whatever the shard count. Keys are counted, not limits.
+//
+// In bytes: a held single-limit key costs one allocation of at most 96
+// bytes (its entry and its key, or a 16-byte digest of a key longer than
+// 64 bytes, whatever the caller sends), so the entries take at most 96·n
+// bytes, and the tables about 12 to 18 bytes more a key (9 bytes a slot at
+// a load between 1/2 and 3/4; they keep their peak size); 61.6 bytes a key
+// in all at 2^20 keys of 16 bytes. A multi-limit key costs at most 240
+// bytes for up to 3 limit Names; past 3, an array of at most 64 bytes per
+// Name it holds besides.
 func WithMaxKeys(n int) admit.Option {
 	return func(c *admit.Config) {
 		if n < 1 {

@@ -2,5 +2,7 @@
 
 package keyed
 
-// prefetch does nothing here: see prefetch_amd64.go.
-func prefetch(uintptr) {}
+import "unsafe"
+
+// prefetchw does nothing here: see prefetch_amd64.go.
+func prefetchw(unsafe.Pointer) {}

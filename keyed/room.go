@@ -86,15 +86,21 @@ func (l *Limiter) makeRoom(first int, t int64) (int64, bool) {
 			s.mu.Unlock()
 			continue
 		}
-		if s.exact(l) {
+		if at > t && s.exact(l) {
 			s.mu.Unlock()
 			return at, false
 		}
+		// A floor not exact, or one at or before t (a bucket inserted by
+		// a call with an older reading since the sweeps above may be full
+		// at t already): sweep.
 		dropped := s.sweep(l, t)
 		s.mu.Unlock()
 		if dropped > 0 {
 			return 0, true
 		}
+	}
+	if at <= t {
+		return 0, true // the floors kept moving; look again rather than refuse with no wait
 	}
 	return at, false // the floors kept moving: a lower bound
 }

@@ -33,83 +33,84 @@ type shardState struct {
 	// makeRoom checks in O(1) before it trusts a floor.
 	minE *entry
 	used int // keys in the table
-	// removedAt is the latest time applied to any key removed from the
-	// shard; a new bucket starts no earlier (see slow).
-	removedAt int64
-	hand      uint64 // the next slot the hand looks at (mod the table's size)
+	// absentAt is the latest time applied to a key of the shard that it
+	// does not hold: one removed (its latest time), or one a peek found
+	// absent (the peek's time, which stores nothing else). A new bucket
+	// starts no earlier (see slow), so that a key seen again, or first
+	// admitted, with a reading older than one already applied to it finds
+	// no more than a bucket that had seen that later time.
+	absentAt int64
+	hand     uint64 // the next slot the hand looks at (mod the table's size)
 
 	inserts, drops, evictions, refusals uint64
 }
 
-// view is a shard's current table as lock-free readers see it: its slots
-// and size − 1, with no pointer to follow before the slots. The views of
-// all shards are packed in one array (Limiter.views), 16 bytes each, so
-// that the first load of every probe hits lines every call reads (256
-// views are 4 KB), not the shard's own line, which the lock and the
-// counters share. Written only by a grow, under the shard's lock: base
-// before mask, and tables only grow.
+// view is a shard's current table as lock-free readers see it: its size
+// and the addresses of its tags and slots, with no pointer to follow
+// before them. The views of all shards are packed in one array
+// (Limiter.views), 32 bytes each (two a line, none across lines), so that
+// the first loads of every probe hit lines every call reads (256 views are
+// 8 KB), not the shard's own line, which the lock and the counters share.
+// Written only by a grow, under the shard's lock: slots, then tags, then
+// n; read in the opposite order, n first. A reader that sees a size sees
+// that table's arrays or a later, larger one's, and tables only grow, so
+// every index it forms is inside the arrays it reads (a size from an
+// older, smaller table, or tags and slots from two tables, only misplace
+// the probe, which then misses or compares a key that is not its own; a
+// miss is never trusted and a key compared is never wrong).
 type view struct {
-	base atomic.Pointer[atomic.Pointer[entry]]
-	mask atomic.Uint64
+	n     atomic.Uint64 // 0 before the first table
+	tags  atomic.Pointer[atomic.Uint64]
+	slots atomic.Pointer[atomic.Pointer[entry]]
+	_     uint64
 }
 
-// find returns key's entry (hash h) or nil, without the lock: the
-// lock-free probe of the table's doc. mask is loaded before base: a reader
-// that sees a mask sees that table's base or a later, larger one's, so
-// every index it forms is inside the array base points to (a mask from an
-// older, smaller table with a newer base only misplaces the probe, which
-// then misses, and a miss is never trusted).
-func (v *view) find(h uint64, key string) *entry {
-	mask := v.mask.Load()
-	base := unsafe.Pointer(v.base.Load())
-	for i, n := h&mask, mask; base != nil; i, n = (i+1)&mask, n-1 {
-		e := (*atomic.Pointer[entry])(unsafe.Add(base, i*slotSize)).Load()
-		if e == nil || e.key == key {
-			return e
-		}
-		if n == 0 { // one pass over the array: the probe ends while writers shift entries
-			return nil
+// find returns key's entry (shifted hash hx, tag t) or nil, without the
+// lock: the lock-free probe of the table's doc.
+func (v *view) find(hx, t uint64, key string) *entry {
+	n := v.n.Load()
+	if n == 0 {
+		return nil
+	}
+	return probe(n, v.tags.Load(), v.slots.Load(), hx, t, key, false)
+}
+
+// entryHash returns e's key's shifted hash and tag.
+func (l *Limiter) entryHash(e *entry) (hx, t uint64) {
+	h := l.hash(e.key)
+	return l.hx(h), tagOf(h)
+}
+
+// handBefore lets the hand look at two slots before an insertion at
+// elapsed time t, dropping the full buckets it finds there (amortised O(1)
+// cleaning without a goroutine), and returns the time the new bucket
+// starts at: t, or later if a bucket dropped had seen a later time (a new
+// bucket starts no earlier than any removed from its shard). Requires mu.
+func (s *shard) handBefore(l *Limiter, t int64) int64 {
+	if tb := s.tab.Load(); tb != nil {
+		for range 2 {
+			s.look(l, tb, t)
 		}
 	}
-	return nil
+	return max(t, s.absentAt)
 }
 
-// prefetch starts fetching the line of hash h's home slot, for a call that
-// reads the clock next: the clock read waits for earlier loads, not for a
-// prefetch, so the cache miss overlaps it. The address is formed as a
-// uintptr and never used as a pointer: a base and a mask from different
-// tables (a grow meanwhile), or no table yet (nil and 0), give an address
-// outside the slots, which is harmless, as a prefetch never faults.
-func (v *view) prefetch(h uint64) {
-	prefetch(uintptr(unsafe.Pointer(v.base.Load())) + uintptr(h&v.mask.Load()*slotSize))
-}
-
-// slotSize is the size of a table slot.
-const slotSize = uint64(unsafe.Sizeof(atomic.Pointer[entry]{}))
-
-// hash is e's key's hash.
-func (l *Limiter) entryHash(e *entry) uint64 { return l.hash(e.key) }
-
-// insert stores a new entry for key (hash h) whose bucket is full at
-// elapsed time fullAt, and lets the hand look at two slots, dropping the
-// full buckets it finds there (amortised O(1) cleaning without a
-// goroutine). The caller holds mu and has reserved a key in the bound.
-func (s *shard) insert(l *Limiter, e *entry, h uint64, fullAt, t int64) {
+// insert stores a new entry e for a key (hash h) whose bucket is full at
+// elapsed time fullAt. The caller holds mu, has reserved a key in the
+// bound, and has let the hand look (handBefore).
+func (s *shard) insert(l *Limiter, e *entry, h uint64, fullAt int64) {
 	// The entry (newEntry) and the table's amortised growth are the
 	// allocations a new key costs.
 	tb := s.tab.Load()
-	if tb == nil || (s.used+1)*4 > len(tb.slots)*3 {
-		tb = s.grow(l, &l.views[h>>l.shift], tb)
+	if tb == nil || full(s.used, tb.n) {
+		tb = s.grow(l, &l.views[l.shardIndex(h)], tb)
 	}
-	tb.put(h, e)
+	tb.put(l.hx(h), tagOf(h), e)
 	s.used++
 	s.inserts++
 	if fullAt < s.floor.Load() {
 		s.floor.Store(fullAt)
 		s.minE = e
-	}
-	for range 2 {
-		s.look(l, tb, t)
 	}
 }
 
@@ -118,29 +119,30 @@ func (s *shard) insert(l *Limiter, e *entry, h uint64, fullAt, t int64) {
 // v, the shard's view. Readers still probing old find the same entries
 // there.
 func (s *shard) grow(l *Limiter, v *view, old *table) *table {
-	n := minSlots
+	n := uint64(minSlots)
 	if old != nil {
-		n = 2 * len(old.slots)
+		n = nextSize(old.n)
 	}
 	tb := newTable(n)
 	if old != nil {
 		for i := range old.slots {
 			if e := old.slots[i].Load(); e != nil {
-				tb.put(l.entryHash(e), e)
+				hx, t := l.entryHash(e)
+				tb.put(hx, t, e)
 			}
 		}
 	}
 	s.tab.Store(tb)
-	v.base.Store(&tb.slots[0])
-	v.mask.Store(tb.mask)
+	v.slots.Store(&tb.slots[0])
+	v.tags.Store(&tb.tags[0])
+	v.n.Store(n)
 	return tb
 }
 
 // look moves the hand one slot: the entry there, if its bucket is full at
 // t, is dropped. Requires mu.
 func (s *shard) look(l *Limiter, tb *table, t int64) {
-	i := s.hand & tb.mask
-	s.hand = i + 1
+	i := s.handSlot(tb)
 	if e := tb.slots[i].Load(); e != nil && l.drop(e, t) {
 		s.unlink(l, tb, i, t)
 		s.drops++
@@ -150,7 +152,7 @@ func (s *shard) look(l *Limiter, tb *table, t int64) {
 // unlink removes the (now dead) entry at slot i. Requires mu.
 func (s *shard) unlink(l *Limiter, tb *table, i uint64, t int64) {
 	e := tb.slots[i].Load()
-	s.removedAt = max(s.removedAt, e.last(), t)
+	s.absentAt = max(s.absentAt, e.last(), t)
 	if e == s.minE {
 		s.minE = nil // floor stays a lower bound
 	}
@@ -209,32 +211,46 @@ func (s *shard) evict(l *Limiter, t int64) bool {
 		return false
 	}
 	for range 2*len(tb.slots) + 1 {
-		i := s.hand & tb.mask
+		i := s.handSlot(tb)
 		e := tb.slots[i].Load()
 		if e == nil {
-			s.hand = i + 1
 			continue
 		}
 		if l.drop(e, t) {
 			s.unlink(l, tb, i, t)
 			s.drops++
+			s.hand = i // the shift may have moved an entry into i
 			return true
 		}
 		if a := e.at.Load(); a&refBit != 0 {
 			// Second chance. A call that sets the bit again meanwhile
 			// makes the CAS fail; the next turn looks again.
 			e.at.CompareAndSwap(a, a&^refBit)
-			s.hand = i + 1
 			continue
 		}
 		st := e.st.Load()
 		if l.kill(e, st) {
+			// An evicted key restarts no earlier than the latest time it
+			// has seen, which for a single-limit key its time word alone
+			// does not record (admissions store none): see lastTime.
+			if st < multiTag {
+				t = max(t, l.lastTime(e.at.Load(), st))
+			}
 			s.unlink(l, tb, i, t)
 			s.evictions++
-			s.hand = i + 1
 			return true
 		}
-		// A call changed the state; look at the same slot again.
+		s.hand = i // a call changed the state; look at the same slot again
 	}
 	return false
+}
+
+// handSlot returns the slot the hand is at and moves it one on. Requires mu.
+func (s *shard) handSlot(tb *table) uint64 {
+	i := s.hand
+	if i >= tb.n {
+		i = 0
+	}
+	s.hand = i + 1
+	return i
 }

@@ -268,7 +268,10 @@ func (s policySuite) exactRetryAfter(t *testing.T) {
 
 // carryOver: rule 3. A call that brings another Capacity or Rate for a Name
 // the key holds carries its balance over: advanced at the old rate, then
-// clamped to the new capacity.
+// clamped to the new capacity. A bucket full under its old limit is full
+// under the new one, so that a client's balance never depends on whether
+// its full bucket was kept or forgotten (a full bucket equals a Name never
+// used, and a limiter may drop it at any time, for other keys' traffic).
 func (s policySuite) carryOver(t *testing.T) {
 	l, clk := s.fakePolicy(t)
 	x := lim("x", 10, 1)
@@ -281,7 +284,14 @@ func (s policySuite) carryOver(t *testing.T) {
 	assert.Equal(t, int64(3), d.Remaining, "4.5 advanced at the old rate, clamped to 3")
 	assert.Zero(t, d.ResetAfter, "full at the new capacity")
 	d = allowL(t, l, "k", 0, x)
-	assert.Equal(t, int64(3), d.Remaining, "the clamp stays: back at capacity 10 the balance is 3")
+	assert.Equal(t, int64(10), d.Remaining, "full at capacity 3, full at capacity 10: as a key never seen")
+	assert.Zero(t, d.ResetAfter)
+	require.True(t, allowL(t, l, "k", 7, x).Allowed) // 3 left
+	d = allowL(t, l, "k", 0, lim("x", 20, 1))
+	assert.Equal(t, int64(3), d.Remaining, "a bucket not full keeps its balance under a larger capacity")
+	assert.Equal(t, 17*time.Second, d.ResetAfter)
+	d = allowL(t, l, "k", 0, x)
+	assert.Equal(t, int64(3), d.Remaining)
 	assert.Equal(t, 7*time.Second, d.ResetAfter)
 	require.True(t, allowL(t, l, "k", 3, x).Allowed) // 0 left
 	clk.Advance(time.Second)

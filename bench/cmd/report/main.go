@@ -77,6 +77,7 @@ const (
 	quickBenchtime = "100ms"
 	quickOut       = "bench.tmp.txt"           // in bench/, ignored by git
 	quickStat      = "bench.tmp-benchstat.txt" // likewise
+	quickKeyed     = "bench.tmp-keyed.txt"     // keyed's part (keyed.go), likewise
 )
 
 func main() {
@@ -216,6 +217,12 @@ func main() {
 	if err := printSections(os.Stdout, rawPath); err != nil {
 		log("summary: %v", err)
 		os.Exit(1)
+	}
+	if *quick {
+		if err := keyedReport(os.Stdout, goCmd, quickKeyed); err != nil {
+			log("keyed: %v", err)
+			os.Exit(1)
+		}
 	}
 	if load := max(loadBefore, loadAvg()); load > float64(runtime.NumCPU()) {
 		fmt.Printf("\nNOISY: the 1-minute load average was %.1f on %d cores during the run; other work shared the CPUs, so the numbers above are not this machine's.\n",
