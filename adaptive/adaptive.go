@@ -72,6 +72,12 @@ type Limiter struct {
 	prevIn, prevLat, prevX float64
 	moved                  int8
 	below                  uint8 // bit i: the window i updates ago bound yet read below 0.9·base
+	// A run of cuts, not broken by a raise or a probe, and the first
+	// window after its first cut, which later windows of the run are
+	// compared with: cutRun is 0 outside a run, 1 until that window is
+	// read, 2 after.
+	cutRun              int8
+	runIn, runLat, runX float64
 
 	// top is the highest priority that asked for a permit in this update
 	// window, topPrev in the last one.
@@ -321,6 +327,12 @@ func (l *Limiter) update(now int64) {
 	if valid && l.prevLat > 0 {
 		w.moved, w.di, w.dm, w.dx = l.moved, w.inflight/l.prevIn, w.latency/l.prevLat, x/l.prevX
 	}
+	switch {
+	case valid && l.cutRun == 1:
+		l.cutRun, l.runIn, l.runLat, l.runX = 2, w.inflight, w.latency, x
+	case valid && l.cutRun == 2:
+		w.ci, w.cm, w.cx = w.inflight/l.runIn, w.latency/l.runLat, x/l.runX
+	}
 	doubt := false
 	if l.cfg.alg.kind != kindAIMD {
 		doubt = l.estimate(&w, valid)
@@ -335,11 +347,17 @@ func (l *Limiter) update(now int64) {
 	l.lim = next
 	limit := int(next)
 	l.moved = 0
+	if l.probing {
+		l.cutRun = 0
+	}
 	if limit != l.limit {
 		old := l.limit
 		l.moved = 1
 		if limit < old {
 			l.moved = -1
+			l.cutRun = max(l.cutRun, 1)
+		} else {
+			l.cutRun = 0
 		}
 		l.limit = limit
 		l.limitA.Store(int64(limit))
@@ -377,13 +395,15 @@ func (l *Limiter) update(now int64) {
 // answers a change of the limit. Above the knee the latency follows the
 // calls in flight and the throughput does not (Little's law); below it the
 // throughput follows and the latency does not. Doubt, then:
-//   - a cut of the in-flight by a fifth or more that lowered the latency
-//     by less than half that fraction and the throughput by more, while
-//     the latency still read above the band: the cut went below the knee
-//     and the latency stayed, so it is the no-load one and the estimate is
-//     too low (the latency alone is not enough: work queued before a cut
-//     delays the calls after it for a while, but then the throughput
-//     holds);
+//   - in a run of cuts (no raise or probe between them), an in-flight a
+//     fifth or more below the first window after the run's first cut, with
+//     a latency lowered by less than half that fraction and a throughput
+//     by more, while the latency still reads above the band: the cuts went
+//     below the knee and the latency stayed, so it is the no-load one and
+//     the estimate is too low. (Compared with the first window after the
+//     first cut, not the one before: work queued before a cut delays the
+//     calls after it for a while. And over the run, not cut by cut: cuts
+//     of a tenth each, at the edge of the band, add up to a collapse.);
 //   - a raise of the in-flight by a tenth or more that the latency
 //     followed by two thirds or more while it read below the estimate: a
 //     queue reads as no load, the estimate is too high;
@@ -391,8 +411,11 @@ func (l *Limiter) update(now int64) {
 //     the estimate: too high as well.
 func (l *Limiter) estimate(w *window, valid bool) bool {
 	m := w.latency
+	// The limit bound through the window, not only in bursts of a load
+	// below it: then its latency says something about the limit.
+	bound := w.saturated && w.inflight >= 0.75*w.limit
 	l.below <<= 1
-	if valid && l.base > 0 && w.saturated && m < 0.9*l.base {
+	if valid && l.base > 0 && bound && m < 0.9*l.base {
 		l.below |= 1
 	}
 	l.below &= 7
@@ -423,11 +446,11 @@ func (l *Limiter) estimate(w *window, valid bool) bool {
 	default:
 		l.baseAge++
 	}
-	if l.probing || !w.saturated {
+	if l.probing || !bound {
 		return false
 	}
 	return bits.OnesCount8(l.below) >= 2 ||
-		w.moved < 0 && w.di <= 0.8 && w.dm >= 1-(1-w.di)/2 && w.dx <= 1-(1-w.di)/2 && r > 1+gradHigh ||
+		w.ci > 0 && w.ci <= 0.8 && w.cm >= 1-(1-w.ci)/2 && w.cx <= 1-(1-w.ci)/2 && r > 1+gradHigh ||
 		w.moved > 0 && w.di >= 1.1 && w.dm-1 >= (w.di-1)*2/3 && r < 1
 }
 

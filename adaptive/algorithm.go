@@ -92,6 +92,9 @@ type window struct {
 	// the last one's (0 when either window had drops or no latency).
 	moved      int8
 	di, dm, dx float64 // and throughput (calls ended per time)
+	// In a run of cuts, the ratios to the first window after its first
+	// cut (0 outside one).
+	ci, cm, cx float64
 }
 
 // next returns the limit the algorithm chooses after window w, before the
