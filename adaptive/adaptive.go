@@ -100,7 +100,7 @@ type Limiter struct {
 // the no-load latency before a saturated window probes it.
 const probeEvery = 200
 
-// windowRTTs bounds an update window in round trips: see needed.
+// windowRTTs bounds an update window in round trips: see full.
 const windowRTTs = 8
 
 // noCopy makes go vet's copylocks check flag copies of a Limiter.
@@ -264,11 +264,11 @@ func (l *Limiter) end(p *Permit, o outcome) {
 		} else {
 			l.drops++
 		}
-		// A window closes with enough outcomes (see needed), or as soon
+		// A window closes with enough outcomes (see full), or as soon
 		// as minSamples were drops: losses need no statistics, and a
 		// limit far too high must come down before its long windows
 		// would end.
-		if l.hist.n+l.drops >= l.needed(now) || l.drops >= l.cfg.minSamples {
+		if l.full(l.hist.n+l.drops, now) || l.drops >= l.cfg.minSamples {
 			l.update(now)
 		}
 	}
@@ -279,22 +279,24 @@ func (l *Limiter) end(p *Permit, o outcome) {
 	l.mu.Unlock()
 }
 
-// needed returns how many outcomes the window needs to close at now:
-// max(minSamples, 2·limit), about two round trips when the limit binds,
-// but never more than windowRTTs round trips' worth, nor fewer than a
-// quarter of minSamples. By Little's law a round trip delivers as many
-// outcomes as there are calls in flight on average, so at a low rate of
-// calls (a backend of two workers, say) a window still closes every few
-// round trips instead of every minSamples/in-flight of them. A probe's
-// window takes its full count: its latency becomes the no-load estimate.
-// Requires mu, with area advanced to now.
-func (l *Limiter) needed(now int64) int {
-	n := max(l.cfg.minSamples, 2*l.limit)
-	d := now - l.start
-	if l.probing || d <= 0 {
-		return n
+// full reports whether the window holds enough outcomes, n, to close at
+// now: max(minSamples, 2·limit), about two round trips when the limit
+// binds; or, if the limit bound in it and it has a quarter of minSamples,
+// windowRTTs round trips' worth. By Little's law a round trip delivers as
+// many outcomes as there are calls in flight on average (area over the
+// window's span), so at a low rate of calls (a backend of two workers,
+// say) a window still closes every few round trips instead of every
+// minSamples/in-flight of them. A window in which the limit did not bind
+// has nothing urgent to say and waits for its count (the uncontended path
+// stays cheap), and a probe's window takes its full count: its latency
+// becomes the no-load estimate. Requires mu, with area advanced to now.
+func (l *Limiter) full(n int, now int64) bool {
+	if n >= max(l.cfg.minSamples, 2*l.limit) {
+		return true
 	}
-	return max(min(n, int(math.Ceil(windowRTTs*l.area/float64(d)))), l.cfg.minSamples/4, 1)
+	// n ≥ windowRTTs·area/(now-start), without the division.
+	return l.saturated && !l.probing && n >= max(l.cfg.minSamples/4, 1) && now > l.start &&
+		float64(n)*float64(now-l.start) >= windowRTTs*l.area
 }
 
 // update closes the window at now and sets the next limit. Requires mu.

@@ -391,26 +391,35 @@ func TestDropsTolerated(t *testing.T) {
 	require.Equal(t, 18, l.Limit(), "3 drops in 40: a loss, a tenth off")
 }
 
-// At a low rate of calls a window closes after about windowRTTs (8) round
-// trips' worth of outcomes, as many per round trip as calls in flight,
-// instead of waiting for 40: two calls at a time of 100 ms each close one
-// every 16 outcomes.
+// At a low rate of calls a window in which the limit binds closes after
+// about windowRTTs (8) round trips' worth of outcomes, as many per round
+// trip as calls in flight, instead of waiting for 40: two calls at a time
+// of 100 ms each, a third shed, close one every 16 outcomes. A window in
+// which the limit does not bind waits for its 40. (AIMD, so that no probe
+// of the no-load latency, whose window takes its full count, intervenes.)
 func TestWindowInRoundTrips(t *testing.T) {
-	l, clk := newFake(t)
-	ctx := context.Background()
-	n := 0
-	for l.Stats().Updates < 3 {
-		a, err := l.Acquire(ctx)
-		require.NoError(t, err)
-		b, err := l.Acquire(ctx)
-		require.NoError(t, err)
-		clk.Advance(100 * time.Millisecond)
-		a.Success()
-		b.Success()
-		n += 2
-		require.Less(t, n, 200)
+	for _, bind := range []bool{true, false} {
+		l, clk := newFake(t, adaptive.WithInitialLimit(2), adaptive.WithLimitBounds(2, 2), adaptive.WithAlgorithm(adaptive.AIMD()))
+		ctx := context.Background()
+		n := 0
+		for l.Stats().Updates < 3 {
+			a, err := l.Acquire(ctx)
+			require.NoError(t, err)
+			b, err := l.Acquire(ctx)
+			require.NoError(t, err)
+			if bind {
+				_, err = l.Acquire(ctx)
+				require.ErrorIs(t, err, admit.ErrOverloaded)
+			}
+			clk.Advance(100 * time.Millisecond)
+			a.Success()
+			b.Success()
+			n += 2
+			require.Less(t, n, 200)
+		}
+		want := map[bool]int{true: 16, false: 40}[bind]
+		require.Equal(t, 3*want, n, "bind=%v", bind)
 	}
-	require.Equal(t, 16*3, n)
 }
 
 func TestDropsLowerTheLimit(t *testing.T) {
