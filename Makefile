@@ -146,11 +146,11 @@ bench-otel: ## admitotel's cost over the bare call (a few minutes); saves result
 	GO=$(GO) bash admitotel/testdata/overhead.sh
 
 # The adaptive limiters side by side on the wall clock: a loopback net/http
-# server whose handler is 8 workers of 20 ms, Poisson load at 1x, 2x, 3x and
-# 5x its capacity, then a capacity step; no limiter, fixed limits (chanpool),
-# failsafe-go's adaptivelimiter (defaults and tuned) and adaptive. Seven
-# minutes of load (the first run took 25 minutes of wall time on the busy
-# 2-core machine); saves results/overload-<date>-<host>-<commit>.txt and
+# server whose handler is 8 workers of 40 ms, Poisson load at 1x to 5x its
+# capacity (200 to 1,000 requests a second: a quarter of a core), then a
+# capacity step; no limiter, fixed limits (chanpool), failsafe-go's
+# adaptivelimiter (defaults and tuned) and adaptive. About 8.5 minutes;
+# saves results/overload-<date>-<host>-<commit>.txt and
 # results/plots/overload-*.svg. Run it on a quiet machine.
-bench-overload: ## adaptive vs failsafe-go and fixed limits under overload (7+ min); saves results/overload-*
+bench-overload: ## adaptive vs failsafe-go and fixed limits under overload (~8.5 min); saves results/overload-*
 	cd bench && $(GO) run ./cmd/overload -save ../results

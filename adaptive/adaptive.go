@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -47,18 +48,12 @@ type Limiter struct {
 	area      float64 // Σ inflight × ns since start
 	hist      histogram
 	drops     int
+	ends      int // permits ended in the window, whenever taken, any outcome
 	saturated bool
 
-	// base is the no-load latency estimate in ns, 0 until the first window.
-	// Only two things raise it: a probe, a window run at half the limit,
-	// below the knee, whose latency is the no-load latency by construction;
-	// and a window in which nobody waited and at most half the limit was in
-	// use. Any other window may only lower it. So a long overload, whose
-	// windows are all slow, cannot drag it up; a backend that really got
-	// slower is found by the next probe. baseAge counts windows since it was
-	// last measured; at probeEvery a window in which the limit bound starts
-	// a probe. Windows with drops, or soon after some, leave it alone: the
-	// backend may still be busy with work its callers gave up on.
+	// base is the no-load latency estimate in ns, 0 until the first
+	// window: see estimate for what changes it and probe for the probes.
+	// baseAge counts windows since it was last measured.
 	base      float64
 	baseAge   int
 	probing   bool
@@ -68,6 +63,25 @@ type Limiter struct {
 	probeBase float64 // the no-load estimate before the probe step
 	restore   float64 // the limit to go back to after the probe
 	lossless  int     // windows since the last one with drops
+
+	// The previous window's average in-flight, latency and throughput
+	// (calls ended per ns), 0 when its latency was not worth reading, and
+	// which way the update after it moved the limit: the next window
+	// shows whether the latency and the throughput followed the
+	// in-flight, which tells above the knee from below it.
+	prevIn, prevLat, prevX float64
+	moved                  int8
+	below                  uint8 // bit i: the window i updates ago bound yet read below 0.9·base
+	// A run of cuts, not broken by a raise or a probe, and the first
+	// window after its first cut, which later windows of the run are
+	// compared with: cutRun is 0 outside a run, 1 until that window is
+	// read, 2 after.
+	cutRun              int8
+	runIn, runLat, runX float64
+
+	// top is the highest priority that asked for a permit in this update
+	// window, topPrev in the last one.
+	top, topPrev Priority
 
 	// The backlog: one FIFO per priority, mask bit i set when queue i is
 	// non-empty.
@@ -84,7 +98,10 @@ type Limiter struct {
 
 // probeEvery is how many update windows may pass without a confirmation of
 // the no-load latency before a saturated window probes it.
-const probeEvery = 50
+const probeEvery = 200
+
+// windowRTTs bounds an update window in round trips: see full.
+const windowRTTs = 8
 
 // noCopy makes go vet's copylocks check flag copies of a Limiter.
 type noCopy struct{}
@@ -109,6 +126,7 @@ func New(opts ...Option) (*Limiter, error) {
 	l.epoch, l.start, l.last = now, now, now
 	l.hist.reset()
 	l.limitA.Store(int64(l.limit))
+	l.top, l.topPrev = Sheddable, Sheddable
 	return l, nil
 }
 
@@ -145,17 +163,22 @@ func (l *Limiter) Acquire(ctx context.Context) (*Permit, error) {
 }
 
 // threshold is how many permits may be out when a caller of priority p is
-// admitted at once: the limit for Normal and above, 7/8 of it for Low and
-// 3/4 for Sheddable (never below 1), so that under load the lower classes
-// are shed first and leave room for the others. Requires mu.
+// admitted. With a backlog it is the limit for every priority: the backlog
+// orders them. Without one, a priority below the highest seen in this
+// update window or the last leaves an eighth of the limit per level to
+// those above it (never less than one permit for itself), so that under
+// load the lower classes are shed first and the higher ones find room;
+// the highest priority present may use the whole limit, so traffic of a
+// single priority, whichever it is, has all of it. Requires mu.
 func (l *Limiter) threshold(p Priority) int {
-	switch {
-	case p >= Normal:
+	if l.cfg.backlog > 0 {
 		return l.limit
-	case p == Low:
-		return max(1, l.limit-l.limit/8)
 	}
-	return max(1, l.limit-l.limit/4)
+	levels := int(max(l.top, l.topPrev) - p)
+	if levels <= 0 {
+		return l.limit
+	}
+	return max(1, l.limit-l.limit*levels/8)
 }
 
 // acquire fills p, which must be zero, or returns why not. p is never
@@ -167,6 +190,7 @@ func (l *Limiter) acquire(ctx context.Context, p *Permit) error {
 	prio := PriorityFrom(ctx)
 	now := l.clk.Now()
 	l.mu.Lock()
+	l.top = max(l.top, prio)
 	if l.inflight < l.threshold(prio) && l.mask>>prio.index() == 0 {
 		l.advance(now)
 		l.inflight++
@@ -225,6 +249,7 @@ func (l *Limiter) end(p *Permit, o outcome) {
 	l.mu.Lock()
 	l.advance(now)
 	l.inflight--
+	l.ends++
 	switch o {
 	case success:
 		l.stats.Successes++
@@ -239,11 +264,11 @@ func (l *Limiter) end(p *Permit, o outcome) {
 		} else {
 			l.drops++
 		}
-		// A window closes with enough outcomes to span about two round
-		// trips, or as soon as minSamples were drops: losses need no
-		// statistics, and a limit far too high must come down before its
-		// long windows would end.
-		if l.hist.n+l.drops >= max(l.cfg.minSamples, 2*l.limit) || l.drops >= l.cfg.minSamples {
+		// A window closes with enough outcomes (see full), or as soon
+		// as minSamples were drops: losses need no statistics, and a
+		// limit far too high must come down before its long windows
+		// would end.
+		if l.full(l.hist.n+l.drops, now) || l.drops >= l.cfg.minSamples {
 			l.update(now)
 		}
 	}
@@ -254,6 +279,26 @@ func (l *Limiter) end(p *Permit, o outcome) {
 	l.mu.Unlock()
 }
 
+// full reports whether the window holds enough outcomes, n, to close at
+// now: max(minSamples, 2·limit), about two round trips when the limit
+// binds; or, if the limit bound in it and it has a quarter of minSamples,
+// windowRTTs round trips' worth. By Little's law a round trip delivers as
+// many outcomes as there are calls in flight on average (area over the
+// window's span), so at a low rate of calls (a backend of two workers,
+// say) a window still closes every few round trips instead of every
+// minSamples/in-flight of them. A window in which the limit did not bind
+// has nothing urgent to say and waits for its count (the uncontended path
+// stays cheap), and a probe's window takes its full count: its latency
+// becomes the no-load estimate. Requires mu, with area advanced to now.
+func (l *Limiter) full(n int, now int64) bool {
+	if n >= max(l.cfg.minSamples, 2*l.limit) {
+		return true
+	}
+	// n ≥ windowRTTs·area/(now-start), without the division.
+	return l.saturated && !l.probing && n >= max(l.cfg.minSamples/4, 1) && now > l.start &&
+		float64(n)*float64(now-l.start) >= windowRTTs*l.area
+}
+
 // update closes the window at now and sets the next limit. Requires mu.
 func (l *Limiter) update(now int64) {
 	w := window{
@@ -262,83 +307,60 @@ func (l *Limiter) update(now int64) {
 		latency:   l.hist.lowerMean(trimQ),
 		successes: l.hist.n,
 		drops:     l.drops,
+		lossy:     l.drops > max(1, int(lossTolerance*float64(l.drops+l.hist.n))),
 		saturated: l.saturated,
 	}
 	if d := l.last - l.start; d > 0 {
 		w.inflight = l.area / float64(d)
 	}
-	if w.drops > 0 {
+	if w.lossy {
 		l.lossless = 0
 	} else {
 		l.lossless++
 	}
-	usesLatency := l.cfg.alg.kind != kindAIMD
-	// The no-load latency. A window with drops says nothing about it: the
-	// backend may be busy with work its callers gave up on, which this
-	// limiter no longer counts.
-	m := w.latency
-	if usesLatency && w.successes >= max(5, l.cfg.minSamples/4) && w.drops == 0 && (l.lossless >= 2 || l.base == 0) {
-		switch {
-		case l.base == 0:
-			l.base = m
-			l.baseAge = probeEvery - 1 // probe soon: the first window may have queued
-		case l.probing:
-			// A probe runs at half the limit, below the knee: its latency
-			// is the no-load latency.
-			// The first probe's steps, and every step after a first one
-			// found the estimate too high, set it; a periodic probe's
-			// first step moves it a third of the way, to average out the
-			// noise of one window.
-			if l.probes == 0 || l.probeStep > 0 {
-				l.base = m
-			} else {
-				l.base += (m - l.base) / 3
-			}
-			l.baseAge = 0
-		case !w.saturated && (m < l.base || w.inflight < w.limit/2):
-			// Nobody waited and at most half the limit was in use on
-			// average: the window ran below the knee, or not far past it.
-			// A window that used more may have queued, and may only lower
-			// the estimate.
-			l.base += (m - l.base) / 8
-			l.baseAge = 0
-		default:
-			l.baseAge++
-		}
-	} else if l.base > 0 {
-		l.baseAge++
+	// A window's latency is worth reading when it had enough successes
+	// and few drops; then, if the last one's was too, the two say how the
+	// latency answered the last change of the limit.
+	valid := !w.lossy && w.latency > 0 && w.successes >= max(5, l.cfg.minSamples/4)
+	var x float64
+	if d := now - l.start; d > 0 {
+		x = float64(l.ends) / float64(d)
+	}
+	if valid && l.prevLat > 0 {
+		w.moved, w.di, w.dm, w.dx = l.moved, w.inflight/l.prevIn, w.latency/l.prevLat, x/l.prevX
+	}
+	switch {
+	case valid && l.cutRun == 1:
+		l.cutRun, l.runIn, l.runLat, l.runX = 2, w.inflight, w.latency, x
+	case valid && l.cutRun == 2:
+		w.ci, w.cm, w.cx = w.inflight/l.runIn, w.latency/l.runLat, x/l.runX
+	}
+	doubt := false
+	if l.cfg.alg.kind != kindAIMD {
+		doubt = l.estimate(&w, valid)
 	}
 	w.base = l.base
-	next := l.cfg.alg.next(&w)
-	switch {
-	case l.probing && w.drops == 0 && m > 0 && m < 0.6*l.probeFrom && (l.probes == 0 || m < 0.85*l.probeBase) && w.limit > float64(l.cfg.minLimit):
-		// Halving the limit more than halved... nearly halved the latency:
-		// the probe still ran above the knee. Probe again at half.
-		l.probeFrom, l.probeBase = m, l.base
-		l.probeStep++
-		next = w.limit / 2
-	case l.probing:
-		l.probing = false
-		l.probes++
-		if w.drops == 0 {
-			// Back to the limit before the probe, but no further than
-			// twice the last step's: a probe that had to go deeper found
-			// the estimate too high, and the limit that rested on it with
-			// it.
-			next = math.Max(next, math.Min(l.restore, 2*w.limit))
-		}
-	case usesLatency && l.base > 0 && l.baseAge >= probeEvery && w.saturated && w.drops == 0:
-		l.probing = true
-		l.probeStep = 0
-		l.restore = next
-		l.probeFrom, l.probeBase = m, l.base
-		next = w.limit / 2
+	next := l.probe(&w, l.cfg.alg.next(&w), doubt)
+	l.prevIn, l.prevLat, l.prevX = 0, 0, 0
+	if valid {
+		l.prevIn, l.prevLat, l.prevX = w.inflight, w.latency, x
 	}
 	next = math.Max(float64(l.cfg.minLimit), math.Min(float64(l.cfg.maxLimit), next))
 	l.lim = next
 	limit := int(next)
+	l.moved = 0
+	if l.probing {
+		l.cutRun = 0
+	}
 	if limit != l.limit {
 		old := l.limit
+		l.moved = 1
+		if limit < old {
+			l.moved = -1
+			l.cutRun = max(l.cutRun, 1)
+		} else {
+			l.cutRun = 0
+		}
 		l.limit = limit
 		l.limitA.Store(int64(limit))
 		l.epoch = now
@@ -354,7 +376,123 @@ func (l *Limiter) update(now int64) {
 	l.area = 0
 	l.hist.reset()
 	l.drops = 0
+	l.ends = 0
 	l.saturated = false
+	l.topPrev, l.top = l.top, Sheddable
+}
+
+// estimate updates the no-load latency estimate from window w, whose
+// latency is worth reading if valid, and reports whether w casts doubt on
+// it, so that a probe should measure it now. Requires mu.
+//
+// Only these change the estimate: the first window sets it (and, as it
+// may have queued, a probe follows as soon as the limit binds); a probe's
+// window, run below the knee, measures it; a window in which nobody waited
+// and at most half the limit was in use, or which read below the estimate,
+// moves it an eighth of the way. No window with drops, or just after one,
+// counts: the backend may be busy with work its callers gave up on. So a
+// long overload, whose windows all read high, cannot drag it up.
+//
+// A backend that really got slower or faster shows in how a window
+// answers a change of the limit. Above the knee the latency follows the
+// calls in flight and the throughput does not (Little's law); below it the
+// throughput follows and the latency does not. Doubt, then:
+//   - in a run of cuts (no raise or probe between them), an in-flight a
+//     fifth or more below the first window after the run's first cut, with
+//     a latency lowered by less than half that fraction and a throughput
+//     by more, while the latency still reads above the band: the cuts went
+//     below the knee and the latency stayed, so it is the no-load one and
+//     the estimate is too low. (Compared with the first window after the
+//     first cut, not the one before: work queued before a cut delays the
+//     calls after it for a while. And over the run, not cut by cut: cuts
+//     of a tenth each, at the edge of the band, add up to a collapse.);
+//   - a raise of the in-flight by a tenth or more that the latency
+//     followed by two thirds or more while it read below the estimate: a
+//     queue reads as no load, the estimate is too high;
+//   - two of the last three windows bound the limit yet read below 0.9 of
+//     the estimate: too high as well.
+func (l *Limiter) estimate(w *window, valid bool) bool {
+	m := w.latency
+	// The limit bound through the window, not only in bursts of a load
+	// below it: then its latency says something about the limit.
+	bound := w.saturated && w.inflight >= 0.75*w.limit
+	l.below <<= 1
+	if valid && l.base > 0 && bound && m < 0.9*l.base {
+		l.below |= 1
+	}
+	l.below &= 7
+	if !valid || l.base > 0 && l.lossless < 2 {
+		if l.base > 0 {
+			l.baseAge++
+		}
+		return false
+	}
+	r := m / l.base
+	switch {
+	case l.base == 0:
+		l.base = m
+		l.baseAge = probeEvery - 1
+	case l.probing:
+		// The start-up probe's steps set the estimate, and so does any
+		// probe that finds it more than 15% off; otherwise a probe moves
+		// it a third of the way, to average out the noise of one window.
+		if l.probes == 0 || l.probeStep > 0 || math.Abs(r-1) > 0.15 {
+			l.base = m
+		} else {
+			l.base += (m - l.base) / 3
+		}
+		l.baseAge = 0
+	case !w.saturated && (m < l.base || w.inflight < w.limit/2):
+		l.base += (m - l.base) / 8
+		l.baseAge = 0
+	default:
+		l.baseAge++
+	}
+	if l.probing || !bound {
+		return false
+	}
+	return bits.OnesCount8(l.below) >= 2 ||
+		w.ci > 0 && w.ci <= 0.8 && w.cm >= 1-(1-w.ci)/2 && w.cx <= 1-(1-w.ci)/2 && r > 1+gradHigh ||
+		w.moved > 0 && w.di >= 1.1 && w.dm-1 >= (w.di-1)*2/3 && r < 1
+}
+
+// probe runs the probes of the no-load latency and returns the next limit,
+// given the algorithm's choice next after window w. A probe runs one
+// window at half the limit: when the limit binds, half of it is below the
+// knee, so its latency is the no-load latency by construction, at little
+// cost (the backend's workers stay busy; only its queue empties). A probe
+// whose latency fell nearly as much as its limit did ran above the knee
+// and halves again, as the start-up probe always does once (the window
+// before it was the first, ramping up from nothing, not a reference).
+// After a probe the limit goes back to where it was, but no further than
+// twice the probe's. A probe starts when doubt says so, or when the
+// estimate has gone probeEvery windows without one and the limit binds.
+// Requires mu.
+func (l *Limiter) probe(w *window, next float64, doubt bool) float64 {
+	m := w.latency
+	switch {
+	case l.probing && !w.lossy && m > 0 && w.limit > float64(l.cfg.minLimit) &&
+		(l.probes == 0 && l.probeStep == 0 || m < 0.6*l.probeFrom && (l.probes == 0 || m < 0.85*l.probeBase)):
+		l.probeFrom, l.probeBase = m, l.base
+		l.probeStep++
+		return w.limit / 2
+	case l.probing:
+		l.probing = false
+		l.probes++
+		if !w.lossy {
+			return math.Max(next, math.Min(l.restore, 2*w.limit))
+		}
+	case doubt || l.cfg.alg.kind != kindAIMD && l.base > 0 && l.baseAge >= probeEvery && w.saturated && !w.lossy:
+		l.probing = true
+		l.probeStep = 0
+		l.restore = next
+		if doubt {
+			l.restore = w.limit
+		}
+		l.probeFrom, l.probeBase = m, l.base
+		return w.limit / 2
+	}
+	return next
 }
 
 // OverloadedError is the error of a shed call. It wraps admit.ErrOverloaded

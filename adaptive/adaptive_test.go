@@ -133,29 +133,59 @@ func TestContextEnded(t *testing.T) {
 }
 
 // Lower priorities are shed while room is kept for the higher ones, when
-// callers are shed at once.
+// callers are shed at once: each priority below the highest that asked in
+// this update window or the last leaves an eighth of the limit per level
+// to those above it. Traffic of one priority alone, whichever, has the
+// whole limit.
 func TestPriorityThresholds(t *testing.T) {
-	l, _ := newFake(t, adaptive.WithInitialLimit(8))
 	bg := context.Background()
-	shed := adaptive.ContextWithPriority(bg, adaptive.Sheddable)
-	low := adaptive.ContextWithPriority(bg, adaptive.Low)
-	high := adaptive.ContextWithPriority(bg, adaptive.High)
-	n := 0
-	for ; ; n++ {
-		if _, err := l.Acquire(shed); err != nil {
-			require.ErrorIs(t, err, admit.ErrOverloaded)
-			break
+	at := func(p adaptive.Priority) context.Context { return adaptive.ContextWithPriority(bg, p) }
+	fill := func(l *adaptive.Limiter, p adaptive.Priority) int {
+		n := 0
+		for ; ; n++ {
+			if _, err := l.Acquire(at(p)); err != nil {
+				require.ErrorIs(t, err, admit.ErrOverloaded)
+				return n
+			}
 		}
 	}
-	require.Equal(t, 6, n, "Sheddable up to 3/4 of the limit")
-	_, err := l.Acquire(low)
-	require.NoError(t, err, "Low up to 7/8")
-	_, err = l.Acquire(low)
-	require.ErrorIs(t, err, admit.ErrOverloaded)
-	_, err = l.Acquire(high)
-	require.NoError(t, err, "High up to the limit")
-	_, err = l.Acquire(high)
-	require.ErrorIs(t, err, admit.ErrOverloaded)
+
+	// Only Sheddable callers: the whole limit is theirs.
+	l, _ := newFake(t, adaptive.WithInitialLimit(8))
+	require.Equal(t, 8, fill(l, adaptive.Sheddable))
+
+	// A High caller has been seen: Sheddable (three levels below) up to
+	// 5/8, Low 6/8, Normal 7/8, High the whole limit.
+	l, _ = newFake(t, adaptive.WithInitialLimit(8))
+	p, err := l.Acquire(at(adaptive.High))
+	require.NoError(t, err)
+	p.Success()
+	require.Equal(t, 5, fill(l, adaptive.Sheddable))
+	require.Equal(t, 1, fill(l, adaptive.Low))
+	require.Equal(t, 1, fill(l, adaptive.Normal))
+	require.Equal(t, 1, fill(l, adaptive.High))
+	require.Equal(t, 8, l.InFlight())
+	// Critical, now the highest, has the whole limit too, and nothing
+	// more.
+	require.Zero(t, fill(l, adaptive.Critical))
+
+	// Never below one permit for a priority of its own.
+	l, _ = newFake(t, adaptive.WithInitialLimit(2))
+	_, err = l.Acquire(at(adaptive.Critical))
+	require.NoError(t, err)
+	require.Zero(t, fill(l, adaptive.Sheddable), "2 - 2*4/8 = 1, already out")
+
+	// With a backlog the order of the backlog ranks callers, and every
+	// priority may use the whole limit: no permit stays idle while a
+	// lower priority waits.
+	l, _ = newFake(t, adaptive.WithInitialLimit(8), adaptive.WithBacklog(1, time.Second))
+	p, err = l.Acquire(at(adaptive.High))
+	require.NoError(t, err)
+	p.Success()
+	for range 8 {
+		_, err := l.Acquire(at(adaptive.Sheddable))
+		require.NoError(t, err)
+	}
 	require.Equal(t, 8, l.InFlight())
 }
 
@@ -324,6 +354,74 @@ func TestInFlightNeverAboveLimit(t *testing.T) {
 }
 
 // Drops lower the limit, however fast they come back.
+// A few drops in a window, up to lossTolerance (5%) of its outcomes and
+// more than one, are not a loss: callers that go away on their own must
+// not drive the limit down. More are.
+func TestDropsTolerated(t *testing.T) {
+	l, clk := newFake(t, adaptive.WithInitialLimit(20), adaptive.WithLimitBounds(1, 20))
+	ctx := context.Background()
+	// One window of outcomes: n calls, 10 at a time, each 10 ms, the
+	// first drops of them dropped.
+	window := func(n, drops int) {
+		for i := 0; i < n; i += 10 {
+			var ps []*adaptive.Permit
+			for range 10 {
+				p, err := l.Acquire(ctx)
+				require.NoError(t, err)
+				ps = append(ps, p)
+			}
+			clk.Advance(10 * time.Millisecond)
+			for _, p := range ps {
+				if drops > 0 {
+					p.Dropped()
+					drops--
+				} else {
+					p.Success()
+				}
+			}
+		}
+	}
+	window(40, 0) // sets the no-load estimate
+	require.Equal(t, uint64(1), l.Stats().Updates)
+	window(40, 2)
+	require.Equal(t, uint64(2), l.Stats().Updates)
+	require.Equal(t, 20, l.Limit(), "2 drops in 40: tolerated")
+	window(40, 3)
+	require.Equal(t, uint64(3), l.Stats().Updates)
+	require.Equal(t, 18, l.Limit(), "3 drops in 40: a loss, a tenth off")
+}
+
+// At a low rate of calls a window in which the limit binds closes after
+// about windowRTTs (8) round trips' worth of outcomes, as many per round
+// trip as calls in flight, instead of waiting for 40: two calls at a time
+// of 100 ms each, a third shed, close one every 16 outcomes. A window in
+// which the limit does not bind waits for its 40. (AIMD, so that no probe
+// of the no-load latency, whose window takes its full count, intervenes.)
+func TestWindowInRoundTrips(t *testing.T) {
+	for _, bind := range []bool{true, false} {
+		l, clk := newFake(t, adaptive.WithInitialLimit(2), adaptive.WithLimitBounds(2, 2), adaptive.WithAlgorithm(adaptive.AIMD()))
+		ctx := context.Background()
+		n := 0
+		for l.Stats().Updates < 3 {
+			a, err := l.Acquire(ctx)
+			require.NoError(t, err)
+			b, err := l.Acquire(ctx)
+			require.NoError(t, err)
+			if bind {
+				_, err = l.Acquire(ctx)
+				require.ErrorIs(t, err, admit.ErrOverloaded)
+			}
+			clk.Advance(100 * time.Millisecond)
+			a.Success()
+			b.Success()
+			n += 2
+			require.Less(t, n, 200)
+		}
+		want := map[bool]int{true: 16, false: 40}[bind]
+		require.Equal(t, 3*want, n, "bind=%v", bind)
+	}
+}
+
 func TestDropsLowerTheLimit(t *testing.T) {
 	l, clk := newFake(t, adaptive.WithInitialLimit(100), adaptive.WithMinSamples(10))
 	ctx := context.Background()

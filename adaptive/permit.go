@@ -17,14 +17,18 @@ type Permit struct {
 // out to now, is a sample of how the backend is doing.
 func (p *Permit) Success() { p.finish(success) }
 
-// Dropped ends the call as a loss: it timed out, or the backend said it is
-// overloaded (an HTTP 503 or 429 from it, a gRPC ResourceExhausted or
-// Unavailable). Drops lower the limit, whatever the latency says.
+// Dropped ends the call as a loss: it timed out, its caller gave up while
+// it was in flight (a client timeout is how overload usually shows), or the
+// backend said it is overloaded (an HTTP 503 or 429 from it, a gRPC
+// ResourceExhausted or Unavailable). Drops beyond 5% of an update window's
+// outcomes lower the limit, whatever the latency says; fewer are taken for
+// callers that went away on their own.
 func (p *Permit) Dropped() { p.finish(dropped) }
 
-// Ignore ends the call without a sample: it failed for a reason that says
-// nothing about load (a client error, a validation failure, a cancellation
-// by the caller that did not wait long). It only releases the permit.
+// Ignore ends the call without a sample: it ended for a reason that says
+// nothing about load and whose duration is no latency (a request refused by
+// validation before any work, a call the service itself abandoned). It only
+// releases the permit.
 func (p *Permit) Ignore() { p.finish(ignored) }
 
 func (p *Permit) finish(o outcome) {

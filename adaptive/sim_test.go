@@ -63,7 +63,24 @@ func (m mixDist) draw(r *rand.Rand) int64 {
 	}
 	return m.vals[len(m.vals)-1]
 }
-func (m mixDist) String() string { return "mix 40/80/200/500ms at 70/20/7/3%" }
+func (m mixDist) String() string { return fmt.Sprintf("mix %v at %v", m.vals, m.weights) }
+
+// scaled returns d with every service time multiplied by f.
+func scaled(d dist, f float64) dist {
+	switch d := d.(type) {
+	case fixedDist:
+		return fixedDist{int64(float64(d.d) * f)}
+	case lognormalDist:
+		return lognormalDist{int64(float64(d.median) * f), d.sigma}
+	case mixDist:
+		vals := make([]int64, len(d.vals))
+		for i, v := range d.vals {
+			vals[i] = int64(float64(v) * f)
+		}
+		return mixDist{vals, d.weights}
+	}
+	panic(fmt.Sprintf("scaled(%T)", d))
+}
 
 var (
 	distFixed     = fixedDist{100 * ms}
@@ -74,10 +91,18 @@ var (
 // noLoad returns the mean, median and 99th percentile of d, from 200,000
 // draws of a fixed seed: the no-load latencies the targets are multiples of.
 func noLoad(d dist) (mean, p50, p99 float64) {
+	v := noLoadStats(d)
+	return v[0], v[1], v[2]
+}
+
+// noLoadLower returns the mean of the fastest trimQ of d: what an update
+// window measures at no load, the limiter's no-load estimate's target.
+func noLoadLower(d dist) float64 { return noLoadStats(d)[3] }
+
+func noLoadStats(d dist) [4]float64 {
 	if v, ok := noLoadCache[d.String()]; ok {
-		return v[0], v[1], v[2]
+		return v
 	}
-	defer func() { noLoadCache[d.String()] = [3]float64{mean, p50, p99} }()
 	r := rand.New(rand.NewPCG(7, 7))
 	xs := make([]float64, 200_000)
 	sum := 0.0
@@ -86,12 +111,19 @@ func noLoad(d dist) (mean, p50, p99 float64) {
 		sum += xs[i]
 	}
 	slices.Sort(xs)
-	return sum / float64(len(xs)), xs[len(xs)/2], xs[len(xs)*99/100]
+	keep := int(trimQ * float64(len(xs)))
+	lower := 0.0
+	for _, x := range xs[:keep] {
+		lower += x
+	}
+	v := [4]float64{sum / float64(len(xs)), xs[len(xs)/2], xs[len(xs)*99/100], lower / float64(keep)}
+	noLoadCache[d.String()] = v
+	return v
 }
 
-// noLoadCache holds noLoad's results by distribution. Tests in this
+// noLoadCache holds noLoadStats's results by distribution. Tests in this
 // package do not run in parallel.
-var noLoadCache = map[string][3]float64{}
+var noLoadCache = map[string][4]float64{}
 
 // model is a backend: workers serving FIFO, or processor sharing.
 type model struct {
@@ -111,10 +143,12 @@ type classLoad struct {
 	from   int64 // arrivals start at this time
 }
 
-// step changes the backend's workers at a time.
+// step changes the backend at a time: its workers, and its service time
+// when d is set.
 type step struct {
 	at      int64
 	workers int
+	d       dist
 }
 
 type scenario struct {
@@ -126,6 +160,14 @@ type scenario struct {
 	noLimit  bool
 	steps    []step
 	seed     uint64
+	// noise is the fraction of requests whose caller goes away on its own
+	// (a closed tab, a cancelled job), at a uniform time within twice the
+	// no-load median after arriving: a request still in flight then ends
+	// its permit Dropped at once, and the backend goes on with its work.
+	noise float64
+	// workFrom and workTo, when workTo > 0, bound the span in which the
+	// work each request gets from the backend is added up (request.work).
+	workFrom, workTo int64
 }
 
 type reqState uint8
@@ -138,6 +180,7 @@ const (
 	reqDone                      // done within its deadline
 	reqAbandoned                 // its caller gave up at the deadline
 	reqRefused                   // the backend refused it (maxQueue)
+	reqLeft                      // its caller went away on its own (noise)
 )
 
 type request struct {
@@ -150,8 +193,9 @@ type request struct {
 	cancel    context.CancelFunc
 	p         *Permit
 	err       error
-	inflight  int // the limiter's in-flight count right after admission
-	permitLim int // the limiter's limit at admission
+	inflight  int   // the limiter's in-flight count right after admission
+	permitLim int   // the limiter's limit at admission
+	work      int64 // worker-ns the backend spent on it in [workFrom, workTo)
 }
 
 type job struct {
@@ -170,6 +214,7 @@ const (
 	evWake // a sleeper's timer
 	evStep
 	evRefused // the backend's refusal reaches the caller
+	evLeave   // a noise request's caller goes away
 )
 
 type event struct {
@@ -180,6 +225,7 @@ type event struct {
 	r    *request
 	j    *job
 	sl   *sleeper
+	d    dist // evStep: the new service time, if any
 }
 
 type evHeap []event
@@ -236,15 +282,18 @@ type sim struct {
 	seq     uint64
 	q       evHeap
 	rng     *rand.Rand
+	noise   *rand.Rand // draws of the noise requests, apart so that arrivals and work stay the same
 	l       *Limiter
 	workers int
+	d       dist    // the service time now
 	mean    float64 // mean service time, ns
 	p50     float64 // no-load median latency, ns
 	p99     float64 // no-load 99th percentile latency, ns
 
-	busy int
-	fifo []*job
-	head int
+	busy    int
+	fifo    []*job
+	head    int
+	serving map[*job]struct{} // FIFO jobs holding a worker, when work is added up
 
 	ps    psHeap
 	v     float64 // service each PS job has received since the start, ns
@@ -282,7 +331,8 @@ func (s *sim) push(e event) {
 }
 
 func runSim(sc *scenario) *sim {
-	s := &sim{sc: sc, rng: rand.New(rand.NewPCG(sc.seed, sc.seed^0x9e3779b97f4a7c15)), workers: sc.m.workers, yield: make(chan simMsg)}
+	s := &sim{sc: sc, rng: rand.New(rand.NewPCG(sc.seed, sc.seed^0x9e3779b97f4a7c15)), noise: rand.New(rand.NewPCG(sc.seed, 3)),
+		workers: sc.m.workers, d: sc.m.d, yield: make(chan simMsg)}
 	s.mean, s.p50, s.p99 = noLoad(sc.m.d)
 	if !sc.noLimit {
 		opts := append([]Option{WithClock(simClock{s})}, sc.opts...)
@@ -293,18 +343,24 @@ func runSim(sc *scenario) *sim {
 		l.testHookUpdate = func(now int64, limit int) { s.updates = append(s.updates, limitPoint{now, limit, l.base}) }
 		s.l = l
 	}
+	if sc.workTo > 0 {
+		s.serving = map[*job]struct{}{}
+	}
 	for i, c := range sc.classes {
 		s.now = c.from
 		s.push(event{t: s.nextGap(i), kind: evArrive, n: i})
 	}
 	s.now = 0
 	for _, st := range sc.steps {
-		s.push(event{t: st.at, kind: evStep, n: st.workers})
+		s.push(event{t: st.at, kind: evStep, n: st.workers, d: st.d})
 	}
 	for len(s.q) > 0 {
 		e := heap.Pop(&s.q).(event)
 		if e.t > sc.duration+sc.deadline {
 			break
+		}
+		if s.serving != nil && e.t > s.now {
+			s.addWork(s.now, e.t)
 		}
 		s.now = max(s.now, e.t)
 		s.handle(e)
@@ -338,6 +394,7 @@ func (s *sim) handle(e event) {
 		}
 	case evDone:
 		s.busy--
+		delete(s.serving, e.j)
 		s.complete(e.j.r)
 		s.startFIFO()
 	case evPS:
@@ -373,7 +430,20 @@ func (s *sim) handle(e event) {
 				r.p.Dropped()
 			}
 		}
+	case evLeave:
+		switch r := e.r; r.state {
+		case reqWaiting:
+			r.cancel()
+		case reqInBackend:
+			r.state = reqLeft
+			if r.p != nil {
+				r.p.Dropped()
+			}
+		}
 	case evStep:
+		if e.d != nil {
+			s.d = e.d
+		}
 		if s.sc.m.ps {
 			s.advanceV()
 			s.workers = e.n
@@ -388,6 +458,9 @@ func (s *sim) handle(e event) {
 func (s *sim) arrive(class int) {
 	r := &request{class: class, arrive: s.now}
 	s.reqs = append(s.reqs, r)
+	if s.sc.noise > 0 && s.noise.Float64() < s.sc.noise {
+		s.push(event{t: s.now + 1 + int64(s.noise.Float64()*2*s.p50), kind: evLeave, r: r})
+	}
 	if s.l == nil {
 		s.push(event{t: s.now + s.sc.deadline, kind: evDeadline, r: r})
 		r.state = reqInBackend
@@ -465,7 +538,7 @@ func (s *sim) acquired(r *request) {
 }
 
 func (s *sim) submit(r *request) {
-	j := &job{r: r, size: max(1, s.sc.m.d.draw(s.rng))}
+	j := &job{r: r, size: max(1, s.d.draw(s.rng))}
 	if s.sc.m.ps {
 		s.advanceV()
 		j.finishV = s.v + float64(j.size)
@@ -487,11 +560,35 @@ func (s *sim) startFIFO() {
 		s.fifo[s.head] = nil
 		s.head++
 		s.busy++
+		if s.serving != nil {
+			s.serving[j] = struct{}{}
+		}
 		s.push(event{t: s.now + j.size, kind: evDone, j: j})
 	}
 	if s.head > 1024 && s.head*2 > len(s.fifo) {
 		s.fifo = append(s.fifo[:0], s.fifo[s.head:]...)
 		s.head = 0
+	}
+}
+
+// addWork credits each job in service with the worker time it gets in
+// [from, to) ∩ [workFrom, workTo): a worker each in FIFO, psRate each in
+// processor sharing.
+func (s *sim) addWork(from, to int64) {
+	from, to = max(from, s.sc.workFrom), min(to, s.sc.workTo)
+	if from >= to {
+		return
+	}
+	dt := float64(to - from)
+	if s.sc.m.ps {
+		rate := s.psRate()
+		for _, j := range s.ps {
+			j.r.work += int64(rate * dt)
+		}
+		return
+	}
+	for j := range s.serving {
+		j.r.work += int64(dt)
 	}
 }
 
@@ -533,27 +630,41 @@ func (s *sim) complete(r *request) {
 }
 
 // metrics is what the requests that arrived in [from, to) saw.
+//
+// The admitted latency (p50, p99) is one definition throughout: the time
+// from a request's admission (its permit handed out) to its completion,
+// the span a Permit measures and the limit controls, over the requests
+// admitted; one admitted and then abandoned at its deadline counts as
+// infinitely slow. A wait in the backlog before admission is reported
+// apart (waitP50, waitP99), and so is what the caller saw, arrival to
+// completion (e2eP50, e2eP99); the deadline, and so the goodput, runs
+// from arrival. Without a backlog nobody waits and the three coincide.
 type metrics struct {
-	offered, good, shed, expired, abandoned, refused int
-	goodput                                          float64 // completions within deadline ÷ capacity
-	p50, p99                                         float64 // admitted latency ÷ no-load p50, p99
-	rawP50, rawP99                                   float64 // admitted latency, ns
-	// The latency from admission (a backlog wait left out), ÷ no-load.
-	svcP50, svcP99 float64
-	rejected       float64 // shed and expired ÷ offered
+	offered, good, shed, expired, abandoned, refused, left int
+	goodput                                                float64 // completions within deadline ÷ capacity
+	p50, p99                                               float64 // admitted latency ÷ no-load p50, p99
+	rawP50, rawP99                                         float64 // admitted latency, ns
+	waitP50, waitP99                                       float64 // the backlog wait of admitted requests, ns
+	e2eP50, e2eP99                                         float64 // arrival to completion ÷ no-load p50, p99
+	rejected                                               float64 // shed and expired ÷ offered
 }
 
 func (m metrics) String() string {
-	return fmt.Sprintf("offered %d goodput %.3f p50 %.2fx p99 %.2fx (%v, %v) rejected %.4f abandoned %d",
+	s := fmt.Sprintf("offered %d goodput %.3f p50 %.2fx p99 %.2fx (%v, %v) rejected %.4f abandoned %d",
 		m.offered, m.goodput, m.p50, m.p99, time.Duration(m.rawP50).Round(time.Millisecond),
 		time.Duration(m.rawP99).Round(time.Millisecond), m.rejected, m.abandoned)
+	if m.waitP99 > 0 {
+		s += fmt.Sprintf("; waited p50 %v p99 %v, arrival to completion p50 %.2fx p99 %.2fx",
+			time.Duration(m.waitP50).Round(time.Millisecond), time.Duration(m.waitP99).Round(time.Millisecond), m.e2eP50, m.e2eP99)
+	}
+	return s
 }
 
 // measure computes the metrics of the requests of the given classes (all
 // if none) that arrived in [from, to); capacity is in completions per ns.
 func (s *sim) measure(from, to int64, capacity float64, classes ...int) metrics {
 	var m metrics
-	var lat, svc []float64
+	var lat, wait, e2e []float64
 	for _, r := range s.reqs {
 		if r.arrive < from || r.arrive >= to || (len(classes) > 0 && !slices.Contains(classes, r.class)) {
 			continue
@@ -566,14 +677,19 @@ func (s *sim) measure(from, to int64, capacity float64, classes ...int) metrics 
 			m.expired++
 		case reqDone:
 			m.good++
-			lat = append(lat, float64(r.done-r.arrive))
-			svc = append(svc, float64(r.done-r.admitted))
+			lat = append(lat, float64(r.done-r.admitted))
+			e2e = append(e2e, float64(r.done-r.arrive))
 		case reqAbandoned, reqInBackend:
 			m.abandoned++
 			lat = append(lat, math.Inf(1))
-			svc = append(svc, math.Inf(1))
+			e2e = append(e2e, math.Inf(1))
 		case reqRefused:
 			m.refused++
+		case reqLeft:
+			m.left++
+		}
+		if r.state >= reqInBackend {
+			wait = append(wait, float64(r.admitted-r.arrive))
 		}
 	}
 	m.goodput = float64(m.good) / (capacity * float64(to-from))
@@ -581,14 +697,21 @@ func (s *sim) measure(from, to int64, capacity float64, classes ...int) metrics 
 		m.rejected = float64(m.shed+m.expired) / float64(m.offered)
 	}
 	if len(lat) > 0 {
-		slices.Sort(lat)
-		m.rawP50 = lat[(len(lat)-1)/2]
-		m.rawP99 = lat[(len(lat)-1)*99/100]
+		m.rawP50, m.rawP99 = pct(lat, 0.50), pct(lat, 0.99)
 		m.p50, m.p99 = m.rawP50/s.p50, m.rawP99/s.p99
-		slices.Sort(svc)
-		m.svcP50, m.svcP99 = svc[(len(svc)-1)/2]/s.p50, svc[(len(svc)-1)*99/100]/s.p99
+		m.e2eP50, m.e2eP99 = pct(e2e, 0.50)/s.p50, pct(e2e, 0.99)/s.p99
+	}
+	if len(wait) > 0 {
+		m.waitP50, m.waitP99 = pct(wait, 0.50), pct(wait, 0.99)
 	}
 	return m
+}
+
+// pct returns the q-quantile of xs, q in hundredths (nearest rank,
+// rounding down), sorting xs in place.
+func pct(xs []float64, q float64) float64 {
+	slices.Sort(xs)
+	return xs[(len(xs)-1)*int(q*100)/100]
 }
 
 // capacity returns the backend's completions per ns with w workers.

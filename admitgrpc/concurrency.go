@@ -22,11 +22,15 @@ import (
 // call whose context ended while it waited in the backlog fails with the
 // code of its context's error (DeadlineExceeded or Canceled). The handler's
 // result ends the permit: codes DeadlineExceeded, Canceled, Unavailable
-// and ResourceExhausted, and a context that ended during the call, are
-// Dropped (losses: the call took too long, or something behind it is
-// overloaded); any other result, OK or an application error, is a Success
-// whose latency is a sample. A handler that panics ends its permit Dropped
-// and the panic goes on.
+// and ResourceExhausted, and a context that ended during the call (its
+// caller gave up, or its deadline passed), are Dropped (losses: the call
+// took too long, or something behind it is overloaded); any other result,
+// OK or an application error, is a Success whose latency is a sample. This
+// is admithttp.Concurrency's rule: a caller that gives up is a loss,
+// since a client timeout is how overload usually shows, and the limiter
+// tolerates the few percent of callers that go away for reasons of their
+// own. A handler that panics ends its permit Dropped and the panic goes
+// on.
 //
 // # Unavailable and the client's retries
 //

@@ -16,11 +16,16 @@ import (
 )
 
 // faulty puts, behind the interceptor under test, a handler that fails
-// with the code a call's "fail" metadata names.
+// with the code a call's "fail" metadata names, or, with "block", waits
+// for the call's context to end.
 func faulty(in grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		return in(ctx, req, info, func(ctx context.Context, req any) (any, error) {
 			md, _ := metadata.FromIncomingContext(ctx)
+			if len(md.Get("block")) > 0 {
+				<-ctx.Done()
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
 			if v := md.Get("fail"); len(v) == 1 {
 				var c codes.Code
 				if err := c.UnmarshalJSON([]byte(`"` + v[0] + `"`)); err != nil {
@@ -82,6 +87,34 @@ func TestUnaryConcurrency(t *testing.T) {
 		if after.InFlight != 0 {
 			t.Errorf("%q: %d in flight after the call", tc.fail, after.InFlight)
 		}
+	}
+}
+
+// A call whose client gave up while it was in flight is Dropped, as
+// admithttp.Concurrency drops a request whose client went away.
+func TestUnaryConcurrencyClientGone(t *testing.T) {
+	l := newAdaptive(t, adaptive.WithInitialLimit(4))
+	s := startServer(t, "tcp", faulty(admitgrpc.UnaryServerConcurrency(l)), nil)
+	c := dial(t, s.addr)
+	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "block", "1"))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := check(t, c, ctx)
+		errc <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for l.InFlight() != 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; status.Code(err) != codes.Canceled {
+		t.Fatalf("client: %v, want Canceled", err)
+	}
+	for l.InFlight() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if st := l.Stats(); st.InFlight != 0 || st.Drops != 1 || st.Successes+st.Ignored != 0 {
+		t.Fatalf("after the client left: %+v; want one drop and nothing else", st)
 	}
 }
 

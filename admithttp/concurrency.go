@@ -1,8 +1,6 @@
 package admithttp
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -17,12 +15,18 @@ import (
 // it (Normal by default). It answers as follows:
 //
 //   - admitted: the next handler runs; when it returns, its response ends
-//     the permit: a 5xx status, or a request context whose deadline passed
-//     (a handler deadline: http.TimeoutHandler, a server's timeout
-//     middleware), is Dropped, a loss; a request whose client went away
-//     (context.Canceled) is Ignored, since its latency was cut short; any
-//     other response is a Success whose latency is a sample. A handler that
-//     panics ends its permit Dropped and the panic goes on;
+//     the permit. It is Dropped, a loss, when the request's context ended
+//     while it ran, whether its client gave up (context.Canceled: a client
+//     timeout is the commonest symptom of overload) or a handler deadline
+//     passed (http.TimeoutHandler, a server's timeout middleware); and when
+//     the status is 429 Too Many Requests or 5xx, the backend saying it is
+//     overloaded or failing. Any other response is a Success whose latency
+//     is a sample. admitgrpc's interceptors classify the same way. A client
+//     that goes away for reasons of its own is dropped too: the limiter
+//     tolerates a few percent of such drops per update window (see package
+//     adaptive). A handler that panics ends its permit Dropped and the
+//     panic goes on. Put per-client rate limits (Middleware) in front of
+//     Concurrency, so that their 429s never reach it;
 //   - shed (the limiter's error wraps admit.ErrOverloaded): 503 Service
 //     Unavailable (or the WithShedHandler handler) with Retry-After, in
 //     whole seconds, from WithRetryAfterHint (1 s by default). It is a
@@ -136,12 +140,9 @@ func (h *concurrencyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer p.Dropped()
 	sw := statusWriter{ResponseWriter: w}
 	h.next.ServeHTTP(&sw, r)
-	switch err := r.Context().Err(); {
-	case sw.status >= 500 || errors.Is(err, context.DeadlineExceeded):
+	if r.Context().Err() != nil || sw.status == http.StatusTooManyRequests || sw.status >= 500 {
 		p.Dropped()
-	case err != nil:
-		p.Ignore()
-	default:
+	} else {
 		p.Success()
 	}
 }

@@ -41,6 +41,7 @@ func TestConcurrency(t *testing.T) {
 	})
 	mux.HandleFunc("/fail", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) })
 	mux.HandleFunc("/bad", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadRequest) })
+	mux.HandleFunc("/busy", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTooManyRequests) })
 	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 	mux.HandleFunc("/panic", func(w http.ResponseWriter, r *http.Request) { panic(http.ErrAbortHandler) })
@@ -74,6 +75,8 @@ func TestConcurrency(t *testing.T) {
 	require.Equal(t, http.StatusBadGateway, code)
 	code, _ = getStatus(t, srv.URL+"/bad")
 	require.Equal(t, http.StatusBadRequest, code)
+	code, _ = getStatus(t, srv.URL+"/busy")
+	require.Equal(t, http.StatusTooManyRequests, code)
 	code, _ = getStatus(t, srv.URL+"/ok")
 	require.Equal(t, http.StatusOK, code)
 	getStatus(t, srv.URL+"/slow")
@@ -81,9 +84,57 @@ func TestConcurrency(t *testing.T) {
 	require.Error(t, err, "the panic aborts the response")
 	require.Eventually(t, func() bool { return l.InFlight() == 0 }, time.Second, time.Millisecond)
 	after := l.Stats()
-	require.Equal(t, before.Drops+3, after.Drops, "502, the handler deadline and the panic are drops")
+	require.Equal(t, before.Drops+4, after.Drops, "502, 429, the handler deadline and the panic are drops")
 	require.Equal(t, before.Successes+2, after.Successes, "400 and 200 are successes")
 	require.Equal(t, uint64(1), after.Shed)
+}
+
+// A request whose client gave up while it was in flight is Dropped, as
+// admitgrpc drops a cancelled call: a client timeout is how overload
+// usually shows. It does not matter whether the handler noticed (and
+// returned early) or went on to finish the work.
+func TestConcurrencyClientGone(t *testing.T) {
+	l, err := adaptive.New(adaptive.WithInitialLimit(4))
+	require.NoError(t, err)
+	entered := make(chan struct{}, 1)
+	finish := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/notice", func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-r.Context().Done()
+	})
+	mux.HandleFunc("/finish", func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-r.Context().Done()
+		<-finish // the work goes on after the client left
+		_, _ = io.WriteString(w, "done")
+	})
+	srv := httptest.NewServer(admithttp.Concurrency(l)(mux))
+	defer srv.Close()
+
+	for i, path := range []string{"/notice", "/finish"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+		require.NoError(t, err)
+		errc := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			errc <- err
+		}()
+		<-entered
+		cancel()
+		require.ErrorIs(t, <-errc, context.Canceled)
+		if path == "/finish" {
+			close(finish)
+		}
+		require.Eventually(t, func() bool { return l.InFlight() == 0 }, 5*time.Second, time.Millisecond)
+		s := l.Stats()
+		require.Equal(t, uint64(i+1), s.Drops, "%s: the client left", path)
+		require.Zero(t, s.Ignored+s.Successes)
+	}
 }
 
 // The priority function decides who is shed first.
@@ -111,8 +162,9 @@ func TestConcurrencyPriority(t *testing.T) {
 		go func() { getStatus(t, srv.URL+"/block"); done <- struct{}{} }()
 		<-entered
 	}
-	// Three of four permits out: Sheddable (3/4 of the limit) is shed,
-	// High still gets the fourth.
+	// Three of four permits out, High seen: Sheddable, three levels
+	// below, keeps out of the last 4·3/8 (one) and is shed; High still
+	// gets the fourth.
 	code, _ := getStatus(t, srv.URL+"/x", "X-Batch", "1")
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	code, _ = getStatus(t, srv.URL+"/x")

@@ -11,15 +11,25 @@
 // defaults, and tuned as its documentation's basic usage shows (limits 1 to
 // 100 from 20, recent window 1 s to 30 s with 50 samples, baseline window
 // 10, queueing 2 to 3); and admit's adaptive with its defaults (through
-// admithttp.Concurrency). Each sheds with 503.
+// admithttp.Concurrency). Each sheds with 503. Both adaptive limiters learn
+// from the same outcomes: a request whose context ended while it ran (its
+// client gave up) or whose status is 429 or 5xx is a loss (failsafe-go's
+// Drop, admit's Dropped), any other a sample (Record, Success): the rule
+// admithttp.Concurrency applies, applied to failsafe-go by lost.
 //
-// Two experiments: offered load 1×, 2×, 3× and 5× the capacity, for
-// goodput (200s within the deadline ÷ capacity) and the p50 and p99 of the
-// admitted requests; and a capacity step at 2× the full capacity (c → c/2
-// after a third of the run, back to c after two thirds), for the limit and
-// the admitted latency over time. Writes the tables (with the machine's
-// description) to -save/overload-<date>-<host>-<commit>.txt and the plots
-// to -save/plots/overload-*.svg. Run from the bench directory:
+// Two experiments: offered load 1× to 5× the capacity, for goodput (200s
+// within the deadline ÷ capacity) and the p50 and p99 of the requests not
+// shed (a timed-out one counts as infinitely slow, as in the package's
+// simulator); and a capacity step at 2× the full capacity (c → c/2 after a
+// third of the run, back to c after two thirds), for the limit and the p99
+// over time. Each run reports the CPU the whole process
+// used (server, backend and load generator), in cores: well under the
+// machine's, what is measured is the limiters. At the end of a run the
+// backend drops the calls still waiting for a worker, so that a collapsed
+// run (no limiter at 5×) leaves nothing behind for the next. Writes the
+// tables (with the machine's description) to
+// -save/overload-<date>-<host>-<commit>.txt and the plots to
+// -save/plots/overload-*.svg. Run from the bench directory:
 //
 //	go run ./cmd/overload [-duration 10s] [-step 30s] [-save ../results]
 package main
@@ -31,7 +41,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -56,11 +65,11 @@ import (
 
 var (
 	workers  = flag.Int("workers", 8, "the backend's workers (c)")
-	service  = flag.Duration("service", 20*time.Millisecond, "each call's service time")
-	deadline = flag.Duration("deadline", 200*time.Millisecond, "the client's timeout")
+	service  = flag.Duration("service", 40*time.Millisecond, "each call's service time")
+	deadline = flag.Duration("deadline", 400*time.Millisecond, "the client's timeout")
 	duration = flag.Duration("duration", 10*time.Second, "length of each load run")
 	stepDur  = flag.Duration("step", 30*time.Second, "length of the capacity-step run")
-	loadsArg = flag.String("loads", "1,2,3,5", "offered loads, multiples of the capacity")
+	loadsArg = flag.String("loads", "1,2,3,4,5", "offered loads, multiples of the capacity")
 	save     = flag.String("save", "", "write the result and plots under this directory")
 	seed     = flag.Uint64("seed", 1, "the arrivals' seed")
 )
@@ -72,10 +81,11 @@ type backend struct {
 	sem     chan struct{}
 	workers atomic.Int64 // how many of sem's slots are usable now
 	removed chan struct{}
+	closed  chan struct{} // closed at the end of the run
 }
 
 func newBackend(c int) *backend {
-	b := &backend{sem: make(chan struct{}, c), removed: make(chan struct{}, c)}
+	b := &backend{sem: make(chan struct{}, c), removed: make(chan struct{}, c), closed: make(chan struct{})}
 	b.workers.Store(int64(c))
 	return b
 }
@@ -85,7 +95,13 @@ func newBackend(c int) *backend {
 func (b *backend) setWorkers(n int) {
 	cur := int(b.workers.Swap(int64(n)))
 	for ; cur > n; cur-- {
-		go func() { b.sem <- struct{}{}; b.removed <- struct{}{} }()
+		go func() {
+			select {
+			case b.sem <- struct{}{}:
+				b.removed <- struct{}{}
+			case <-b.closed:
+			}
+		}()
 	}
 	for ; cur < n; cur++ {
 		<-b.removed
@@ -93,8 +109,17 @@ func (b *backend) setWorkers(n int) {
 	}
 }
 
+// close ends the run: calls still waiting for a worker return at once,
+// unserved (their callers are long gone).
+func (b *backend) close() { close(b.closed) }
+
 func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b.sem <- struct{}{}
+	select {
+	case b.sem <- struct{}{}:
+	case <-b.closed:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
 	time.Sleep(*service)
 	<-b.sem
 	w.WriteHeader(http.StatusOK)
@@ -148,8 +173,7 @@ func fixed(n int) (func(http.Handler) http.Handler, func() int) {
 }
 
 // failsafe is failsafe-go's limiter used as its standalone usage shows:
-// a permit, then Record, or Drop when the call failed (a 5xx, or a request
-// context that ended: its client gave up).
+// a permit, then Drop for a call that lost, Record for any other.
 func failsafe(l adaptivelimiter.AdaptiveLimiter[any]) (func(http.Handler) http.Handler, func() int) {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -160,13 +184,20 @@ func failsafe(l adaptivelimiter.AdaptiveLimiter[any]) (func(http.Handler) http.H
 			}
 			sw := &statusWriter{ResponseWriter: w}
 			next.ServeHTTP(sw, r)
-			if sw.status >= 500 || r.Context().Err() != nil {
+			if lost(r, sw.status) {
 				p.Drop()
 			} else {
 				p.Record()
 			}
 		})
 	}, l.Limit
+}
+
+// lost is admithttp.Concurrency's rule for a loss: the request's context
+// ended while it ran (its client gave up, or a deadline passed), or the
+// handler answered 429 or 5xx.
+func lost(r *http.Request, status int) bool {
+	return r.Context().Err() != nil || status == http.StatusTooManyRequests || status >= 500
 }
 
 type statusWriter struct {
@@ -204,11 +235,18 @@ func (p *poissonPacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, 
 
 func (p *poissonPacer) Rate(time.Duration) float64 { return p.rate }
 
+// run is what one load run measured. Its latencies are of the requests
+// not shed: those answered 200, and those that timed out (their client
+// gave up at the deadline, admitted or still queued), which count as
+// infinitely slow (timedOut) as in the package's simulator.
 type run struct {
 	goodput        float64
 	p50, p99       time.Duration
 	admitted, shed int
+	timeouts       int
 	offered        int
+	cpu            float64 // cores the process used, on average
+	wall           time.Duration
 	series         []sample
 }
 
@@ -228,6 +266,8 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 	srv := &http.Server{Handler: mw(b)}
 	go srv.Serve(ln)
 	defer srv.Close()
+	defer b.close()
+	cpu0, wall0 := processCPU(), time.Now()
 
 	capacity := float64(*workers) / service.Seconds()
 	targeter := vegeta.NewStaticTargeter(vegeta.Target{Method: "GET", URL: "http://" + ln.Addr().String() + "/"})
@@ -264,25 +304,31 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 	var lat []time.Duration
 	var r run
 	perTick := map[int][]time.Duration{}
-	capWork := 0.0 // completions the backend could make, worker-seconds / service
 	for res := range atk.Attack(targeter, poisson(factor*capacity, *seed), dur, im.name) {
 		r.offered++
+		l := res.Latency
 		switch {
 		case res.Code == http.StatusOK:
 			r.admitted++
-			lat = append(lat, res.Latency)
-			tk := int((res.Timestamp.Sub(start)) / (100 * time.Millisecond))
-			perTick[tk] = append(perTick[tk], res.Latency)
-			if res.Latency <= *deadline {
+			if l <= *deadline {
 				r.goodput++
 			}
 		case res.Code == http.StatusServiceUnavailable:
 			r.shed++
+			continue
+		default: // the client's timeout
+			r.timeouts++
+			l = timedOut
 		}
+		lat = append(lat, l)
+		tk := int((res.Timestamp.Sub(start)) / (100 * time.Millisecond))
+		perTick[tk] = append(perTick[tk], l)
 	}
 	stop.Store(true)
 	wg.Wait()
-	capWork = capacity * dur.Seconds()
+	r.wall = time.Since(wall0)
+	r.cpu = (processCPU() - cpu0).Seconds() / r.wall.Seconds()
+	capWork := capacity * dur.Seconds() // completions the backend could make
 	if steps {
 		capWork = capacity * dur.Seconds() * (1.0/3 + 0.5/3 + 1.0/3)
 	}
@@ -296,6 +342,23 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 	return r
 }
 
+// timedOut is the latency of a request that timed out.
+const timedOut = time.Duration(1<<63 - 1)
+
+// fmtLat formats a latency, or its multiple of the service time when
+// service is set: a timed-out one as "timeout" or ">deadline/service".
+func fmtLat(d time.Duration, service time.Duration) string {
+	switch {
+	case d == timedOut && service > 0:
+		return fmt.Sprintf(">%.1f", float64(*deadline)/float64(service))
+	case d == timedOut:
+		return "timeout"
+	case service > 0:
+		return fmt.Sprintf("%.2f", float64(d)/float64(service))
+	}
+	return d.Round(100 * time.Microsecond).String()
+}
+
 func pct(xs []time.Duration, q float64) time.Duration {
 	if len(xs) == 0 {
 		return 0
@@ -306,6 +369,7 @@ func pct(xs []time.Duration, q float64) time.Duration {
 }
 
 func main() {
+	began := time.Now()
 	flag.Parse()
 	var loads []float64
 	for _, f := range strings.Split(*loadsArg, ",") {
@@ -327,34 +391,34 @@ func main() {
 
 	results := map[string][]run{}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "load\timpl\toffered\tadmitted\tshed\tgoodput\tp50\tp99\tp50/S\tp99/S\t\n")
+	fmt.Fprintf(tw, "load\timpl\toffered\tadmitted\tshed\ttimeout\tgoodput\tp50\tp99\tp50/S\tp99/S\tcpu\t\n")
 	for _, f := range loads {
 		for _, im := range impls {
 			r := attack(im, f, *duration, false)
 			results[im.name] = append(results[im.name], r)
-			fmt.Fprintf(tw, "%gx\t%s\t%d\t%d\t%d\t%.3f\t%v\t%v\t%.2f\t%.2f\t\n", f, im.name, r.offered, r.admitted, r.shed, r.goodput,
-				r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond),
-				float64(r.p50)/float64(*service), float64(r.p99)/float64(*service))
-			tw.Flush()
+			fmt.Fprintf(tw, "%gx\t%s\t%d\t%d\t%d\t%d\t%.3f\t%s\t%s\t%s\t%s\t%.2f\t\n", f, im.name, r.offered, r.admitted, r.shed, r.timeouts, r.goodput,
+				fmtLat(r.p50, 0), fmtLat(r.p99, 0), fmtLat(r.p50, *service), fmtLat(r.p99, *service), r.cpu)
+			fmt.Fprintf(os.Stderr, "overload: %gx %s took %v\n", f, im.name, r.wall.Round(time.Millisecond))
 		}
 	}
-	fmt.Fprintf(out, "\ncapacity step at 2x: %d workers, %d from %v, %d from %v; limit and admitted p99 per second\n",
+	tw.Flush()
+	fmt.Fprintf(out, "\ncapacity step at 2x: %d workers, %d from %v, %d from %v; limit and p99 (of requests not shed) per second\n",
 		*workers, *workers/2, *stepDur/3, *workers, 2**stepDur/3)
 	steps := map[string]run{}
 	for _, im := range impls {
 		r := attack(im, 2, *stepDur, true)
 		steps[im.name] = r
-		fmt.Fprintf(out, "%s: goodput %.3f p50 %v p99 %v\n  limit:", im.name, r.goodput, r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond))
+		fmt.Fprintf(out, "%s: goodput %.3f p50 %s p99 %s cpu %.2f\n  limit:", im.name, r.goodput, fmtLat(r.p50, 0), fmtLat(r.p99, 0), r.cpu)
 		for i := 9; i < len(r.series); i += 10 {
 			fmt.Fprintf(out, " %d", r.series[i].limit)
 		}
 		fmt.Fprintf(out, "\n  p99/ms:")
 		for i := 9; i < len(r.series); i += 10 {
-			fmt.Fprintf(out, " %.0f", float64(maxP99(r.series[i-9:i+1]))/1e6)
+			fmt.Fprintf(out, " %s", strings.TrimSuffix(fmtLat(maxP99(r.series[i-9:i+1]).Round(time.Millisecond), 0), "ms"))
 		}
 		fmt.Fprintln(out)
 	}
-	fmt.Fprintf(out, "\nloadavg-at-end: %s\n", provenance.LoadAvg())
+	fmt.Fprintf(out, "\nloadavg-at-end: %s\nwall: %v\n", provenance.LoadAvg(), time.Since(began).Round(time.Second))
 	if *save != "" {
 		host, _ := os.Hostname()
 		path := filepath.Join(*save, fmt.Sprintf("overload-%s-%s-%s.txt", time.Now().Format("2006-01-02"), host, commit))
@@ -403,5 +467,3 @@ func check(err error) {
 		os.Exit(1)
 	}
 }
-
-var _ = math.Inf

@@ -42,8 +42,8 @@ func plots(dir string, loads []float64, res map[string][]run, steps map[string]r
 		func(r run) float64 { return r.goodput }); err != nil {
 		return err
 	}
-	if err := byLoad(fmt.Sprintf("p99 of admitted requests / service time (%v)", *service), "p99 / service time", "overload-p99.svg",
-		func(r run) float64 { return float64(r.p99) / float64(*service) }); err != nil {
+	if err := byLoad(fmt.Sprintf("p99 of requests not shed / service time (%v); a timeout at the deadline", *service), "p99 / service time", "overload-p99.svg",
+		func(r run) float64 { return float64(min(r.p99, *deadline)) / float64(*service) }); err != nil {
 		return err
 	}
 	overTime := func(title, ylabel, file string, skipNone bool, y func(sample) float64) error {
@@ -72,6 +72,6 @@ func plots(dir string, loads []float64, res map[string][]run, steps map[string]r
 		"limit", "overload-step-limit.svg", true, func(s sample) float64 { return float64(s.limit) }); err != nil {
 		return err
 	}
-	return overTime("p99 of admitted requests per 100 ms through the step", "p99 (ms)", "overload-step-p99.svg", false,
-		func(s sample) float64 { return float64(s.p99) / float64(time.Millisecond) })
+	return overTime("p99 of requests not shed per 100 ms through the step; a timeout at the deadline", "p99 (ms)", "overload-step-p99.svg", false,
+		func(s sample) float64 { return float64(min(s.p99, *deadline)) / float64(time.Millisecond) })
 }
