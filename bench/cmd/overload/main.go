@@ -383,8 +383,6 @@ func main() {
 	commit, _ := provenance.Commit() // the file is named after the commit the header names
 	provenance.Write(out, fmt.Sprintf("%s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH),
 		"cd bench && go run ./cmd/overload "+strings.Join(os.Args[1:], " "))
-	fmt.Fprintf(out, "clocksource: %s\n", readTrim("/sys/devices/system/clocksource/clocksource0/current_clocksource"))
-	fmt.Fprintf(out, "caches: %s\n", caches())
 	fmt.Fprintf(out, "gomaxprocs: %d (server, backend and load generator in one process)\n", runtime.GOMAXPROCS(0))
 	fmt.Fprintf(out, "backend: %d workers x %v (capacity %.0f/s), client deadline %v, Poisson arrivals seed %d\n\n",
 		*workers, *service, float64(*workers)/service.Seconds(), *deadline, *seed)
@@ -434,31 +432,6 @@ func maxP99(s []sample) time.Duration {
 		m = max(m, x.p99)
 	}
 	return m
-}
-
-func readTrim(p string) string {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// caches describes cpu0's caches and which CPUs share each.
-func caches() string {
-	var parts []string
-	for i := 0; ; i++ {
-		d := fmt.Sprintf("/sys/devices/system/cpu/cpu0/cache/index%d/", i)
-		if _, err := os.Stat(d); err != nil {
-			break
-		}
-		parts = append(parts, fmt.Sprintf("L%s %s %s shared by cpus %s", readTrim(d+"level"), readTrim(d+"type"),
-			readTrim(d+"size"), readTrim(d+"shared_cpu_list")))
-	}
-	if len(parts) == 0 {
-		return "unknown"
-	}
-	return strings.Join(parts, "; ")
 }
 
 func check(err error) {
