@@ -24,10 +24,11 @@ type PolicyFactory func(t *testing.T, opts ...admit.Option) (admit.PolicyLimiter
 
 // RunPolicy runs the real-clock cases of admit.PolicyLimiter's rules
 // against factory: all or nothing, the per-limit bound in a storm, state
-// per (key, Name), bad calls, and eight and more limits per call. Like Run,
-// they never pass a clock and assert only what no scheduling excuses: on
-// limits so slow (1e-3 tokens/s) that nothing refills during a test, exact
-// counts.
+// per (key, Name), bad calls, eight and more limits per call, and the
+// carry-over's rule for full buckets. Like Run, they never pass a clock and
+// assert only what no scheduling excuses: exact counts on limits so slow
+// (1e-3 tokens/s) that nothing refills during a test, or on a bucket
+// awaited until it is full, which more time cannot change.
 func RunPolicy(t *testing.T, factory PolicyFactory) {
 	s := policySuite{make: factory}
 	t.Run("AllOrNothing", s.allOrNothing)
@@ -35,6 +36,7 @@ func RunPolicy(t *testing.T, factory PolicyFactory) {
 	t.Run("BadCalls", s.badCalls)
 	t.Run("ManyLimits", s.manyLimits)
 	t.Run("DecisionFields", s.decisionFields)
+	t.Run("CarryOverFull", s.carryOverFull)
 	t.Run("Storm", s.storm)
 }
 
@@ -178,6 +180,68 @@ func (s policySuite) decisionFields(t *testing.T) {
 	assert.Zero(t, d.Remaining)
 	assert.Equal(t, int64(5), d.Limit)
 	assert.Positive(t, d.RetryAfter)
+}
+
+// carryOverFull: rule 3 on the real clock, which a limiter that decides
+// on a clock the suite cannot step (a server's) runs too. A bucket not full
+// keeps its balance, clamped to the new capacity (on slow limits, so the
+// counts are exact). A bucket full under its old limit is full under the
+// new one, as a Name never used is, whether a clamp or the refill made it
+// full, alone on its key or beside a limit that is not full (which keeps
+// the key, and with it the full bucket's state, held): a limiter may forget
+// a full bucket at any time, so any other answer would make a client's
+// balance depend on whether it had.
+func (s policySuite) carryOverFull(t *testing.T) {
+	l := s.limiter(t)
+	x := lim("x", 10, slow)
+	require.True(t, allowL(t, l, "k", 7, x).Allowed) // 3 left
+	d := allowL(t, l, "k", 0, lim("x", 20, slow))
+	assert.Equal(t, int64(3), d.Remaining, "not full: the balance carries to a larger capacity")
+	assert.Equal(t, int64(20), d.Limit)
+	assert.Positive(t, d.ResetAfter)
+	d = allowL(t, l, "k", 0, lim("x", 2, slow))
+	assert.Equal(t, int64(2), d.Remaining, "3 clamped to capacity 2")
+	assert.Zero(t, d.ResetAfter, "full at capacity 2")
+	d = allowL(t, l, "k", 0, x)
+	assert.Equal(t, int64(10), d.Remaining, "full at capacity 2, full at 10")
+	assert.Zero(t, d.ResetAfter)
+	assert.True(t, allowL(t, l, "k", 10, x).Allowed)
+	assert.False(t, allowL(t, l, "k", 1, x).Allowed, "exactly 10 were there")
+
+	fast, other := lim("f", 10, 1e4), lim("y", 10, slow) // f refills 10 tokens in 1 ms
+	big := lim("f", 20, slow)
+	for _, beside := range []bool{false, true} {
+		key := fmt.Sprint("refilled-", beside)
+		limits := []admit.Limit{fast}
+		if beside {
+			limits = append(limits, other)
+		}
+		require.True(t, allowL(t, l, key, 6, limits...).Allowed) // f 4, y 4
+		awaitFull(t, l, key, fast)
+		d := allowL(t, l, key, 0, big)
+		assert.Equal(t, int64(20), d.Remaining, "beside y: %v; full at capacity 10, full at 20", beside)
+		assert.Zero(t, d.ResetAfter, "beside y: %v", beside)
+		require.True(t, allowL(t, l, key, 20, big).Allowed, "beside y: %v", beside)
+		assert.False(t, allowL(t, l, key, 1, big).Allowed, "beside y: %v; exactly 20 were there", beside)
+		if beside {
+			assert.Equal(t, int64(4), allowL(t, l, key, 0, other).Remaining, "y kept its balance")
+		}
+	}
+}
+
+// awaitFull peeks at key under lm until the peek finds it full, sleeping
+// the ResetAfter each peek reports.
+func awaitFull(t *testing.T, l admit.PolicyLimiter, key string, lm admit.Limit) {
+	t.Helper()
+	for range 1000 {
+		d := allowL(t, l, key, 0, lm)
+		if d.ResetAfter == 0 {
+			require.Equal(t, lm.Capacity, d.Remaining, "a peek with ResetAfter 0 at %q", key)
+			return
+		}
+		time.Sleep(d.ResetAfter)
+	}
+	t.Fatalf("%q never full under %v", key, lm)
 }
 
 // storm: goroutines on the real clock share keys under two limits at rates

@@ -26,10 +26,11 @@ func TestConformance(t *testing.T) {
 }
 
 // The PolicyLimiter conformance suite's real-clock cases, unchanged: every
-// call brings its limits, whatever the limiter was built with. (Its
-// fake-clock cases, exact RetryAfter and carry-over, cannot apply: the clock
-// is the server's; TestPolicyExactRetryAfter and TestPolicyCarryOver check
-// them on it.)
+// call brings its limits, whatever the limiter was built with; among them
+// CarryOverFull, the carry-over's rule for full buckets. (Its fake-clock
+// cases, exact RetryAfter and carry-over to the nanosecond, cannot apply:
+// the clock is the server's; TestPolicyExactRetryAfter, TestPolicyCarryOver
+// and TestPolicyCarryOverFull check them on it.)
 // Both transports: go-redis and rueidis.
 func TestPolicyConformance(t *testing.T) {
 	t.Run("go-redis", func(t *testing.T) {

@@ -39,9 +39,10 @@ func NewLimits(client redis.UniversalClient, limits []admit.Limit, opts ...Optio
 // MaxLimits limits are an error wrapping admit.ErrInvalidConfig. State is
 // per (key, Name) and shared with AllowN's limits of the same Names. A Name
 // the key holds with another Capacity or Rate carries its balance over
-// (advanced to now at the old rate, then clamped to the new capacity; the
-// conversion rounds down, by less than a millionth of a token); AllowN's
-// own limits instead refuse such a key (see WithPrefix).
+// (advanced to now at the old rate; a bucket full there is full under the
+// new limit, one not full is clamped to the new capacity; the conversion
+// rounds down, by less than a millionth of a token); AllowN's own limits
+// instead refuse such a key (see WithPrefix).
 //
 // AllowLimits is never batched, whatever WithBatch says: leases belong to
 // the limiter's own limits. When Redis cannot decide, the failure policy

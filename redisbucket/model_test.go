@@ -24,6 +24,12 @@ var modelRun atomic.Int64
 // of the limits changes from call to call, so records are read both in the
 // call's order and out of it. Each input byte triple is one call: which
 // Names (a bitmask) and their order, a capacity seed, and n.
+//
+// A mask with bit 0x80 first rewrites every stored record as full (debt 0)
+// and keeps it: the state of a record whose bucket refilled while the key
+// was kept (by a Name not full, or until the next write or the key's PX).
+// The model holds it as full, a Name never used: a carry to any capacity
+// finds it full, and the next write drops it.
 func FuzzPolicyModel(f *testing.F) {
 	f.Add([]byte{0x0f, 0x12, 0x03, 0x05, 0x34, 0x02, 0x0f, 0x56, 0x01, 0x03, 0x00, 0x09, 0x1a, 0x77, 0x00})
 	f.Add([]byte{0x01, 0x00, 0x01, 0x03, 0x11, 0x01, 0x07, 0x22, 0x02, 0x0f, 0x33, 0x03, 0x08, 0x00, 0x01, 0x0f, 0x70, 0x00})
@@ -34,6 +40,11 @@ func FuzzPolicyModel(f *testing.F) {
 	// alone again), a peeked and denied alone, then a at another capacity
 	// (carried over) and alone at it.
 	f.Add([]byte{0x01, 0x02, 0x01, 0x01, 0x02, 0x01, 0x03, 0x02, 0x01, 0x01, 0x02, 0x00, 0x02, 0x00, 0x00, 0x01, 0x02, 0x00, 0x01, 0x02, 0x01, 0x01, 0x05, 0x00, 0x01, 0x05, 0x01})
+	// a and b drained in part (a 4 of 5 left, b 7 of 8), both kept full
+	// (0x80) and b peeked at its own capacity (no write: both stay), then a
+	// carried to capacity 8 on a peek (full: 8, not 5; the conversion
+	// writes, dropping both) and 8 taken at capacity 8.
+	f.Add([]byte{0x03, 0x04, 0x01, 0x82, 0x04, 0x00, 0x01, 0x07, 0x00, 0x01, 0x07, 0x08})
 	c := client(f, srv)
 	l, err := redisbucket.New(c, 1, 1, redisbucket.WithPrefix("t:model:"), redisbucket.WithTimeout(testTimeout))
 	if err != nil {
@@ -43,9 +54,28 @@ func FuzzPolicyModel(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		ctx := context.Background()
 		key := fmt.Sprint("k", modelRun.Add(1))
-		held := map[string]int64{} // tokens of the Names stored, each below its capacity
+		rk := redisbucket.RedisKey(l, key)
+		// stored: the records the key holds, each its capacity and tokens;
+		// tokens == capacity only for a record kept full (bit 0x80).
+		type record struct{ capacity, tokens int64 }
+		stored := map[string]record{}
 		for i := 0; i+2 < len(ops) && i < 3*40; i += 3 {
 			mask, seed, n := ops[i], ops[i+1], int64(ops[i+2]%10)
+			if mask&0x80 != 0 && len(stored) > 0 {
+				v, _ := c.Get(ctx, rk).Result()
+				recs, _ := redisbucket.Decode(v)
+				var full []string
+				for _, r := range recs {
+					rec, _, _ := redisbucket.Record(admit.Limit{Name: r.Name, Capacity: r.Cap / r.Per}, 0, r.T)
+					full = append(full, rec)
+				}
+				if err := c.Set(ctx, rk, redisbucket.Join(full...), 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				for name, r := range stored {
+					stored[name] = record{r.capacity, r.capacity}
+				}
+			}
 			var limits []admit.Limit
 			for j := range names {
 				// Rotate the order by the seed's high bits.
@@ -58,13 +88,18 @@ func FuzzPolicyModel(f *testing.F) {
 				continue
 			}
 			d, err := l.AllowLimits(ctx, key, n, limits...)
-			// The model: each limit's balance, clamped to its capacity.
+			// The model: each limit's balance, clamped to its capacity; a
+			// record full under its capacity is full under any.
 			bal := make([]int64, len(limits))
 			minCap := limits[0].Capacity
+			changed := false
 			for j, lm := range limits {
 				bal[j] = lm.Capacity
-				if b, ok := held[lm.Name]; ok {
-					bal[j] = min(b, lm.Capacity)
+				if r, ok := stored[lm.Name]; ok {
+					if r.tokens < r.capacity {
+						bal[j] = min(r.tokens, lm.Capacity)
+					}
+					changed = changed || r.capacity != lm.Capacity
 				}
 				minCap = min(minCap, lm.Capacity)
 			}
@@ -101,13 +136,26 @@ func FuzzPolicyModel(f *testing.F) {
 					}
 				}
 			}
+			before := fmt.Sprint(stored)
 			notFull := false
 			for j, lm := range limits {
-				if bal[j] < lm.Capacity {
-					held[lm.Name] = bal[j]
-					notFull = true
-				} else {
-					delete(held, lm.Name)
+				notFull = notFull || bal[j] < lm.Capacity
+			}
+			// A write (an admission of n > 0, or a conversion) stores the
+			// call's limits that are not full and drops every full record;
+			// anything else leaves the value as it was.
+			if (allowed && n > 0) || changed {
+				for name, r := range stored {
+					if r.tokens == r.capacity {
+						delete(stored, name)
+					}
+				}
+				for j, lm := range limits {
+					if bal[j] < lm.Capacity {
+						stored[lm.Name] = record{lm.Capacity, bal[j]}
+					} else {
+						delete(stored, lm.Name)
+					}
 				}
 			}
 			want := admit.Decision{Allowed: allowed, Limit: limits[decider].Capacity, Remaining: fewest, Policy: limits[decider].Name}
@@ -118,16 +166,21 @@ func FuzzPolicyModel(f *testing.F) {
 				want.ResetAfter = redisbucket.Never
 			}
 			if d != want {
-				t.Fatalf("op %d: AllowLimits(%d, %v) = %+v, want %+v (held before: %v)", i/3, n, limits, d, want, held)
+				t.Fatalf("op %d: AllowLimits(%d, %v) = %+v, want %+v (stored before: %v)", i/3, n, limits, d, want, before)
 			}
-			// One record per Name held, no TTL.
-			v, _ := c.Get(ctx, redisbucket.RedisKey(l, key)).Result()
+			// One record per Name stored, each with the model's capacity
+			// and tokens, no TTL.
+			v, _ := c.Get(ctx, rk).Result()
 			recs, parsed := redisbucket.Decode(v)
-			records := len(recs)
-			if !parsed || records != len(held) {
-				t.Fatalf("op %d: stored %q, want %d records for %v", i/3, v, len(held), held)
+			if !parsed || len(recs) != len(stored) {
+				t.Fatalf("op %d: stored %q, want %d records for %v", i/3, v, len(stored), stored)
 			}
-			if ttl := c.PTTL(ctx, redisbucket.RedisKey(l, key)).Val(); len(held) > 0 && ttl != -1 {
+			for _, r := range recs {
+				if m, ok := stored[r.Name]; !ok || r.Cap/r.Per != m.capacity || (r.Cap-r.D)/r.Per != m.tokens {
+					t.Fatalf("op %d: stored record %+v, want %v", i/3, r, stored)
+				}
+			}
+			if ttl := c.PTTL(ctx, rk).Val(); len(stored) > 0 && ttl != -1 {
 				t.Fatalf("op %d: PTTL %v on rate-0 records", i/3, ttl)
 			}
 		}

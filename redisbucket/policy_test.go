@@ -202,6 +202,95 @@ func TestPolicyCarryOver(t *testing.T) {
 	}
 }
 
+// Rule 3's full case on the server's clock: a bucket full under its old
+// limit is full under the new one, exactly as if its record had been
+// dropped (a full record is dropped only on the key's next write, and the
+// key expires only at PX, rounded up to the millisecond, so the script can
+// find a full record), while a bucket not full, by as little as one unit,
+// keeps its balance, clamped to the new capacity. Records stored an hour
+// behind the server's clock are full at any reading; records an hour ahead
+// refill nothing: every number is exact.
+func TestPolicyCarryOverFull(t *testing.T) {
+	ctx := context.Background()
+	l, c, _ := newLimiter(t, 1, 1)
+	x, y := lim("x", 10, 1), lim("y", 10, 0.001)
+	perX, perY := func() (int64, int64) {
+		_, px, _ := redisbucket.Record(x, 0, 0)
+		_, py, _ := redisbucket.Record(y, 0, 0)
+		return px, py
+	}()
+	now := serverTime(t, c)
+	past, ahead := now-3600e6, now+3600e6
+	store := func(key string, recs ...string) {
+		t.Helper()
+		if err := c.Set(ctx, redisbucket.RedisKey(l, key), redisbucket.Join(recs...), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := func(lm admit.Limit, d, t int64) string { r, _, _ := redisbucket.Record(lm, d, t); return r }
+	for _, tc := range []struct {
+		name   string
+		to     admit.Limit // the carry's new limit for x
+		others bool        // y's record beside x's, not full
+		debt   int64       // x's debt in units
+		at     int64       // x's stored time
+		left   int64       // x's whole tokens after the carry
+		full   bool
+	}{
+		// Full by refill: full at the new capacity, larger or smaller,
+		// under any rate.
+		{"full to larger", lim("x", 20, 0.001), false, 6 * perX, past, 20, true},
+		{"full beside y to larger", lim("x", 20, 0.001), true, 6 * perX, past, 20, true},
+		{"full beside y to smaller", lim("x", 5, 1), true, 6 * perX, past, 5, true},
+		{"full beside y to faster", lim("x", 10, 1000), true, 6 * perX, past, 10, true},
+		// Not full: the balance, clamped.
+		{"one unit short to larger", lim("x", 20, 0.001), true, 1, ahead, 9, false},
+		{"4 left to larger", lim("x", 20, 0.001), true, 6 * perX, ahead, 4, false},
+		{"4 left to smaller", lim("x", 3, 0.001), true, 6 * perX, ahead, 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := strings.ReplaceAll(tc.name, " ", "-")
+			recs := []string{rec(x, tc.debt, tc.at)}
+			if tc.others {
+				recs = append(recs, rec(y, 4*perY, ahead))
+			}
+			store(key, recs...)
+			d := allowL(t, l, key, 0, tc.to)
+			if d.Remaining != tc.left || d.Limit != tc.to.Capacity || (d.ResetAfter == 0) != tc.full {
+				t.Errorf("x carried to %v: %+v; want %d left, full %v", tc.to, d, tc.left, tc.full)
+			}
+			// Stored: x's record only if not full, y's as it was.
+			got, ok := redisbucket.Decode(c.Get(ctx, redisbucket.RedisKey(l, key)).Val())
+			want := map[string]bool{"x": !tc.full, "y": tc.others}
+			for _, r := range got {
+				if !want[r.Name] {
+					t.Errorf("stored record %+v, want none for %q", r, r.Name)
+				}
+				delete(want, r.Name)
+			}
+			for name, held := range want {
+				if held || !ok {
+					t.Errorf("no stored record of %q (parsed: %v)", name, ok)
+				}
+			}
+			// What the carry left is what the next call can take.
+			if tc.left > 0 {
+				if d := allowL(t, l, key, tc.left, tc.to); !d.Allowed {
+					t.Errorf("taking the %d left: %+v", tc.left, d)
+				}
+			}
+			if d := allowL(t, l, key, 1, tc.to); d.Allowed && tc.to.Rate < 1 {
+				t.Errorf("one more than the %d left: %+v", tc.left, d)
+			}
+			if tc.others {
+				if d := allowL(t, l, key, 0, y); d.Remaining != 6 {
+					t.Errorf("y after x's carry: %+v; want its 6 left", d)
+				}
+			}
+		})
+	}
+}
+
 // The limiter's own limits (New, NewLimits) are strict: a key that holds
 // one of their Names with other parameters is refused with
 // ErrInvalidConfig and nothing written, as before several limits; the same

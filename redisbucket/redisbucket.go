@@ -34,9 +34,11 @@
 // a Name the key holds:
 //
 //   - through AllowLimits, carries the balance over: advanced to now at the
-//     old rate, converted to the new units rounding down (by under a
-//     millionth of a token), clamped to the new capacity, and written even
-//     by a peek or a denial, so that the new rate applies from that call on;
+//     old rate; full there, full under the new limit (a full bucket equals
+//     a Name never used); else converted to the new units rounding down (by
+//     under a millionth of a token) and clamped to the new capacity; written
+//     even by a peek or a denial, so that the new rate applies from that
+//     call on;
 //   - through AllowN (New's or NewLimits' own limits), is refused: an error
 //     wrapping admit.ErrInvalidConfig that names the limit and both
 //     configurations, nothing written, whatever the failure policy. A
@@ -47,9 +49,14 @@
 //
 // A record whose bucket is full is dropped when the key is next written and
 // the key is deleted (or expires, by its PX) once every record is full:
-// exact, since a full bucket and a Name without a record answer alike. So a
-// Name clamped full by a smaller capacity starts full at a later, larger
-// one, as a Name never used does.
+// exact, since a full bucket and a Name without a record answer alike. The
+// carry-over keeps it exact: a record still stored while full (until that
+// next write, or beside a Name that is not full, or within the millisecond
+// PX rounds up) is full under a changed limit, as a dropped one would be,
+// so a client's balance never depends on when its key was last written. So
+// a Name full under capacity 10 starts full at 20, and a Name clamped full
+// by a smaller capacity starts full at a later, larger one, as a Name never
+// used does; a bucket not full keeps its balance, clamped.
 //
 // # Units
 //

@@ -54,8 +54,11 @@ import "github.com/redis/go-redis/v9"
 // refuses (strict, the limiter's own fixed limits: an ADMITPARAMS error
 // reply naming the limit's index and the stored parameters as decimal
 // text, nothing written) or carries the balance over (limits chosen per
-// call): the record is advanced to now under its old parameters, its
-// balance converted to the new units rounding down, clamped to the new
+// call): the record is advanced to now under its old parameters; if it is
+// full there it is full under the new ones (a full record answers like no
+// record, which is what a write or the key's expiry leaves of it, so a
+// balance never depends on when the record was last written); else its
+// balance is converted to the new units rounding down, clamped to the new
 // capacity, and its time moved to the new tick's end. A conversion is
 // written even by a peek or a denial, so that the old parameters stop
 // applying at the call that changed them.
@@ -359,13 +362,15 @@ else
       elseif strict then
         return redis.error_reply('ADMITPARAMS ' .. j .. ' ' .. string.format('%d %d %d %d', sunpack('<dddd', r.p)))
       else
-        -- Carry over: advanced under the old parameters, converted to
-        -- the new units rounding down, clamped to the new capacity.
+        -- Carry over: advanced under the old parameters; full there, full
+        -- here (a full record equals no record, which the next write or
+        -- the key's expiry would have left); else converted to the new
+        -- units rounding down, clamped to the new capacity.
         local oc, oper, om, oq = sunpack('<dddd', r.p)
         local od, ot = advance(r.d, r.t, om, idiv(us, oq))
         local bal = oc - od
         local whole = idiv(bal, oper)
-        if whole >= idiv(cap, per) then
+        if od == 0 or whole >= idiv(cap, per) then
           d = 0
         else
           -- The fraction of a token, f/oper·per units, rounded down:
