@@ -19,7 +19,10 @@
 // to the new limit (clamped to the new capacity, never below what it was),
 // and refills at the new rate from that instant. So a client drained under
 // a low limit and raised by a reload is admitted as soon as the new rate
-// has made a token, and lowering a limit never gives tokens back. A full
+// has made a token, and lowering a limit never gives tokens back. A
+// balance below zero (charged by a debt hit) stays owed under the new
+// limit, whether or not it charges, down to minus its burst: no change of
+// limit forgives counted usage beyond the new limit's own bound. A full
 // bucket, like an absent one, is full under the new limit.
 //
 // # All or nothing

@@ -29,8 +29,8 @@ const DefaultMaxKeys = 1 << 20
 // 20 KiB for the shards and the parameters memo.
 const BucketBytes = 128
 
-// maxUnits bounds a bucket's debt (its capacity in units, twice that with
-// debt), so that every sum of two quantities stays within int64.
+// maxUnits bounds a bucket's debt (twice its capacity in units), so that
+// every sum of two quantities stays within int64.
 const maxUnits = 1 << 60
 
 // sweep is how many buckets a new key at a full shard inspects for a full
@@ -76,7 +76,6 @@ type shard struct {
 type limit struct {
 	capacity, count int64
 	period          time.Duration
-	debt            bool
 }
 
 // bucket is one key's state: debt d as of tick t under p (see package
@@ -100,7 +99,7 @@ func New(opts ...Option) *Store {
 		s.shards[i].m = make(map[digest]*bucket)
 	}
 	s.params = memo.New(func(l limit) (tick.Params, error) {
-		return tick.New(l.capacity, l.count, l.period, l.debt, time.Nanosecond, maxUnits)
+		return tick.New(l.capacity, l.count, l.period, time.Nanosecond, maxUnits)
 	})
 	return s
 }
@@ -121,7 +120,7 @@ func (s *Store) Len() int {
 }
 
 func (s *Store) paramsOf(h *rls.Hit) (tick.Params, error) {
-	return s.params.Get(limit{h.Capacity, h.Count, h.Period, h.Debt})
+	return s.params.Get(limit{h.Capacity, h.Count, h.Period})
 }
 
 // Check implements rls.Store.

@@ -37,13 +37,17 @@
 // Rates are requests_per_unit per unit, a whole number of seconds, so they
 // are exact: the arithmetic is package rls/internal/tick's, the memory
 // store's, with time in ticks of q microseconds (the finest power of ten
-// from 1 µs to 1 s that fits). A bucket must fit capacity·per ≤ 2^52 (half
-// that with debt: true), per being the ticks per token at that tick,
-// reduced (at the coarsest tick, a second, per is the unit's seconds
-// divided by their gcd with requests_per_unit: a burst of 10^8 at one a
-// year fits), so that every number the script handles is an integer below
-// 2^53, exact in Lua's doubles; Decide rejects one that does not with an
-// error wrapping admit.ErrInvalidConfig. The parameters of the limits seen
+// from 1 µs to 1 s that fits). Every bucket may hold a balance down to
+// minus one burst (charged by debt hits, and kept when its limit changes),
+// so a bucket must fit 2·capacity·per ≤ 2^52, per being the ticks per
+// token at that tick, reduced: at the coarsest tick, a second, per is the
+// unit's seconds divided by their gcd with requests_per_unit. So a burst of
+// 5·10^7 at one a year fits and 10^8 does not; 4294967295 a year (per
+// 2102400) does not either, nor 4294967291 a month (per 2592000), while
+// 4294967295 a month (per 172800), a day or any shorter unit fits. Within that, every number the
+// script handles is an integer below 2^53, exact in Lua's doubles; Check
+// and Decide reject a bucket that does not fit with an error wrapping
+// admit.ErrInvalidConfig. The parameters of the limits seen
 // are kept in a memo of 256 entries, so the limits clients bring
 // (overrides) cannot grow the process.
 //
@@ -75,9 +79,9 @@ import (
 // DefaultPrefix starts every key the store writes.
 const DefaultPrefix = "admit-rls:"
 
-// maxUnits bounds a bucket's debt in units (capacity·per, twice that with
-// debt), so that with a cost of up to one more burst every number the
-// script handles stays below 2^53.
+// maxUnits bounds a bucket's debt in units (twice its capacity·per, a
+// balance of minus one burst), so that with a cost of up to one more burst
+// every number the script handles stays below 2^53.
 const maxUnits = 1 << 52
 
 // Store is the Redis rls.Store. It is safe for concurrent use; build one
@@ -176,34 +180,29 @@ func (s *Store) apply(opts []Option) (*Store, error) {
 type limit struct {
 	capacity, count int64
 	period          time.Duration
-	debt            bool
 }
 
 // params is a bucket's arithmetic (package tick) and its script arguments:
-// capU, per, m, q and the signature "capU:per:m:q:debt", formatted once.
+// capU, per, m, q and the signature "capU:per:m:q", formatted once.
 type params struct {
 	tick.Params
 	args [5]string
 }
 
 func newParams(l limit) (params, error) {
-	tp, err := tick.New(l.capacity, l.count, l.period, l.debt, time.Microsecond, maxUnits)
+	tp, err := tick.New(l.capacity, l.count, l.period, time.Microsecond, maxUnits)
 	if err != nil {
 		return params{}, err
 	}
 	c, pe, m, q := strconv.FormatInt(tp.CapU, 10), strconv.FormatInt(tp.Per, 10), strconv.FormatInt(tp.M, 10), strconv.FormatInt(tp.Q, 10)
-	debt := "0"
-	if l.debt {
-		debt = "1"
-	}
-	return params{Params: tp, args: [5]string{c, pe, m, q, c + ":" + pe + ":" + m + ":" + q + ":" + debt}}, nil
+	return params{Params: tp, args: [5]string{c, pe, m, q, c + ":" + pe + ":" + m + ":" + q}}, nil
 }
 
 func (s *Store) paramsFor(h *rls.Hit) (params, error) {
 	if h.Capacity == 0 {
 		return params{}, nil // a limit of zero: no bucket
 	}
-	return s.params.Get(limit{h.Capacity, h.Count, h.Period, h.Debt})
+	return s.params.Get(limit{h.Capacity, h.Count, h.Period})
 }
 
 // Check implements rls.Store.

@@ -273,10 +273,20 @@ func debt(t *testing.T, s rls.Store) {
 	if res[0].ResetAfter < 2*time.Hour-time.Second || res[0].ResetAfter > 2*time.Hour {
 		t.Fatalf("the debt stops at minus one burst: full in 2h; got %v", res[0].ResetAfter)
 	}
-	// The rule loses debt: true: the debt is forgiven (clamped to 0).
+	// The rule loses debt: true (or an override without it applies): the
+	// debt stays owed; no change of limit forgives counted usage.
 	ok, res = decide(t, s, hit("d", 10, 10, 0))
-	expect(t, "a check once the rule has no debt", ok, true)
-	expect(t, "remaining", res[0].Remaining, int64(0))
+	expect(t, "a check once the rule has no debt", ok, false)
+	if res[0].ResetAfter < 2*time.Hour-time.Second || res[0].ResetAfter > 2*time.Hour {
+		t.Fatalf("the debt stays when the rule loses debt: true: full in 2h; got %v", res[0].ResetAfter)
+	}
+	// Under a lower limit it is owed down to that limit's own bound, minus
+	// its burst: 4 tokens at 4 an hour, full in 2h.
+	ok, res = decide(t, s, hit("d", 4, 4, 0))
+	expect(t, "a check under a lower limit", ok, false)
+	if res[0].ResetAfter < 2*time.Hour-time.Second || res[0].ResetAfter > 2*time.Hour {
+		t.Fatalf("minus one burst of the lower limit: full in 2h; got %v", res[0].ResetAfter)
+	}
 }
 
 // debtRefused: a debt hit is charged when another hit refuses the
