@@ -263,7 +263,7 @@ func newBackend(ctx context.Context, s *settings.Settings, hs *health.Server) (*
 	setHealth(true)
 	if s.BackendType != "redis" {
 		slog.Warn("backend", "backend", "memory", "by", s.BackendBy, "max_keys", s.MemoryMaxKeys,
-			"max_bytes", int64(s.MemoryMaxKeys)*memstore.BucketBytes)
+			"max_bytes", int64(s.MemoryMaxKeys)*memstore.BucketBytes+memstore.FixedBytes)
 		st := memstore.New(memstore.WithMaxKeys(s.MemoryMaxKeys))
 		return &closingBackend{backend: &backend{Store: st, name: "memory"}, close: func() {}}, nil
 	}
