@@ -43,12 +43,14 @@ func rewrite(t *testing.T, file, content string) {
 	require.NoError(t, os.Rename(tmp, file))
 }
 
-// TestRaisedLimitApplies: a client drained at 5 a minute, still asking,
+// TestRaisedLimitApplies: a client drained at 5 an hour, still asking,
 // is admitted at the new rate once the rule is raised to 600 a minute by a
 // reload: the refused requests after the reload must not undo the
 // carry-over of its balance to the new rule.
 func TestRaisedLimitApplies(t *testing.T) {
-	const low = "domain: r\ndescriptors:\n  - key: client\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"
+	// 5 an hour: no token comes at the old rate while the test waits for
+	// the reload, however slow the machine.
+	const low = "domain: r\ndescriptors:\n  - key: client\n    rate_limit: {unit: hour, requests_per_unit: 5}\n"
 	for name, env := range backends(t) {
 		t.Run(name, func(t *testing.T) {
 			p := startRLS(t, env, map[string]string{"r.yaml": low})
@@ -56,11 +58,11 @@ func TestRaisedLimitApplies(t *testing.T) {
 				require.Equal(t, ok, p.ask(t, "r", d("client", "c")).OverallCode)
 			}
 			require.Equal(t, over, p.ask(t, "r", d("client", "c")).OverallCode)
-			rewrite(t, filepath.Join(p.configDir, "r.yaml"), strings.Replace(low, "5}", "600}", 1))
+			rewrite(t, filepath.Join(p.configDir, "r.yaml"), strings.Replace(low, "hour, requests_per_unit: 5}", "minute, requests_per_unit: 600}", 1))
 			// Refused requests until the new rule is in force (the one that
 			// sees it carries the balance over, and is refused: the carried
 			// balance holds less than a token).
-			deadline := time.Now().Add(20 * time.Second)
+			deadline := time.Now().Add(30 * time.Second)
 			for {
 				resp := p.ask(t, "r", d("client", "c"))
 				if resp.Statuses[0].CurrentLimit.RequestsPerUnit == 600 {
@@ -70,7 +72,7 @@ func TestRaisedLimitApplies(t *testing.T) {
 				require.True(t, time.Now().Before(deadline), "the reload did not apply")
 				time.Sleep(20 * time.Millisecond)
 			}
-			// 150 ms at 10 a second is 1.5 tokens, at 5 a minute 0.0125.
+			// 150 ms at 10 a second is 1.5 tokens, at 5 an hour 0.0002.
 			time.Sleep(150 * time.Millisecond)
 			require.Equal(t, ok, p.ask(t, "r", d("client", "c")).OverallCode, "the raised limit did not reach the drained client")
 		})

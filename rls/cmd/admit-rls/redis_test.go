@@ -47,6 +47,7 @@ func TestRedisSingle(t *testing.T) {
 }
 
 func TestRedisCluster(t *testing.T) {
+	t.Parallel() // forming a Cluster is mostly waiting
 	cl := redistest.NewCluster(t)
 	replicas(t, []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=CLUSTER",
 		"REDIS_URL=" + strings.Join(cl.Addrs(), ",")})
