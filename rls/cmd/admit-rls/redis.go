@@ -155,6 +155,7 @@ func (b *backoff) next(rnd func() float64) time.Duration {
 	}
 	return max(b.min, time.Duration(d))
 }
+
 // connect makes the client and checks it with PING.
 func connect(ctx context.Context, opt rueidis.ClientOption, timeout time.Duration) (rueidis.Client, error) {
 	opt.Dialer.Timeout = timeout
