@@ -130,3 +130,19 @@ func TestLogger(t *testing.T) {
 	require.True(t, strings.HasPrefix(buf.String(), "time="), buf.String())
 	require.Contains(t, buf.String(), " level=debug msg=x")
 }
+
+// TestGRPCLogger: grpc-go's own lines come through slog, in LOG_FORMAT:
+// its errors as errors, its infos and warnings as debug lines.
+func TestGRPCLogger(t *testing.T) {
+	var buf bytes.Buffer
+	g := grpcLogger{newLogger([]string{"LOG_FORMAT=json", "LOG_LEVEL=info"}, &buf)}
+	g.Warningf("hidden %d", 1)
+	g.Errorln("transport:", "broken")
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &m), buf.String())
+	require.Equal(t, "transport: broken", m["@message"])
+	require.Equal(t, "error", m["level"])
+	require.Equal(t, "grpc", m["source"])
+	require.True(t, g.V(0))
+	require.False(t, g.V(2))
+}

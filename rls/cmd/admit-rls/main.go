@@ -40,6 +40,7 @@ import (
 	"github.com/admit-go/admit/rls/settings"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/grpclog"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -52,6 +53,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	slog.SetDefault(newLogger(os.Environ(), os.Stderr))
+	grpclog.SetLoggerV2(grpcLogger{slog.Default()})
 	if err := run(ctx, os.Environ()); err != nil {
 		slog.Error("admit-rls stopped", "err", err)
 		os.Exit(1)

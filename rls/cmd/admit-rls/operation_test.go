@@ -96,8 +96,9 @@ func TestLogFormatJSON(t *testing.T) {
 	require.Contains(t, refuse(t, []string{"LOG_LEVEL=verbose"}, map[string]string{"e2e.yaml": e2eConfig}), `LOG_LEVEL=\"VERBOSE\"`)
 }
 
-// TestDebugListener: DEBUG_HOST:DEBUG_PORT serves /rlconfig, the rules in
-// force, and the Go profiles.
+// TestDebugListener: DEBUG_HOST:DEBUG_PORT serves envoyproxy/ratelimit's
+// debug endpoints: /rlconfig, the rules in force, /stats, the Go profiles,
+// and their list.
 func TestDebugListener(t *testing.T) {
 	p := startRLS(t, nil, map[string]string{"e2e.yaml": e2eConfig})
 	code, body := get(t, "http://"+p.addrs["debug"]+"/rlconfig")
@@ -107,6 +108,19 @@ func TestDebugListener(t *testing.T) {
 	require.Contains(t, body, "e2e.tenant_acme.user: unit=HOUR requests_per_unit=60, shadow_mode: false, burst: 2\n")
 	code, _ = get(t, "http://"+p.addrs["debug"]+"/debug/pprof/goroutine?debug=1")
 	require.Equal(t, http.StatusOK, code)
+	code, body = get(t, "http://"+p.addrs["debug"]+"/stats")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "\nmemstats: {")
+	// Any other path lists the endpoints, as envoyproxy/ratelimit's does.
+	for _, path := range []string{"/", "/nothing"} {
+		code, body = get(t, "http://"+p.addrs["debug"]+path)
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, "/debug/pprof/: root of various pprof endpoints. hit for help.\n"+
+			"/debug/pprof/profile: CPU profiling endpoint\n"+
+			"/debug/pprof/trace: trace endpoint\n"+
+			"/rlconfig: print out the currently loaded configuration for debugging\n"+
+			"/stats: print out stats\n", body)
+	}
 }
 
 // TestMaxConnectionAge: GRPC_MAX_CONNECTION_AGE sends clients GOAWAY, so
