@@ -12,11 +12,13 @@
 // it gracefully.
 //
 // It logs on stderr through log/slog, as text or, with LOG_FORMAT=json,
-// as JSON, every line in that one format from the first (a refused
-// setting included): the backend in use and why, every setting that has
-// no effect here, the addresses it listens on (a port of 0 picks a free
-// one), each backend outage (its start, a line every 10 s while it lasts,
-// its end), and each configuration reload.
+// as JSON with envoyproxy/ratelimit's keys, every line in that one format
+// from the first (a refused setting and grpc-go's own lines included): the
+// backend in use and why, every setting that has no effect here, the
+// addresses it listens on (a port of 0 picks a free one), each backend
+// outage (its start, a line every 10 s while it lasts, its end once no
+// call has failed for 10 s), and each configuration reload. No password
+// reaches the log.
 package main
 
 import (
