@@ -233,6 +233,29 @@ func TestPartialOutage(t *testing.T) {
 	p := startRLS(t, []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=CLUSTER", "REDIS_TIMEOUT=5s",
 		"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=true", "REDIS_URL=" + strings.Join(cl.Addrs(), ",")}, map[string]string{"e2e.yaml": e2eConfig})
 	require.Equal(t, ok, p.ask(t, "e2e", d("user", "x")).OverallCode)
+	// Every status the gRPC health service reports from now on.
+	conn, err := grpc.NewClient(p.addrs["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	wctx, stop := context.WithCancel(context.Background())
+	watch, err := healthpb.NewHealthClient(conn).Watch(wctx, &healthpb.HealthCheckRequest{Service: "ratelimit"})
+	require.NoError(t, err)
+	first, err := watch.Recv()
+	require.NoError(t, err)
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, first.Status)
+	seen := make(chan []healthpb.HealthCheckResponse_ServingStatus, 1)
+	go func() {
+		var sts []healthpb.HealthCheckResponse_ServingStatus
+		for {
+			res, err := watch.Recv()
+			if err != nil {
+				seen <- sts
+				return
+			}
+			sts = append(sts, res.Status)
+		}
+	}()
+
 	cl.Nodes[0].Stop()
 	failed := 0
 	for i := range 60 {
@@ -242,11 +265,14 @@ func TestPartialOutage(t *testing.T) {
 		}
 	}
 	require.True(t, failed > 0 && failed < 60, "the keys of one master in three fail: %d of 60", failed)
+	time.Sleep(2 * probeEvery) // the probe's calls too
 	require.Len(t, p.lines("backend unavailable"), 1, p.log())
 	require.Empty(t, p.lines("backend recovered"), p.log())
 	code, st := p.health(t)
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, healthpb.HealthCheckResponse_SERVING, st)
+	stop()
+	require.Empty(t, <-seen, "the health service changed its status during a partial outage")
 }
 
 // TestRedisStartupRetry: Redis not answering at start is retried with
