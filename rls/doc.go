@@ -23,9 +23,17 @@
 // A request is OVER_LIMIT when any enforced descriptor lacks its cost, and
 // then it takes from none of its descriptors, whatever refused it (a rule
 // of requests_per_unit: 0, or an override of 0, included): the Store decides
-// them all or nothing, in one step. A descriptor in shadow_mode (or every
-// descriptor under the global shadow mode) answers OK when over its limit
-// and is counted; it never refuses the request.
+// them all or nothing, in one step. A descriptor in shadow_mode answers OK
+// when over its limit and is counted; it never refuses the request. Under
+// the global shadow mode a descriptor over its limit still answers
+// OVER_LIMIT, and the request's overall code is OK, as in
+// envoyproxy/ratelimit.
+//
+// An override (the descriptor's limit field) replaces the numbers of the
+// descriptor's bucket, which it shares with the rule the descriptor
+// matches: the balance carries over between the two (see Store), and on a
+// descriptor whose rule has debt: true the override is charged as the
+// rule is.
 //
 // # Usage reported after the response
 //
@@ -46,15 +54,17 @@
 // # Answers
 //
 // Each limited status carries current_limit, limit_remaining (whole tokens
-// left, 0 in debt) and duration_until_reset (exactly until the bucket is
-// full again; absent for a limit of zero, which has no bucket). An
+// left; 0 when the descriptor is over its limit, shadowed or not, and in
+// debt, as envoyproxy/ratelimit answers 0 over the limit) and
+// duration_until_reset (exactly until the bucket is full again; absent for
+// a limit of zero, which has no bucket). An
 // unlimited descriptor answers OK with limit_remaining 4294967295; one that
 // no limit applies to (it matches no rule, its rule is replaced by another
 // matched rule's replaces, or its domain is unknown) answers OK with
 // limit_remaining 0 and no current_limit, as in envoyproxy/ratelimit. With
 // headers enabled, the response adds RateLimit-Limit, -Remaining and -Reset
-// of the descriptor closest to its limit (the first refusing one when
-// refused).
+// of the descriptor envoyproxy/ratelimit picks: the last one over its
+// limit, else the first with the fewest remaining.
 //
 // A request may carry any number of descriptors (the gRPC message size
 // bounds them), at most MaxLimited of them limited.

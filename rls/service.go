@@ -167,6 +167,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: limit override has unit %v", i, o.GetUnit())
 			}
 			p.limit = &pb.RateLimitResponse_RateLimit{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: pb.RateLimitResponse_RateLimit_Unit(o.GetUnit())}
+			// An override changes the numbers of the descriptor's bucket,
+			// not how its usage counts: under a debt rule it is charged.
+			if r, _ := cfg.Lookup(domain, d.GetEntries()); r != nil {
+				p.debt = r.Debt
+			}
 			continue
 		}
 		r, shared := cfg.Lookup(domain, d.GetEntries())
@@ -262,22 +267,31 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		r := results[p.hit]
 		over := !r.OK
 		p.reset = r.ResetAfter
-		st.LimitRemaining = uint32(min(r.Remaining, math.MaxUint32))
+		if !over { // one over its limit has nothing left for its cost: 0, as envoyproxy/ratelimit answers
+			st.LimitRemaining = uint32(min(r.Remaining, math.MaxUint32))
+		}
 		if hits[p.hit].Capacity != 0 && r.ResetAfter != Never { // a limit of zero has no bucket to fill
 			st.DurationUntilReset = durationpb.New(r.ResetAfter)
 		}
-		enforced := over && !p.shadow && !s.opts.ShadowMode
 		switch {
-		case enforced:
+		case over && !p.shadow:
+			// Under the global shadow mode the status still says
+			// OVER_LIMIT; only the overall code is OK.
 			st.Code = pb.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+			if s.opts.ShadowMode {
+				shadowed++
+			}
 		case over:
 			shadowed++
 		}
 	}
-	if !admitted && resp.OverallCode == pb.RateLimitResponse_OK {
+	if !admitted && (resp.OverallCode == pb.RateLimitResponse_OK || s.opts.ShadowMode) {
 		// Cannot happen: the Store refuses only for an enforced hit.
 		return nil, status.Error(codes.Internal, "store refused a request no descriptor refuses")
+	}
+	if s.opts.ShadowMode {
+		resp.OverallCode = pb.RateLimitResponse_OK
 	}
 	if s.opts.Headers {
 		if c := closest(resp.Statuses); c >= 0 {
@@ -305,19 +319,17 @@ func failOpen(n int) *pb.RateLimitResponse {
 	return resp
 }
 
-// closest returns the status the headers describe: the first over its
-// limit, else the limited one with the fewest remaining; -1 if none is
-// limited.
+// closest returns the status the headers describe, as envoyproxy/ratelimit
+// picks it: the last one over its limit, else the first limited one with
+// the fewest remaining; -1 if none is limited.
 func closest(sts []*pb.RateLimitResponse_DescriptorStatus) int {
-	c := -1
+	c, over := -1, false
 	for i, st := range sts {
-		if st.CurrentLimit == nil {
-			continue
-		}
-		if st.Code == pb.RateLimitResponse_OVER_LIMIT {
-			return i
-		}
-		if c < 0 || st.LimitRemaining < sts[c].LimitRemaining {
+		switch {
+		case st.CurrentLimit == nil:
+		case st.Code == pb.RateLimitResponse_OVER_LIMIT:
+			c, over = i, true
+		case !over && (c < 0 || st.LimitRemaining < sts[c].LimitRemaining):
 			c = i
 		}
 	}

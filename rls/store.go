@@ -53,15 +53,17 @@ type Result struct {
 //  2. Each Key is a token bucket with admit's semantics: created full,
 //     refilled lazily and exactly (Count tokens per Period), never more
 //     than Capacity + Count/Period × T admitted over a span T in which its
-//     limit did not change. A Debt bucket's balance may go down to
-//     −Capacity; it holds nothing until refill has repaid the debt.
-//  3. A changed limit (Capacity, Count, Period or Debt) applies at the
-//     first hit that brings it, whatever that hit's outcome: the balance,
-//     fraction included, carries over to the new limit and refills at the
-//     new rate from then on, clamped to the new capacity (and to zero,
-//     or −Capacity for Debt, from below), so lowering a limit never gives
-//     tokens back. A full bucket is the same as none and is full under the
-//     new limit too.
+//     limit did not change. Debt hits may take a bucket's balance down to
+//     −Capacity; a bucket below zero holds nothing until refill has repaid
+//     the debt.
+//  3. A changed limit (Capacity, Count or Period) applies at the first hit
+//     that brings it, whatever that hit's outcome: the balance, fraction
+//     included, carries over to the new limit and refills at the new rate
+//     from then on, clamped to [−Capacity, Capacity] of the new limit, so
+//     lowering a limit never gives tokens back and a debt stays owed
+//     (down to the new limit's own bound) whether or not the new hits are
+//     Debt. A full bucket is the same as none and is full under the new
+//     limit too.
 //  4. N above Capacity (or negative) is never held. A hit of Capacity 0
 //     holds only N = 0 and has no bucket: Remaining 0, ResetAfter 0.
 //  5. Hits of one request may share a Key; they are taken in order, so two

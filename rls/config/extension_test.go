@@ -59,6 +59,20 @@ descriptors:
 domain: d
 descriptors:
   - key: a
+    descriptors:
+      - key: b
+        rate_limit: {unit: hour, requests_per_unit: 0, burst: 5}
+`, "f.yaml: descriptor 'd.a.b': burst 5 with requests_per_unit 0 never refills; give a rate, or drop burst for a limit of zero"},
+		{`
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: hour, requests_per_unit: 0, debt: true}
+`, "f.yaml: descriptor 'd.a': debt with requests_per_unit 0: a limit of zero holds nothing to charge"},
+		{`
+domain: d
+descriptors:
+  - key: a
     value: b
     share_threshold: true
 `, "f.yaml: share_threshold can only be used with wildcard values (ending with '*'), but found key 'a_b'"},
@@ -75,6 +89,8 @@ descriptors:
 	}
 	_, err := loadString("domain: d\ndescriptors:\n  - key: a\n    quota_mode: false\n")
 	require.NoError(t, err)
+	_, err = loadString("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 0}\n")
+	require.NoError(t, err, "a limit of zero, as envoyproxy/ratelimit loads it")
 }
 
 // TestExample loads the example configuration `make rls` serves.

@@ -141,6 +141,12 @@ func (n *node) load(file, parent string, ds []yamlDescriptor) error {
 				return errorf(file, "descriptor '%s': should not specify burst when unlimited", path)
 			case rl.Unlimited && rl.Debt:
 				return errorf(file, "descriptor '%s': should not specify debt when unlimited", path)
+			case !rl.Unlimited && rl.RequestsPerUnit == 0 && rl.Burst != 0:
+				// Its buckets would never refill: held for ever, in Redis
+				// under keys the clients choose.
+				return errorf(file, "descriptor '%s': burst %d with requests_per_unit 0 never refills; give a rate, or drop burst for a limit of zero", path, rl.Burst)
+			case !rl.Unlimited && rl.RequestsPerUnit == 0 && rl.Debt:
+				return errorf(file, "descriptor '%s': debt with requests_per_unit 0: a limit of zero holds nothing to charge", path)
 			}
 			rule = &Rule{
 				Key: path, Name: rl.Name, Unit: unit, RequestsPerUnit: rl.RequestsPerUnit,

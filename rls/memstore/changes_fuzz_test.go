@@ -25,8 +25,14 @@ import (
 //     (keys peeked at the same instant before and after);
 //   - a change of limit never adds whole tokens at the instant it applies;
 //   - a request with an enforced zero hit that costs anything is refused;
-//   - a debt key is never deeper than one burst: full again within the
-//     time two bursts take to refill.
+//   - the debt key u, exactly, against a model of its balance (kept as the
+//     time it needs to be full again, in nanoseconds, which is exact for
+//     its limits, a token every 0.5 s or 1 s): a debt hit holds its cost
+//     when the balance does, is charged whatever the request's outcome, down
+//     to minus one burst; a change of limit carries the balance over,
+//     rounded down to the new limit's units and clamped to ±its capacity,
+//     so it never forgives a debt beyond the new limit's own bound; and a
+//     request without u leaves it as it was.
 func changes(t *testing.T, data []byte) {
 	clk := buckettest.NewFakeClock(0)
 	s := memstore.New(memstore.WithClock(clk))
@@ -60,11 +66,19 @@ func changes(t *testing.T, data []byte) {
 		}
 		return out
 	}
+	// peekU returns the time until u is full again, under its current
+	// limit (a check holds nothing in debt, so it is read whatever the
+	// outcome).
+	peekU := func() time.Duration {
+		_, r := decide1(t, s, hitOf("u", 0))
+		return r.ResetAfter
+	}
 	for len(data) >= 3 {
 		op, mask, nb := data[0], data[1], data[2]
 		data = data[3:]
 		clk.Advance(time.Duration(op&0x3f) * 41 * time.Millisecond)
 		before := peekAll()
+		uBefore, uOld := peekU(), variants["u"][cur["u"]]
 		changed := map[string]bool{}
 		var hits []rls.Hit
 		for i, k := range keys {
@@ -102,9 +116,9 @@ func changes(t *testing.T, data []byte) {
 				require.True(t, bounds[h.Key].Admit(now, h.N), "key %s over capacity + rate × T + 1", h.Key)
 			}
 			if h.Key == "u" {
-				l := variants["u"][cur["u"]]
-				require.LessOrEqual(t, res[i].ResetAfter, time.Duration(2*l.capacity)*l.period/time.Duration(l.count)+time.Nanosecond,
-					"debt deeper than one burst")
+				r, ok := uModel(uBefore, uOld, variants["u"][cur["u"]], changed["u"], h.N)
+				require.Equal(t, ok, res[i].OK, "u: does the balance hold %d? (hits %+v)", h.N, hits)
+				require.Equal(t, r, res[i].ResetAfter, "u: charged %d from %v (limit changed: %v); hits %+v, admitted %v", h.N, uBefore, changed["u"], hits, admitted)
 				continue
 			}
 			if changed[h.Key] {
@@ -122,7 +136,33 @@ func changes(t *testing.T, data []byte) {
 			}
 			require.Equal(t, want, after[h.Key], "key %s: hits %+v admitted %v", h.Key, hits, admitted)
 		}
+		if mask&(1<<3) == 0 {
+			require.Equal(t, uBefore, peekU(), "a request without u changed it")
+		}
 	}
+}
+
+// uModel returns what u's bucket needs to be full again after a debt hit
+// of n, and whether its balance held n, from r, what it needed before the
+// request under limit old (the balance is the capacity less r's worth of
+// refill), and new, the limit of the hit (changed if it differs). Times
+// are exact nanoseconds: a token is 0.5 s or 1 s.
+func uModel(r time.Duration, old, new lim, changed bool, n int64) (time.Duration, bool) {
+	tokO, tokN := old.period/time.Duration(old.count), new.period/time.Duration(new.count)
+	capN := time.Duration(new.capacity) * tokN // the new capacity's worth of refill
+	if changed && r != 0 {
+		// The balance, in tokens, to the new units (a nanosecond of refill
+		// each), rounded down, clamped to ±the new capacity; a full bucket
+		// stays full.
+		bal := time.Duration(old.capacity)*tokO - r
+		nb := bal * tokN / tokO
+		if (bal*tokN)%tokO != 0 && bal < 0 {
+			nb-- // rounded down
+		}
+		r = capN - min(max(nb, -capN), capN)
+	}
+	held := n <= new.capacity && time.Duration(n)*tokN <= capN-r
+	return min(r+time.Duration(n)*tokN, 2*capN), held
 }
 
 func TestChanges(t *testing.T) { changes(t, noise(7, 3*4000)) }

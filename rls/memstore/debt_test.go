@@ -76,8 +76,9 @@ func TestDebtOutsideAllOrNothing(t *testing.T) {
 	require.Equal(t, 2*time.Hour, r.ResetAfter, "6 - 20 - 4, clamped to -10: 20 tokens at 10 an hour")
 }
 
-// TestDebtChange: a rule that loses debt: true forgives the debt (the
-// balance is clamped to zero), one that gains it starts from the balance.
+// TestDebtChange: a rule that loses debt: true keeps the debt (a change of
+// limit never forgives counted usage), one that gains it starts from the
+// balance.
 func TestDebtChange(t *testing.T) {
 	clk := buckettest.NewFakeClock(0)
 	s := memstore.New(memstore.WithClock(clk))
@@ -87,6 +88,10 @@ func TestDebtChange(t *testing.T) {
 	require.False(t, ok)
 	plain := lim{10, 10, time.Hour}.hit("u", 0)
 	ok, r := decide1(t, s, plain)
-	require.True(t, ok, "a balance of 0 holds a check")
-	require.Equal(t, time.Hour, r.ResetAfter, "-5 clamped to 0")
+	require.False(t, ok, "a balance of -5 holds nothing, not even a check")
+	require.Equal(t, 90*time.Minute, r.ResetAfter, "-5 kept: 15 tokens at 10 an hour")
+	clk.Advance(30 * time.Minute)
+	ok, r = decide1(t, s, plain)
+	require.True(t, ok, "refill has repaid the debt: a balance of 0 holds a check")
+	require.Equal(t, time.Hour, r.ResetAfter)
 }

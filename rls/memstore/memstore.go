@@ -19,12 +19,15 @@
 // to the new limit (clamped to the new capacity, never below what it was),
 // and refills at the new rate from that instant. So a client drained under
 // a low limit and raised by a reload is admitted as soon as the new rate
-// has made a token, and lowering a limit never gives tokens back. A full
+// has made a token, and lowering a limit never gives tokens back. A
+// balance below zero (charged by a debt hit) stays owed under the new
+// limit, whether or not it charges, down to minus its burst: no change of
+// limit forgives counted usage beyond the new limit's own bound. A full
 // bucket, like an absent one, is full under the new limit.
 //
 // # All or nothing
 //
-// Keys live in 64 shards, each a mutex around a map. A request locks the
+// Keys live in 64 shards, each a mutex around a table. A request locks the
 // shards of all its keys in ascending shard order (so two requests never
 // wait on each other in a cycle), reads the clock once, and works on
 // copies of its buckets: carried over, refilled, then each hit checked and
@@ -41,18 +44,28 @@
 //
 // A bucket is named by a 128-bit digest of its key (two maphash values
 // under seeds drawn per process), not by the key: a client that sends
-// descriptor values of 60 KiB costs what one of 6 bytes does. So memory is
-// bounded in bytes: at most the key bound (WithMaxKeys) of buckets, each at
-// most BucketBytes (128 bytes, measured as about 107: map slot and state),
-// split evenly over the shards (a shard whose first buckets in a scan all
-// belong to the request inserting one may pass its share by that request's
-// buckets, at most rls.MaxLimited; at the default bound a shard holds
-// 16,384). A new key arriving at a full shard first
-// drops full buckets found in a short scan; if none is full it evicts one
-// bucket that the request does not use, and that bucket's client then sees
-// a fresh, full bucket: up to one extra burst, once per eviction (counted by
-// Evictions). With the bound above the number of keys active within one
-// refill period there are none. The limits requests bring (overrides) are
-// computed into bucket arithmetic through a memo of 256 entries, so they
-// cannot grow the process either.
+// descriptor values of 60 KiB costs what one of 6 bytes does. Each shard
+// keeps its buckets in an open-addressed table of its own (see table.go):
+// fixed-size slots, no pointers, and removals that leave no tombstone, so
+// the table's size depends only on the most buckets the shard has held at
+// once, never on how many keys have come and gone. A shard holds at most
+// its share of the key bound (WithMaxKeys; 16,384 at the default bound),
+// and its table stops growing at the slots that share needs at a load of
+// 4/5. So the store's memory is bounded in bytes, however clients choose
+// their keys: at most maxKeys × BucketBytes + FixedBytes (80 bytes a
+// bucket; 80 MiB and 64 KiB at the default bound), and, below its bound, at
+// most 2 × BucketBytes per bucket held (a table that has just doubled is
+// 2/5 full). (A shard passes its share only when one request brings more
+// new buckets to it than its share, all of them held at once.)
+//
+// A new key arriving at a full shard first drops full buckets found in a
+// short scan (the same as absent: nothing is lost); if none is full it
+// evicts the fullest bucket of the scan that the request does not use, and
+// that bucket's client then sees a fresh, full bucket: what it had taken is
+// forgotten, up to one burst, or up to two for a bucket below zero (its
+// debt and the fresh burst), once per eviction (counted by Evictions). With
+// the bound above the number of keys active within one refill period there
+// are none. The limits requests bring (overrides) are computed into bucket
+// arithmetic through a memo of 256 entries, so they cannot grow the process
+// either.
 package memstore

@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,16 +22,23 @@ const nShards = 64
 // DefaultMaxKeys is the bucket bound when WithMaxKeys is not given.
 const DefaultMaxKeys = 1 << 20
 
-// BucketBytes bounds the heap one held bucket costs, whatever its key: its
-// share of its shard's map (a 16-byte digest and a pointer per slot, at
-// the load a map has just after it grew) and the bucket itself. The store
-// holds at most its key bound of buckets, so at most about
-// maxKeys × BucketBytes bytes (128 MiB at DefaultMaxKeys), plus a fixed
-// 20 KiB for the shards and the parameters memo.
-const BucketBytes = 128
+// BucketBytes is what the store's tables cost per bucket of its bound,
+// whatever the keys: a slot (a 16-byte digest and the bucket's 48 bytes)
+// at the tables' largest load, 4/5. A store of bound maxKeys never holds
+// more than maxKeys × BucketBytes + FixedBytes in its tables and shards
+// (80 MiB at DefaultMaxKeys), however many keys come and go; see table.
+const BucketBytes = 80
 
-// maxUnits bounds a bucket's debt (its capacity in units, twice that with
-// debt), so that every sum of two quantities stays within int64.
+// BucketBytes is what the slots cost at the largest load.
+var _ = [1]struct{}{}[BucketBytes-slotBytes*loadDen/loadNum]
+
+// FixedBytes bounds what a store costs besides BucketBytes per bucket of
+// its bound: its shards, each table's rounding up to a whole slot and its
+// smallest size, and the parameters memo.
+const FixedBytes = 64 << 10
+
+// maxUnits bounds a bucket's debt (twice its capacity in units), so that
+// every sum of two quantities stays within int64.
 const maxUnits = 1 << 60
 
 // sweep is how many buckets a new key at a full shard inspects for a full
@@ -68,7 +76,7 @@ type digest [2]uint64
 
 type shard struct {
 	mu sync.Mutex
-	m  map[digest]*bucket
+	tb table    // guarded by mu
 	_  [48]byte // keeps neighbouring shards' mutexes off one cache line
 }
 
@@ -76,14 +84,6 @@ type shard struct {
 type limit struct {
 	capacity, count int64
 	period          time.Duration
-	debt            bool
-}
-
-// bucket is one key's state: debt d as of tick t under p (see package
-// tick). Guarded by its shard's mutex.
-type bucket struct {
-	p    tick.Params
-	d, t int64
 }
 
 var _ rls.Store = (*Store)(nil)
@@ -97,10 +97,10 @@ func New(opts ...Option) *Store {
 	}
 	s.perShard = max(1, s.maxKeys/nShards)
 	for i := range s.shards {
-		s.shards[i].m = make(map[digest]*bucket)
+		s.shards[i].tb = newTable(slotsFor(s.perShard))
 	}
 	s.params = memo.New(func(l limit) (tick.Params, error) {
-		return tick.New(l.capacity, l.count, l.period, l.debt, time.Nanosecond, maxUnits)
+		return tick.New(l.capacity, l.count, l.period, time.Nanosecond, maxUnits)
 	})
 	return s
 }
@@ -114,14 +114,14 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.m)
+		n += sh.tb.n
 		sh.mu.Unlock()
 	}
 	return n
 }
 
 func (s *Store) paramsOf(h *rls.Hit) (tick.Params, error) {
-	return s.params.Get(limit{h.Capacity, h.Count, h.Period, h.Debt})
+	return s.params.Get(limit{h.Capacity, h.Count, h.Period})
 }
 
 // Check implements rls.Store.
@@ -139,7 +139,6 @@ func (s *Store) Check(h rls.Hit) error {
 type cell struct {
 	dig      digest
 	sh       *shard
-	b        *bucket // the stored bucket; nil when absent
 	p        tick.Params
 	all, dbt int64
 	t        int64
@@ -166,6 +165,9 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 		}
 		ps = append(ps, p)
 		dg := digest{maphash.String(s.seeds[0], h.Key), maphash.String(s.seeds[1], h.Key)}
+		if dg == (digest{}) {
+			dg[1] = 1 // the zero digest marks an empty slot
+		}
 		digs = append(digs, dg)
 		if h.Capacity != 0 {
 			order = insertUnique(order, uint8(dg[0]&(nShards-1)))
@@ -229,7 +231,7 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 		if admitted {
 			d = c.all
 		}
-		s.store(c, d, cells, now)
+		s.store(c, d, cells, index, now)
 	}
 	for i := range hits {
 		j := at[i]
@@ -254,11 +256,11 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 func (s *Store) load(dg digest, p tick.Params, now int64) cell {
 	sh := &s.shards[dg[0]&(nShards-1)]
 	c := cell{dig: dg, sh: sh, p: p, t: now / p.Q}
-	b := sh.m[dg]
-	if b == nil {
+	i := sh.tb.find(dg)
+	if i < 0 {
 		return c
 	}
-	c.b = b
+	b := &sh.tb.vals[i]
 	if b.p != p {
 		d, _ := b.p.Refill(b.d, b.t, now/b.p.Q)
 		c.all = p.Carry(&b.p, d)
@@ -276,51 +278,76 @@ func (c *cell) carry(p tick.Params, now int64) {
 }
 
 // store writes a cell's final debt d back: a full bucket is the same as
-// none and is dropped. Called with the cell's shard locked.
-func (s *Store) store(c *cell, d int64, cells []cell, now int64) {
+// none and is dropped. Called with the cell's shard locked. The cell's slot
+// is found again: writing an earlier cell may have moved it.
+func (s *Store) store(c *cell, d int64, cells []cell, index map[digest]int, now int64) {
+	tb := &c.sh.tb
+	i := tb.find(c.dig)
 	switch {
 	case d == 0:
-		if c.b != nil {
-			delete(c.sh.m, c.dig)
+		if i >= 0 {
+			tb.remove(i)
 		}
-	case c.b != nil:
-		*c.b = bucket{p: c.p, d: d, t: c.t}
+	case i >= 0:
+		tb.vals[i] = bucket{p: c.p, d: d, t: c.t}
 	default:
-		s.room(c.sh, cells, now)
-		c.sh.m[c.dig] = &bucket{p: c.p, d: d, t: c.t}
+		s.room(tb, cells, index, now)
+		tb.insert(c.dig, bucket{p: c.p, d: d, t: c.t})
 	}
 }
 
-// room makes space in sh for one more bucket: it drops full buckets met in
-// a short scan and, if the shard is still at its bound, evicts a bucket that
-// none of this request's cells is. Called with sh locked.
-func (s *Store) room(sh *shard, cells []cell, now int64) {
-	if len(sh.m) < s.perShard {
+// room makes space in a shard's table for one more bucket when it holds
+// its share: from where the last scan stopped, it inspects at least sweep
+// buckets that none of this request's cells is, drops those that are full
+// again (the same as absent, so nothing is lost), and if none was, evicts
+// the fullest one it inspected (the one whose loss forgives least; counted
+// by Evictions). It inspects more than sweep only while every one seen so
+// far belongs to the request. Called with the shard locked.
+func (s *Store) room(tb *table, cells []cell, index map[digest]int, now int64) {
+	if tb.n < s.perShard {
 		return
 	}
-	seen := 0
+	var full [sweep]digest
+	nfull, seen := 0, 0
 	var victim digest
+	var vd, vcap uint64 // the victim's debt and capacity, in its units
 	found := false
-	for k, b := range sh.m {
-		if seen == sweep {
-			break
+	i := tb.hand
+	for range len(tb.keys) {
+		k, b := tb.keys[i], &tb.vals[i]
+		i = tb.next(i)
+		if k == (digest{}) || find(cells, index, k) >= 0 {
+			continue // empty, or this request writes it
 		}
 		seen++
-		if find(cells, nil, k) >= 0 {
-			continue // this request writes it
+		d, _ := b.p.Refill(b.d, b.t, now/b.p.Q)
+		switch {
+		case d == 0:
+			full[nfull] = k
+			nfull++
+		case !found || fuller(uint64(d), uint64(b.p.CapU), vd, vcap):
+			victim, vd, vcap, found = k, uint64(d), uint64(b.p.CapU), true
 		}
-		if d, _ := b.p.Refill(b.d, b.t, now/b.p.Q); d == 0 {
-			delete(sh.m, k)
-			continue
-		}
-		if !found {
-			victim, found = k, true
+		if nfull == sweep || seen >= sweep && (found || nfull > 0) {
+			break
 		}
 	}
-	if len(sh.m) >= s.perShard && found {
-		delete(sh.m, victim)
+	tb.hand = i
+	for _, k := range full[:nfull] {
+		tb.remove(tb.find(k))
+	}
+	if tb.n >= s.perShard && found {
+		tb.remove(tb.find(victim))
 		s.evictions.Add(1)
 	}
+}
+
+// fuller reports whether debt d1 of capacity c1 is a smaller part of its
+// bucket than d2 of c2: d1/c1 < d2/c2, compared exactly.
+func fuller(d1, c1, d2, c2 uint64) bool {
+	h1, l1 := bits.Mul64(d1, c2)
+	h2, l2 := bits.Mul64(d2, c1)
+	return h1 < h2 || h1 == h2 && l1 < l2
 }
 
 // resetAfter is the time from elapsed time now until a bucket of debt d as

@@ -14,11 +14,11 @@ import (
 // (microseconds per tick), n (tokens asked: 0 checks, a negative n gives
 // tokens back), flags (1: shadow, the key may lack n without refusing; 2:
 // debt, the key is charged n whatever the outcome; 4: the request is
-// refused already), sig, the parameters as "capU:per:m:q:debt", and, for
+// refused already), sig, the parameters as "capU:per:m:q", and, for
 // a give-back only, d1 and t1: the debt the take left and its tick.
 //
 // A bucket is stored as the string "d t sig": its debt d (capacity minus
-// balance, in units; up to 2·capU with debt, a balance of minus one burst)
+// balance, in units; up to 2·capU, a balance of minus one burst)
 // as of tick t of the server clock (TIME), and the parameters it was
 // written with (compared as a string, parsed only when they differ: the
 // common case costs two string.find). An absent key has no debt: a full
@@ -33,8 +33,9 @@ import (
 // bucket is refilled under the old ones, then its balance, fraction
 // included, is converted to the new units (exactly while fraction × per
 // stays below 2^53, else rounded down by at most two units) and clamped to
-// [0, capacity], or [−capacity, capacity] with debt; a full bucket stays
-// full, as an absent one would be. The carry-over is
+// [−capacity, capacity], so a balance below zero stays owed under the new
+// limit, whether or not it charges; a full bucket stays full, as an absent
+// one would be. The carry-over is
 // written back whatever the request's outcome, so a raised limit reaches a
 // client whose requests are still being refused.
 //
@@ -83,10 +84,7 @@ local function refill(d, t, m, now)
   end
   return d, t
 end
-local function maxdebt(s)
-  if s.debt then return 2 * s.capU end
-  return s.capU
-end
+local function maxdebt(s) return 2 * s.capU end
 -- carry converts debt d of a bucket of capacity ocap units, oper units a
 -- token, into the units of s.
 local function carry(d, ocap, oper, s)
@@ -95,10 +93,8 @@ local function carry(d, ocap, oper, s)
   local whole = idiv(b, oper)
   local frac = b - whole * oper
   local capacity = idiv(s.capU, s.per)
-  local low = 0
-  if s.debt then low = -capacity end
   if whole >= capacity then return 0 end
-  if whole < low then return maxdebt(s) end
+  if whole < -capacity then return maxdebt(s) end
   local f
   if frac < math.floor(9007199254740992 / s.per) - 1 then
     f = idiv(frac * s.per, oper)
@@ -126,7 +122,7 @@ for i = 1, #KEYS do
     local s = st[k]
     local now = idiv(us, q)
     if not s then
-      s = {d = 0, t = now, capU = capU, per = per, m = m, q = q, debt = debt, sig = sig, now = now, sub = us - now * q}
+      s = {d = 0, t = now, capU = capU, per = per, m = m, q = q, sig = sig, now = now, sub = us - now * q}
       local v = redis.call('GET', k)
       if v then
         local a = string.find(v, ' ', 1, true)
@@ -147,7 +143,7 @@ for i = 1, #KEYS do
     elseif s.sig ~= sig then
       -- one key under two limits in one request
       local ocap, oper = s.capU, s.per
-      s.capU, s.per, s.m, s.q, s.debt, s.sig = capU, per, m, q, debt, sig
+      s.capU, s.per, s.m, s.q, s.sig = capU, per, m, q, sig
       s.all, s.dbt = carry(s.all, ocap, oper, s), carry(s.dbt, ocap, oper, s)
       s.t, s.now, s.sub, s.carried = now, now, us - now * q, true
     end
@@ -160,7 +156,7 @@ for i = 1, #KEYS do
       end
     else
       if c <= s.capU - s.all then ok = 1 end
-      if s.debt then
+      if debt then
         local md = maxdebt(s)
         if c > md - s.all then s.all = md else s.all = s.all + c end
         if c > md - s.dbt then s.dbt = md else s.dbt = s.dbt + c end

@@ -17,13 +17,15 @@
 //
 // # A Cluster whose keys span nodes
 //
-// A script may touch keys of one slot only, so on a Cluster each bucket is
-// decided by its own script on its own node, concurrently; if an enforced
-// one refuses, every bucket that took is given back, by a second script,
-// what its take still accounts for: all of it, unless the bucket was
-// within one round trip's refill of full (then refill has already made up
-// part of the take, and returning it all could lift the bucket above its
-// bound; see script.go). What holds then: every bucket alone keeps the
+// A script may touch keys of one slot only, so on a Cluster each key is
+// decided by its own script on its own node, concurrently (the hits of one
+// key, two limits of one descriptor say, in one script, in order, as on one
+// Redis); if an enforced hit refuses, every key that took is given back, by
+// a second script, what its takes still account for (their sum, under the
+// key's last limit): all of it, unless the bucket was within one round
+// trip's refill of full (then refill has already made up part of the take,
+// and returning it all could lift the bucket above its bound; see
+// script.go). What holds then: every bucket alone keeps the
 // token bucket bound (never more than burst + rate × T); a refused request
 // ends up taking from none of its buckets, except at most one round trip's
 // refill from a bucket that was nearly full; between its take and its
@@ -37,15 +39,23 @@
 // Rates are requests_per_unit per unit, a whole number of seconds, so they
 // are exact: the arithmetic is package rls/internal/tick's, the memory
 // store's, with time in ticks of q microseconds (the finest power of ten
-// from 1 µs to 1 s that fits). A bucket must fit capacity·per ≤ 2^52 (half
-// that with debt: true), per being the ticks per token at that tick,
-// reduced (at the coarsest tick, a second, per is the unit's seconds
-// divided by their gcd with requests_per_unit: a burst of 10^8 at one a
-// year fits), so that every number the script handles is an integer below
-// 2^53, exact in Lua's doubles; Decide rejects one that does not with an
-// error wrapping admit.ErrInvalidConfig. The parameters of the limits seen
-// are kept in a memo of 256 entries, so the limits clients bring
-// (overrides) cannot grow the process.
+// from 1 µs to 1 s that fits). Every bucket may hold a balance down to
+// minus one burst (charged by debt hits, and kept when its limit changes),
+// so a bucket must fit 2·capacity·per ≤ 2^52, per being the ticks per token
+// at that tick, reduced: at the coarsest tick, a second, per is the unit's
+// seconds divided by their gcd with requests_per_unit. So a burst of 5·10^7
+// at one a year fits and 10^8 does not; 4294967295 a year (per 2102400)
+// does not either, nor 4294967291 a month (per 2592000), while 4294967295 a
+// month (per 172800), a day or any shorter unit fits. Within that, every
+// number the script handles is an integer below 2^53, exact in Lua's
+// doubles; Check and Decide reject a bucket that does not fit with an error
+// wrapping admit.ErrInvalidConfig. A key is written with an expiry at the
+// instant its bucket would be full again, except a bucket that never
+// refills (Count 0 with a Capacity), which lives until deleted: admit-rls's
+// configuration refuses such rules (requests_per_unit: 0 with a burst), so
+// only a caller that asks for one gets such keys. The parameters of the
+// limits seen are kept in a memo of 256 entries, so the limits clients
+// bring (overrides) cannot grow the process.
 //
 // # Failure
 //
@@ -75,9 +85,9 @@ import (
 // DefaultPrefix starts every key the store writes.
 const DefaultPrefix = "admit-rls:"
 
-// maxUnits bounds a bucket's debt in units (capacity·per, twice that with
-// debt), so that with a cost of up to one more burst every number the
-// script handles stays below 2^53.
+// maxUnits bounds a bucket's debt in units (twice its capacity·per, a
+// balance of minus one burst), so that with a cost of up to one more burst
+// every number the script handles stays below 2^53.
 const maxUnits = 1 << 52
 
 // Store is the Redis rls.Store. It is safe for concurrent use; build one
@@ -176,34 +186,29 @@ func (s *Store) apply(opts []Option) (*Store, error) {
 type limit struct {
 	capacity, count int64
 	period          time.Duration
-	debt            bool
 }
 
 // params is a bucket's arithmetic (package tick) and its script arguments:
-// capU, per, m, q and the signature "capU:per:m:q:debt", formatted once.
+// capU, per, m, q and the signature "capU:per:m:q", formatted once.
 type params struct {
 	tick.Params
 	args [5]string
 }
 
 func newParams(l limit) (params, error) {
-	tp, err := tick.New(l.capacity, l.count, l.period, l.debt, time.Microsecond, maxUnits)
+	tp, err := tick.New(l.capacity, l.count, l.period, time.Microsecond, maxUnits)
 	if err != nil {
 		return params{}, err
 	}
 	c, pe, m, q := strconv.FormatInt(tp.CapU, 10), strconv.FormatInt(tp.Per, 10), strconv.FormatInt(tp.M, 10), strconv.FormatInt(tp.Q, 10)
-	debt := "0"
-	if l.debt {
-		debt = "1"
-	}
-	return params{Params: tp, args: [5]string{c, pe, m, q, c + ":" + pe + ":" + m + ":" + q + ":" + debt}}, nil
+	return params{Params: tp, args: [5]string{c, pe, m, q, c + ":" + pe + ":" + m + ":" + q}}, nil
 }
 
 func (s *Store) paramsFor(h *rls.Hit) (params, error) {
 	if h.Capacity == 0 {
 		return params{}, nil // a limit of zero: no bucket
 	}
-	return s.params.Get(limit{h.Capacity, h.Count, h.Period, h.Debt})
+	return s.params.Get(limit{h.Capacity, h.Count, h.Period})
 }
 
 // Check implements rls.Store.
@@ -300,10 +305,11 @@ func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []
 // take is a bucket's debt and tick right after a take.
 type take struct{ d, t int64 }
 
-// decideSplit decides each hit alone, concurrently, and gives back what
-// the ordinary hits took when an enforced one refused. A hit of capacity 0
-// that refuses is known before any round trip: the others then run as a
-// refused request's, taking nothing.
+// decideSplit decides each key on its own node, concurrently (the hits of
+// one key in one script, in order, as on one Redis: one key is one slot),
+// and gives back what the ordinary hits took when an enforced one refused.
+// A hit of capacity 0 that refuses is known before any round trip: the
+// others then run as a refused request's, taking nothing.
 func (s *Store) decideSplit(ctx, cctx context.Context, hits []rls.Hit, ps []params, results []rls.Result) (bool, error) {
 	refused := false
 	for i := range hits {
@@ -313,51 +319,87 @@ func (s *Store) decideSplit(ctx, cctx context.Context, hits []rls.Hit, ps []para
 			refused = refused || h.N != 0 && !h.Shadow
 		}
 	}
-	errs := make([]error, len(hits))
-	taken := make([]take, len(hits))
-	var wg sync.WaitGroup
+	// groups[g] are the indexes of one key's hits, in order.
+	var groups [][]int
+	byKey := map[string]int{}
 	for i := range hits {
 		if hits[i].Capacity == 0 {
 			continue
 		}
+		g, ok := byKey[hits[i].Key]
+		if !ok {
+			g = len(groups)
+			byKey[hits[i].Key] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	errs := make([]error, len(groups))
+	took := make([]bool, len(groups)) // the group's script took its hits' costs
+	taken := make([]take, len(hits))
+	var wg sync.WaitGroup
+	for g, idx := range groups {
 		wg.Go(func() {
-			_, errs[i] = s.run(cctx, hits[i:i+1], ps[i:i+1], results[i:i+1], nil, taken[i:i+1], refused)
+			gh, gp, gr, gt := make([]rls.Hit, len(idx)), make([]params, len(idx)), make([]rls.Result, len(idx)), make([]take, len(idx))
+			for j, i := range idx {
+				gh[j], gp[j] = hits[i], ps[i]
+			}
+			took[g], errs[g] = s.run(cctx, gh, gp, gr, nil, gt, refused)
+			for j, i := range idx {
+				results[i], taken[i] = gr[j], gt[j]
+			}
 		})
 	}
 	wg.Wait()
 	admitted := !refused
 	var failed error
-	for i := range hits {
-		if errs[i] != nil {
-			failed = errors.Join(failed, errs[i])
-		} else if !results[i].OK && !hits[i].Shadow {
-			admitted = false
+	for g, idx := range groups {
+		if errs[g] != nil {
+			failed = errors.Join(failed, errs[g])
+			continue
+		}
+		for _, i := range idx {
+			if !results[i].OK && !hits[i].Shadow {
+				admitted = false
+			}
 		}
 	}
 	if refused || admitted && failed == nil {
 		return admitted, s.wrap(ctx, failed)
 	}
-	// Give back what was taken: by the ordinary hits that held their cost
-	// (a debt hit's charge stands whatever the outcome).
-	for i := range hits {
-		if errs[i] != nil || !results[i].OK || hits[i].N == 0 || hits[i].Debt || hits[i].Capacity == 0 {
+	// Give back what each key's script took: the costs of its ordinary
+	// hits that held (a debt hit's charge stands whatever the outcome),
+	// under the key's last limit, which its balance was carried into.
+	backErrs := make([]error, len(groups))
+	for g, idx := range groups {
+		if errs[g] != nil || !took[g] {
 			continue
 		}
+		var n int64
+		for _, i := range idx {
+			if h := &hits[i]; results[i].OK && !h.Debt && h.N > 0 {
+				n = min(n+h.N, math.MaxInt64/2)
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		last := idx[len(idx)-1]
+		h := hits[last]
+		h.N = min(n, 2*h.Capacity) // no more than a bucket can owe
 		wg.Go(func() {
 			back := make([]rls.Result, 1)
-			if _, err := s.run(cctx, hits[i:i+1], ps[i:i+1], back, taken[i:i+1], nil, false); err != nil {
-				errs[i] = fmt.Errorf("giving back %d tokens of %q: %w", hits[i].N, hits[i].Key, err)
+			if _, err := s.run(cctx, []rls.Hit{h}, ps[last:last+1], back, taken[last:last+1], nil, false); err != nil {
+				backErrs[g] = fmt.Errorf("giving back %d tokens of %q: %w", h.N, h.Key, err)
 				return
 			}
-			results[i].Remaining, results[i].ResetAfter = back[0].Remaining, back[0].ResetAfter
+			for _, i := range idx {
+				results[i].Remaining, results[i].ResetAfter = back[0].Remaining, back[0].ResetAfter
+			}
 		})
 	}
 	wg.Wait()
-	for i := range hits {
-		if errs[i] != nil {
-			failed = errors.Join(failed, errs[i])
-		}
-	}
+	failed = errors.Join(append([]error{failed}, backErrs...)...)
 	return false, s.wrap(ctx, failed)
 }
 

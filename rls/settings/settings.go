@@ -92,6 +92,8 @@ type Settings struct {
 	// Notes are the settings that were given and have no effect in
 	// admit-rls, each with the reason, for the log at start.
 	Notes []string
+
+	target []string // REDIS_URL's nodes for the log (RedisTarget)
 }
 
 // Redis is where and how to connect to Redis.
@@ -173,7 +175,7 @@ func FromEnv(env []string) (*Settings, error) {
 				continue
 			}
 		}
-		errs = append(errs, fmt.Sprintf("%s=%q is not implemented by admit-rls", k, v))
+		errs = append(errs, fmt.Sprintf("%s is not implemented by admit-rls", shown(k, v)))
 	}
 	r := reader{m: m}
 	s := &Settings{
@@ -258,6 +260,9 @@ func FromEnv(env []string) (*Settings, error) {
 	if s.LogFormat != "text" && s.LogFormat != "json" {
 		bad("LOG_FORMAT=%q: expected text or json", s.LogFormat)
 	}
+	if !logLevels[s.LogLevel] {
+		bad("LOG_LEVEL=%q: expected TRACE, DEBUG, INFO, WARN (WARNING), ERROR, FATAL or PANIC", s.LogLevel)
+	}
 	if s.BackendType == "redis" {
 		if err := s.parseRedisURL(); err != nil {
 			errs = append(errs, err.Error())
@@ -281,45 +286,98 @@ func FromEnv(env []string) (*Settings, error) {
 	return s, nil
 }
 
-// parseRedisURL fills s.Redis from REDIS_URL: comma-separated nodes (a
-// Cluster's), each host:port, a socket path (REDIS_SOCKET_TYPE=unix), or
-// a redis:// or rediss:// URL with its user, password and database
-// (redis://user:password@host:port/db; a URL means TCP, rediss:// TLS).
-// A password in the URL takes the place of REDIS_AUTH.
+// parseRedisURL fills s.Redis from REDIS_URL and REDIS_AUTH as
+// envoyproxy/ratelimit's Redis client (radix) reads them:
+//
+//   - With REDIS_TYPE=SINGLE the whole value is one node, never split (a
+//     password may hold a comma); a Cluster's nodes are separated by commas
+//     (percent-encode a comma in a Cluster's password: %2C).
+//   - A node is host:port (REDIS_SOCKET_TYPE=tcp), a socket path (unix), or
+//     a redis:// or rediss:// URL (a URL means TCP; rediss:// means TLS,
+//     an admit-rls addition). A URL's user, password and database come
+//     from its user info and path (redis://user:password@host:port/db) or
+//     from its query parameters username, password and db; the user info
+//     and the path win over the query, as in radix.
+//   - REDIS_AUTH ("password" or "user:password") wins over the URL's: its
+//     password over the URL's password, and its user, when it names one,
+//     over the URL's user; a URL with a user alone keeps REDIS_AUTH's
+//     password. A URL credential that REDIS_AUTH overrides is noted.
+//   - The URLs of a Cluster's nodes must agree on credentials and database.
+//
+// Its errors never show REDIS_URL's value nor part of it: it may hold a
+// password.
 func (s *Settings) parseRedisURL() error {
 	rd := &s.Redis
 	rd.Network = s.RedisSocketType
-	rd.Username, rd.Password = "", s.RedisAuth
+	var authUser, authPass string
 	if u, p, ok := strings.Cut(s.RedisAuth, ":"); ok {
-		rd.Username, rd.Password = u, p
+		authUser, authPass = u, p
+	} else {
+		authPass = s.RedisAuth
 	}
-	for _, node := range strings.Split(s.RedisURL, ",") {
+	nodes := []string{s.RedisURL}
+	if s.RedisType == "CLUSTER" {
+		nodes = strings.Split(s.RedisURL, ",")
+	}
+	name := func(i int) string {
+		if len(nodes) == 1 {
+			return "REDIS_URL"
+		}
+		return fmt.Sprintf("REDIS_URL's node %d of %d", i+1, len(nodes))
+	}
+	isURL := func(n string) bool {
+		n = strings.TrimSpace(n)
+		return strings.HasPrefix(n, "redis://") || strings.HasPrefix(n, "rediss://")
+	}
+	var first *redisURL
+	for i, node := range nodes {
 		node = strings.TrimSpace(node)
-		if !strings.HasPrefix(node, "redis://") && !strings.HasPrefix(node, "rediss://") {
-			if node == "" {
-				return fmt.Errorf("REDIS_URL=%q: an empty node", s.RedisURL)
+		if isURL(node) != isURL(nodes[0]) {
+			// A comma inside a URL's password would otherwise make a node
+			// of the password's end.
+			return fmt.Errorf("%s: either every node is a redis:// URL or none is (its value is not shown: it may hold a password; percent-encode a comma in a password: %%2C)", name(i))
+		}
+		if !isURL(node) {
+			switch {
+			case node == "":
+				return fmt.Errorf("%s is empty", name(i))
+			case rd.Network == "tcp" && strings.Contains(node, "@"):
+				return fmt.Errorf("%s holds an @ but is not a redis:// URL (its value is not shown: it may hold a password)", name(i))
+			case rd.Network == "tcp" && strings.Contains(node, ","):
+				return fmt.Errorf("%s holds a comma with REDIS_TYPE=SINGLE: a Cluster's nodes need REDIS_TYPE=CLUSTER", name(i))
+			case rd.Network == "tcp" && !hostPort(node):
+				return fmt.Errorf("%s is not host:port (its value is not shown: it may hold a password)", name(i))
 			}
 			rd.Addrs = append(rd.Addrs, node)
+			s.target = append(s.target, node)
 			continue
 		}
-		u, err := url.Parse(node)
+		ru, err := parseNode(node)
 		if err != nil {
-			return fmt.Errorf("REDIS_URL: %v", err)
+			return fmt.Errorf("%s %s (its value is not shown: it may hold a password)", name(i), err)
 		}
-		if _, _, err := net.SplitHostPort(u.Host); err != nil {
-			u.Host = net.JoinHostPort(u.Hostname(), "6379")
+		if first == nil {
+			first = ru
+		} else if ru.user != first.user || ru.pass != first.pass || ru.db != first.db || ru.tls != first.tls {
+			return fmt.Errorf("%s names another user, password, database or scheme than the first node", name(i))
 		}
 		rd.Network = "tcp"
-		rd.Addrs = append(rd.Addrs, u.Host)
-		rd.TLS = rd.TLS || u.Scheme == "rediss"
-		if u.User != nil {
-			rd.Username = u.User.Username()
-			rd.Password, _ = u.User.Password()
+		rd.Addrs = append(rd.Addrs, ru.host)
+		s.target = append(s.target, ru.redacted)
+	}
+	rd.Username, rd.Password = authUser, authPass
+	if first != nil {
+		rd.TLS = rd.TLS || first.tls
+		rd.DB = first.db
+		if authUser == "" {
+			rd.Username = first.user
+		} else if first.user != "" {
+			s.Notes = append(s.Notes, "REDIS_URL's user has no effect: REDIS_AUTH names one, and wins (as in envoyproxy/ratelimit)")
 		}
-		if db := strings.TrimPrefix(u.Path, "/"); db != "" {
-			if rd.DB, err = strconv.Atoi(db); err != nil || rd.DB < 0 {
-				return fmt.Errorf("REDIS_URL=%q: database %q is not a number", redact(node), db)
-			}
+		if authPass == "" {
+			rd.Password = first.pass
+		} else if first.pass != "" {
+			s.Notes = append(s.Notes, "REDIS_URL's password has no effect: REDIS_AUTH is set, and wins (as in envoyproxy/ratelimit)")
 		}
 	}
 	switch {
@@ -327,26 +385,117 @@ func (s *Settings) parseRedisURL() error {
 		return errors.New("REDIS_TYPE=CLUSTER needs REDIS_SOCKET_TYPE=tcp")
 	case s.RedisType == "CLUSTER" && rd.DB != 0:
 		return fmt.Errorf("REDIS_URL: a Cluster has only database 0, not %d", rd.DB)
-	case s.RedisType == "SINGLE" && len(rd.Addrs) > 1:
-		return fmt.Errorf("REDIS_URL lists %d nodes with REDIS_TYPE=SINGLE", len(rd.Addrs))
 	}
 	return nil
 }
 
-// RedisTarget returns REDIS_URL with any password masked, for the log.
-func (s *Settings) RedisTarget() string {
-	nodes := strings.Split(s.RedisURL, ",")
-	for i := range nodes {
-		nodes[i] = redact(nodes[i])
+// hostPort reports whether node is host:port with a numeric port.
+func hostPort(node string) bool {
+	h, p, err := net.SplitHostPort(node)
+	if err != nil || h == "" {
+		return false
 	}
-	return strings.Join(nodes, ",")
+	n, err := strconv.ParseUint(p, 10, 16)
+	return err == nil && n > 0
 }
 
-func redact(node string) string {
-	if u, err := url.Parse(node); err == nil && u.User != nil {
-		return u.Redacted()
+// redisURL is one redis:// or rediss:// node.
+type redisURL struct {
+	host       string // host:port
+	user, pass string
+	db         int
+	tls        bool
+	redacted   string // for the log: scheme://xxxxx@host/db
+}
+
+// parseNode reads one redis:// or rediss:// URL. Its errors complete
+// "REDIS_URL …" and never quote the URL: a password that url.Parse cannot
+// read (an unencoded space, %, [ or ]) or that it reads as something else
+// (an unencoded /, ? or # ends the host, so the password's start would be
+// taken for a port, the rest for a path, query or fragment) is refused
+// without being shown.
+func parseNode(node string) (*redisURL, error) {
+	const encode = "; percent-encode the reserved characters of a password (@ : / ? # [ ] %% and space)"
+	u, err := url.Parse(node)
+	if err != nil {
+		return nil, fmt.Errorf("is not a valid URL%s", encode)
 	}
-	return node
+	if u.Fragment != "" || strings.Contains(node, "#") {
+		return nil, fmt.Errorf("holds a # (a fragment)%s", encode)
+	}
+	if u.Hostname() == "" {
+		return nil, fmt.Errorf("names no host%s", encode)
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("has a query that does not parse%s", encode)
+	}
+	for k := range q {
+		if k != "db" && k != "password" && k != "username" {
+			return nil, fmt.Errorf("has a query parameter other than db, password and username%s", encode)
+		}
+	}
+	ru := &redisURL{host: u.Host, tls: u.Scheme == "rediss", user: q.Get("username"), pass: q.Get("password")}
+	if _, _, err := net.SplitHostPort(u.Host); err != nil {
+		ru.host = net.JoinHostPort(u.Hostname(), "6379")
+	}
+	if n := u.User.Username(); n != "" {
+		ru.user = n
+	}
+	if p, ok := u.User.Password(); ok {
+		ru.pass = p
+	}
+	db := q.Get("db")
+	if u.Path != "" && u.Path != "/" {
+		db = u.Path[1:]
+	}
+	if db != "" {
+		if ru.db, err = strconv.Atoi(db); err != nil || ru.db < 0 || strconv.Itoa(ru.db) != db {
+			return nil, fmt.Errorf("names a database that is not a number%s", encode)
+		}
+	}
+	r := u.Scheme + "://"
+	if ru.user != "" || ru.pass != "" {
+		r += "xxxxx@" // a user alone may be a password written in its place
+	}
+	r += ru.host
+	if ru.db != 0 {
+		r += "/" + strconv.Itoa(ru.db)
+	}
+	ru.redacted = r
+	return ru, nil
+}
+
+// RedisTarget returns REDIS_URL for the log: each node as parsed, a URL's
+// credentials masked (as envoyproxy/ratelimit masks them) and its query
+// left out.
+func (s *Settings) RedisTarget() string { return strings.Join(s.target, ",") }
+
+// logLevels are LOG_LEVEL's values, as envoyproxy/ratelimit's logger
+// (logrus) parses them, upper-cased.
+var logLevels = map[string]bool{
+	"TRACE": true, "DEBUG": true, "INFO": true, "WARN": true, "WARNING": true,
+	"ERROR": true, "FATAL": true, "PANIC": true,
+}
+
+// secret reports whether a variable may hold a password or a key, so that
+// its value is never shown.
+func secret(k string) bool {
+	for _, w := range []string{"AUTH", "PASSWORD", "SECRET", "TOKEN", "URL"} {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// shown is "K=value" for an error, or "K" alone for a variable that may
+// hold a secret.
+func shown(k, v string) string {
+	if secret(k) {
+		return k + " (its value is not shown: it may hold a secret)"
+	}
+	return fmt.Sprintf("%s=%q", k, v)
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -372,7 +521,10 @@ func (r *reader) str(k, def string) string {
 }
 
 func (r *reader) fail(k, v string, err error) {
-	r.errs = append(r.errs, fmt.Sprintf("%s=%q: %v", k, v, err))
+	if secret(k) {
+		err = errors.New("not a valid value")
+	}
+	r.errs = append(r.errs, fmt.Sprintf("%s: %v", shown(k, v), err))
 }
 
 func (r *reader) int(k string, def int) int {

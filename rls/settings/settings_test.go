@@ -2,6 +2,7 @@ package settings_test
 
 import (
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -90,9 +91,11 @@ func TestBackendDefault(t *testing.T) {
 	}
 }
 
-// TestRedisURL: REDIS_URL as envoyproxy/ratelimit takes it: host:port or
-// a socket path, or redis:// and rediss:// URLs with user, password and
-// database, one per node of a Cluster.
+// TestRedisURL: REDIS_URL as envoyproxy/ratelimit's Redis client (radix)
+// takes it: host:port or a socket path, or redis:// (and rediss://) URLs
+// with user, password and database in the user info and path or in the
+// query (username, password, db; the user info and path win), one per
+// node of a Cluster; REDIS_AUTH wins over the URL's credentials.
 func TestRedisURL(t *testing.T) {
 	for _, tc := range []struct {
 		env  []string
@@ -102,28 +105,104 @@ func TestRedisURL(t *testing.T) {
 			settings.Redis{Network: "tcp", Addrs: []string{"h:1"}, Password: "pw"}},
 		{[]string{"REDIS_URL=/run/r.sock", "REDIS_AUTH=u:pw"},
 			settings.Redis{Network: "unix", Addrs: []string{"/run/r.sock"}, Username: "u", Password: "pw"}},
-		{[]string{"REDIS_URL=redis://:s3cret@h:1/3", "REDIS_AUTH=ignored"},
+		{[]string{"REDIS_URL=redis://:s3cret@h:1/3"},
 			settings.Redis{Network: "tcp", Addrs: []string{"h:1"}, Password: "s3cret", DB: 3}},
 		{[]string{"REDIS_URL=rediss://user:pw@h"},
 			settings.Redis{Network: "tcp", Addrs: []string{"h:6379"}, Username: "user", Password: "pw", TLS: true}},
 		{[]string{"REDIS_TYPE=cluster", "REDIS_URL=redis://a:1,redis://b:2", "REDIS_TLS=true", "REDIS_TLS_CACERT=/ca.pem"},
 			settings.Redis{Network: "tcp", Addrs: []string{"a:1", "b:2"}, TLS: true, TLSCACert: "/ca.pem"}},
+		// The query, as radix reads it.
+		{[]string{"REDIS_URL=redis://h:6379?db=2"},
+			settings.Redis{Network: "tcp", Addrs: []string{"h:6379"}, DB: 2}},
+		{[]string{"REDIS_URL=redis://h:6379/?db=2&password=pw&username=u"},
+			settings.Redis{Network: "tcp", Addrs: []string{"h:6379"}, Username: "u", Password: "pw", DB: 2}},
+		{[]string{"REDIS_URL=redis://v:up@h:6379/4?db=2&password=qp&username=u"},
+			settings.Redis{Network: "tcp", Addrs: []string{"h:6379"}, Username: "v", Password: "up", DB: 4}},
+		// REDIS_AUTH wins over the URL's credentials.
+		{[]string{"REDIS_URL=redis://:urlpw@h:1", "REDIS_AUTH=authpw"},
+			settings.Redis{Network: "tcp", Addrs: []string{"h:1"}, Password: "authpw"}},
+		{[]string{"REDIS_URL=redis://user@h:1", "REDIS_AUTH=authpw"},
+			settings.Redis{Network: "tcp", Addrs: []string{"h:1"}, Username: "user", Password: "authpw"}},
+		{[]string{"REDIS_URL=redis://user:urlpw@h:1", "REDIS_AUTH=admin:authpw"},
+			settings.Redis{Network: "tcp", Addrs: []string{"h:1"}, Username: "admin", Password: "authpw"}},
+		{[]string{"REDIS_URL=redis://h:1?password=qp", "REDIS_AUTH=authpw"},
+			settings.Redis{Network: "tcp", Addrs: []string{"h:1"}, Password: "authpw"}},
+		// A SINGLE URL is never split: its password may hold a comma.
+		{[]string{"REDIS_URL=redis://:p,w@h:1"},
+			settings.Redis{Network: "tcp", Addrs: []string{"h:1"}, Password: "p,w"}},
+		{[]string{"REDIS_TYPE=CLUSTER", "REDIS_URL=redis://:p%2Cw@a:1,redis://:p%2Cw@b:2"},
+			settings.Redis{Network: "tcp", Addrs: []string{"a:1", "b:2"}, Password: "p,w"}},
+		{[]string{"REDIS_URL=redis://u:pw@[::1]/2"},
+			settings.Redis{Network: "tcp", Addrs: []string{"[::1]:6379"}, Username: "u", Password: "pw", DB: 2}},
 	} {
 		s, err := settings.FromEnv(tc.env)
 		require.NoError(t, err, tc.env)
 		require.Equal(t, tc.want, s.Redis, tc.env)
 	}
-	s, err := settings.FromEnv([]string{"REDIS_URL=redis://:s3cret@h:1/3"})
+	s, err := settings.FromEnv([]string{"REDIS_URL=redis://u:urlpw@h:1", "REDIS_AUTH=admin:authpw"})
 	require.NoError(t, err)
-	require.NotContains(t, s.RedisTarget(), "s3cret")
+	require.Len(t, s.Notes, 2, "the URL's user and password are noted as overridden: %v", s.Notes)
 	for _, bad := range [][]string{
 		{"REDIS_URL=redis://h:1/db"},
+		{"REDIS_URL=redis://h:1?db=x"},
+		{"REDIS_URL=redis://h:1?database=2"},
+		{"REDIS_URL=redis://h:1#frag"},
+		{"REDIS_URL=redis://:pw@"},
 		{"REDIS_TYPE=CLUSTER", "REDIS_URL=redis://a:1/2"},
+		{"REDIS_TYPE=CLUSTER", "REDIS_URL=redis://:x@a:1,redis://:y@b:2"},
 		{"REDIS_URL=a:1,b:2", "REDIS_SOCKET_TYPE=tcp"},
+		{"REDIS_URL=redis://a:1,redis://b:2"},
 		{"REDIS_TYPE=CLUSTER", "REDIS_URL=a:1"},
 	} {
 		_, err := settings.FromEnv(bad)
 		require.ErrorIs(t, err, admit.ErrInvalidConfig, bad)
+		require.Contains(t, err.Error(), "REDIS_", bad)
+	}
+}
+
+// TestSecretsNotShown: no password reaches an error, a note or the target
+// logged at start, whatever it holds (the reserved characters of a URL,
+// encoded or not): a password url.Parse cannot read, or reads as a port,
+// a path, a query or a fragment, is refused without being quoted; so is a
+// refused setting that may hold one.
+func TestSecretsNotShown(t *testing.T) {
+	const secret = "s3cr3t"
+	var envs [][]string
+	for _, c := range []string{",", "#", "/", "?", "%", " ", "[", "]", "@", ":", "%zz", "!$&'()*+;=", "/5", "?5@h:1", "#5"} {
+		for _, pw := range []string{secret + c + "x", "12" + c + secret} {
+			for _, u := range []string{"redis://u:" + pw + "@h:6379", "redis://:" + pw + "@h:6379/1", "rediss://" + pw + "@h",
+				"redis://h:6379?password=" + pw, "redis://u:" + pw + "@h:1,redis://u:" + pw + "@h:2"} {
+				envs = append(envs, []string{"REDIS_URL=" + u}, []string{"REDIS_TYPE=CLUSTER", "REDIS_URL=" + u},
+					[]string{"REDIS_URL=" + u, "REDIS_AUTH=" + pw})
+			}
+			enc := url.UserPassword("u", pw).String()
+			envs = append(envs, []string{"REDIS_URL=redis://" + enc + "@h:6379"},
+				[]string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + enc + "@h:6379"}, // no scheme
+				[]string{"REDIS_SENTINEL_AUTH=" + pw}, []string{"REDIS_PERSECOND_AUTH=" + pw, "BACKEND_TYPE=memory"},
+				[]string{"REDIS_AUTH=" + pw, "REDIS_URL=h:1", "REDIS_SOCKET_TYPE=tcp", "PORT=x"})
+		}
+	}
+	accepted := 0
+	for _, env := range envs {
+		s, err := settings.FromEnv(env)
+		if err != nil {
+			require.NotContains(t, err.Error(), secret, env)
+			continue
+		}
+		accepted++
+		require.NotContains(t, s.RedisTarget(), secret, env)
+		for _, n := range s.Notes {
+			require.NotContains(t, n, secret, env)
+		}
+	}
+	t.Logf("%d environments, %d accepted", len(envs), accepted)
+	// Encoded, each password reaches Redis unchanged.
+	for _, c := range []string{",", "#", "/", "?", "%", " ", "[", "@", ":"} {
+		pw := secret + c + "x"
+		s, err := settings.FromEnv([]string{"REDIS_URL=redis://" + url.UserPassword("u", pw).String() + "@h:6379"})
+		require.NoError(t, err)
+		require.Equal(t, pw, s.Redis.Password)
+		require.Equal(t, "redis://xxxxx@h:6379", s.RedisTarget())
 	}
 }
 
@@ -136,5 +215,20 @@ func TestNotes(t *testing.T) {
 	require.Len(t, s.Notes, 4)
 	for i, name := range []string{"CONFIG_GRPC_XDS_NODE_ID", "NEAR_LIMIT_RATIO", "REDIS_POOL_SIZE", "RUNTIME_WATCH_ROOT"} {
 		require.True(t, strings.HasPrefix(s.Notes[i], name+" has no effect in admit-rls: "), s.Notes[i])
+	}
+}
+
+// TestLogLevel: LOG_LEVEL takes what envoyproxy/ratelimit's logger takes,
+// in any case; another value stops the start, as it stops
+// envoyproxy/ratelimit, instead of running at a level nobody asked for.
+func TestLogLevel(t *testing.T) {
+	for _, l := range []string{"trace", "DEBUG", "Info", "warn", "warning", "error", "fatal", "panic"} {
+		_, err := settings.FromEnv([]string{"LOG_LEVEL=" + l})
+		require.NoError(t, err, l)
+	}
+	for _, l := range []string{"verbose", "warnings", "5"} {
+		_, err := settings.FromEnv([]string{"LOG_LEVEL=" + l})
+		require.ErrorIs(t, err, admit.ErrInvalidConfig, l)
+		require.Contains(t, err.Error(), "LOG_LEVEL", l)
 	}
 }

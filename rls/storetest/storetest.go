@@ -25,6 +25,7 @@ func hit(key string, capacity, count, n int64) rls.Hit {
 func Run(t *testing.T, newStore func(t *testing.T) rls.Store) {
 	t.Run("AllOrNothing", func(t *testing.T) { allOrNothing(t, newStore(t)) })
 	t.Run("SameKeyTwice", func(t *testing.T) { sameKeyTwice(t, newStore(t)) })
+	t.Run("TwoLimitsOneKey", func(t *testing.T) { twoLimitsOneKey(t, newStore(t)) })
 	t.Run("Shadow", func(t *testing.T) { shadow(t, newStore(t)) })
 	t.Run("Costs", func(t *testing.T) { costs(t, newStore(t)) })
 	t.Run("ChangedLimit", func(t *testing.T) { changedLimit(t, newStore(t)) })
@@ -89,6 +90,41 @@ func sameKeyTwice(t *testing.T, s rls.Store) {
 	ok, _ = decide(t, s, c, c)
 	expect(t, "two hits of 1 on a bucket of 3", ok, true)
 	expect(t, "remaining", remaining(t, s, c), int64(1))
+}
+
+// twoLimitsOneKey: one key under two limits in one request (a descriptor
+// sent twice, once with an override): the hits apply in order, the second
+// carrying over the balance the first left to its own limit and taking
+// from it; the request is still all or nothing, over both.
+func twoLimitsOneKey(t *testing.T, s rls.Store) {
+	a, b := hit("two", 5, 0, 2), hit("two", 10, 0, 3)
+	ok, res := decide(t, s, a, b)
+	expect(t, "2 of 5, then 3 of the 3 carried into 10", ok, true)
+	expect(t, "a held", res[0].OK, true)
+	expect(t, "b held", res[1].OK, true)
+	expect(t, "remaining under the last limit", res[1].Remaining, int64(0))
+	b.N = 0
+	expect(t, "the bucket, under b", remaining(t, s, b), int64(0))
+
+	// Refused by the second hit: the first's take is undone, and a full
+	// bucket carried over stays full.
+	a, b = hit("two2", 5, 0, 4), hit("two2", 10, 0, 2)
+	ok, res = decide(t, s, a, b)
+	expect(t, "4 of 5, then 2 of the 1 carried into 10", ok, false)
+	expect(t, "a held", res[0].OK, true)
+	expect(t, "b lacked", res[1].OK, false)
+	expect(t, "the bucket under b after the refusal", remaining(t, s, b), int64(10))
+	expect(t, "the bucket under a after the refusal", remaining(t, s, a), int64(5))
+
+	// Refused by another key: neither of the two hits takes; the key was
+	// carried over to b and lowered to a with 2 of 5 left, then b's
+	// balance, 2, carries into b's 10.
+	empty := hit("two-empty", 1, 0, 1)
+	decide(t, s, empty)
+	a, b = hit("two3", 5, 0, 3), hit("two3", 10, 0, 1)
+	ok, _ = decide(t, s, a, b, empty)
+	expect(t, "refused by the empty key", ok, false)
+	expect(t, "the bucket took nothing", remaining(t, s, a), int64(5))
 }
 
 func shadow(t *testing.T, s rls.Store) {
@@ -273,10 +309,20 @@ func debt(t *testing.T, s rls.Store) {
 	if res[0].ResetAfter < 2*time.Hour-time.Second || res[0].ResetAfter > 2*time.Hour {
 		t.Fatalf("the debt stops at minus one burst: full in 2h; got %v", res[0].ResetAfter)
 	}
-	// The rule loses debt: true: the debt is forgiven (clamped to 0).
+	// The rule loses debt: true (or an override without it applies): the
+	// debt stays owed; no change of limit forgives counted usage.
 	ok, res = decide(t, s, hit("d", 10, 10, 0))
-	expect(t, "a check once the rule has no debt", ok, true)
-	expect(t, "remaining", res[0].Remaining, int64(0))
+	expect(t, "a check once the rule has no debt", ok, false)
+	if res[0].ResetAfter < 2*time.Hour-time.Second || res[0].ResetAfter > 2*time.Hour {
+		t.Fatalf("the debt stays when the rule loses debt: true: full in 2h; got %v", res[0].ResetAfter)
+	}
+	// Under a lower limit it is owed down to that limit's own bound, minus
+	// its burst: 4 tokens at 4 an hour, full in 2h.
+	ok, res = decide(t, s, hit("d", 4, 4, 0))
+	expect(t, "a check under a lower limit", ok, false)
+	if res[0].ResetAfter < 2*time.Hour-time.Second || res[0].ResetAfter > 2*time.Hour {
+		t.Fatalf("minus one burst of the lower limit: full in 2h; got %v", res[0].ResetAfter)
+	}
 }
 
 // debtRefused: a debt hit is charged when another hit refuses the

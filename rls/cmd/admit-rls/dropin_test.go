@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,12 +44,14 @@ func rewrite(t *testing.T, file, content string) {
 	require.NoError(t, os.Rename(tmp, file))
 }
 
-// TestRaisedLimitApplies: a client drained at 5 a minute, still asking,
+// TestRaisedLimitApplies: a client drained at 5 an hour, still asking,
 // is admitted at the new rate once the rule is raised to 600 a minute by a
 // reload: the refused requests after the reload must not undo the
 // carry-over of its balance to the new rule.
 func TestRaisedLimitApplies(t *testing.T) {
-	const low = "domain: r\ndescriptors:\n  - key: client\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"
+	// 5 an hour: no token comes at the old rate while the test waits for
+	// the reload, however slow the machine.
+	const low = "domain: r\ndescriptors:\n  - key: client\n    rate_limit: {unit: hour, requests_per_unit: 5}\n"
 	for name, env := range backends(t) {
 		t.Run(name, func(t *testing.T) {
 			p := startRLS(t, env, map[string]string{"r.yaml": low})
@@ -56,11 +59,11 @@ func TestRaisedLimitApplies(t *testing.T) {
 				require.Equal(t, ok, p.ask(t, "r", d("client", "c")).OverallCode)
 			}
 			require.Equal(t, over, p.ask(t, "r", d("client", "c")).OverallCode)
-			rewrite(t, filepath.Join(p.configDir, "r.yaml"), strings.Replace(low, "5}", "600}", 1))
+			rewrite(t, filepath.Join(p.configDir, "r.yaml"), strings.Replace(low, "hour, requests_per_unit: 5}", "minute, requests_per_unit: 600}", 1))
 			// Refused requests until the new rule is in force (the one that
 			// sees it carries the balance over, and is refused: the carried
 			// balance holds less than a token).
-			deadline := time.Now().Add(20 * time.Second)
+			deadline := time.Now().Add(30 * time.Second)
 			for {
 				resp := p.ask(t, "r", d("client", "c"))
 				if resp.Statuses[0].CurrentLimit.RequestsPerUnit == 600 {
@@ -70,7 +73,7 @@ func TestRaisedLimitApplies(t *testing.T) {
 				require.True(t, time.Now().Before(deadline), "the reload did not apply")
 				time.Sleep(20 * time.Millisecond)
 			}
-			// 150 ms at 10 a second is 1.5 tokens, at 5 a minute 0.0125.
+			// 150 ms at 10 a second is 1.5 tokens, at 5 an hour 0.0002.
 			time.Sleep(150 * time.Millisecond)
 			require.Equal(t, ok, p.ask(t, "r", d("client", "c")).OverallCode, "the raised limit did not reach the drained client")
 		})
@@ -210,19 +213,39 @@ func TestRedisByDefault(t *testing.T) {
 	require.Contains(t, startRLS(t, nil, files).log(), "backend=memory")
 }
 
-// TestRedisURL: REDIS_URL as a redis:// URL, with a password and a
-// database, as envoyproxy/ratelimit accepts it.
+// TestRedisURL: REDIS_URL as envoyproxy/ratelimit's Redis client (radix)
+// takes it, on a redis-server that requires a password: in the URL with a
+// database in its path or in its query (?db=, ?password=), and with
+// REDIS_AUTH, which wins over the URL's password, also when the URL names a
+// user alone. The password never reaches the log, not even when a URL that
+// holds it cannot be parsed.
 func TestRedisURL(t *testing.T) {
+	const pw = "s3cr3t,#/?x"
 	s := redistest.New(t)
-	c := redisClient(t, s.Addr, "", 0)
-	require.NoError(t, c.ConfigSet(context.Background(), "requirepass", "s3cret").Err())
-	p := startRLS(t, []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=redis://:s3cret@" + s.Addr + "/3"},
-		map[string]string{"e2e.yaml": e2eConfig})
-	require.Equal(t, ok, p.ask(t, "e2e", d("user", "url")).OverallCode)
-	db3 := redisClient(t, s.Addr, "s3cret", 3)
-	keys, err := db3.Keys(context.Background(), "admit-rls:*").Result()
-	require.NoError(t, err)
-	require.Len(t, keys, 1, "the bucket is in database 3")
+	require.NoError(t, redisClient(t, s.Addr, "", 0).ConfigSet(context.Background(), "requirepass", pw).Err())
+	enc := url.QueryEscape(pw)
+	for i, tc := range []struct {
+		env []string
+		db  int
+	}{
+		{[]string{"REDIS_URL=redis://" + url.UserPassword("", pw).String() + "@" + s.Addr + "/3"}, 3},
+		{[]string{"REDIS_URL=redis://" + s.Addr + "?db=4&password=" + enc}, 4},
+		{[]string{"REDIS_URL=redis://:wrong@" + s.Addr + "/5", "REDIS_AUTH=" + pw}, 5},
+		{[]string{"REDIS_URL=redis://default@" + s.Addr + "?db=6", "REDIS_AUTH=" + pw}, 6},
+	} {
+		p := startRLS(t, append([]string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp"}, tc.env...), map[string]string{"e2e.yaml": e2eConfig})
+		require.Equal(t, ok, p.ask(t, "e2e", d("user", fmt.Sprint("url", i))).OverallCode)
+		keys, err := redisClient(t, s.Addr, pw, tc.db).Keys(context.Background(), "admit-rls:*").Result()
+		require.NoError(t, err)
+		require.Len(t, keys, 1, "%v: the bucket is in database %d", tc.env, tc.db)
+		require.NotContains(t, p.log(), "s3cr3t")
+		require.NotContains(t, p.log(), "wrong")
+	}
+	for _, u := range []string{"redis://:" + pw + "@" + s.Addr, "redis://u:s3cr3t%zz@" + s.Addr} {
+		log := refuse(t, []string{"BACKEND_TYPE=redis", "REDIS_URL=" + u}, map[string]string{"e2e.yaml": e2eConfig})
+		require.Contains(t, log, "REDIS_URL")
+		require.NotContains(t, log, "s3cr3t")
+	}
 }
 
 func redisClient(t *testing.T, addr, password string, db int) *redis.Client {

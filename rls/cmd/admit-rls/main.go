@@ -12,17 +12,20 @@
 // it gracefully.
 //
 // It logs on stderr through log/slog, as text or, with LOG_FORMAT=json,
-// as JSON, every line in that one format from the first (a refused
-// setting included): the backend in use and why, every setting that has
-// no effect here, the addresses it listens on (a port of 0 picks a free
-// one), each backend outage (its start, a line every 10 s while it lasts,
-// its end), and each configuration reload.
+// as JSON with envoyproxy/ratelimit's keys, every line in that one format
+// from the first (a refused setting and grpc-go's own lines included): the
+// backend in use and why, every setting that has no effect here, the
+// addresses it listens on (a port of 0 picks a free one), each backend
+// outage (its start, a line every 10 s while it lasts, its end once no
+// call has failed for 10 s), and each configuration reload. No password
+// reaches the log.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -39,6 +42,7 @@ import (
 	"github.com/admit-go/admit/rls/settings"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/grpclog"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -50,18 +54,23 @@ const pollInterval = 200 * time.Millisecond
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	slog.SetDefault(newLogger(os.Environ()))
+	slog.SetDefault(newLogger(os.Environ(), os.Stderr))
+	grpclog.SetLoggerV2(grpcLogger{slog.Default()})
 	if err := run(ctx, os.Environ()); err != nil {
 		slog.Error("admit-rls stopped", "err", err)
 		os.Exit(1)
 	}
 }
 
-// newLogger is LOG_LEVEL's and LOG_FORMAT's logger on stderr, read before
-// any other setting so that every line, a refused setting's included, comes
-// in one format. A LOG_FORMAT other than text and json gives the text
-// format; the settings then refuse it.
-func newLogger(env []string) *slog.Logger {
+// newLogger is LOG_LEVEL's and LOG_FORMAT's logger on w, read before any
+// other setting so that every line, a refused setting's included, comes in
+// one format. A LOG_FORMAT other than text and json gives the text format,
+// and a LOG_LEVEL that is no level WARN; the settings then refuse them.
+//
+// Levels are named as envoyproxy/ratelimit's logger (logrus) names them
+// (debug, info, warning, error), and JSON lines carry its keys, @timestamp
+// and @message, so that a log pipeline keyed on them keeps working.
+func newLogger(env []string, w io.Writer) *slog.Logger {
 	var lvl, format string
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "LOG_LEVEL="); ok {
@@ -70,11 +79,42 @@ func newLogger(env []string) *slog.Logger {
 			format = strings.ToLower(v)
 		}
 	}
-	opts := &slog.HandlerOptions{Level: level(lvl)}
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	json := format == "json"
+	opts := &slog.HandlerOptions{Level: level(lvl), ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if len(groups) > 0 {
+			return a
+		}
+		switch a.Key {
+		case slog.LevelKey:
+			a.Value = slog.StringValue(levelName(a.Value.Any().(slog.Level)))
+		case slog.TimeKey:
+			if json {
+				a.Key = "@timestamp"
+			}
+		case slog.MessageKey:
+			if json {
+				a.Key = "@message"
+			}
+		}
+		return a
+	}}
+	if json {
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// levelName is logrus's name of a level.
+func levelName(l slog.Level) string {
+	switch {
+	case l < slog.LevelInfo:
+		return "debug"
+	case l < slog.LevelWarn:
+		return "info"
+	case l < slog.LevelError:
+		return "warning"
+	}
+	return "error"
 }
 
 func run(ctx context.Context, env []string) error {
@@ -104,8 +144,8 @@ func run(ctx context.Context, env []string) error {
 	}
 	if s.BackendType == "redis" && s.RedisHealthCheck {
 		opts.Health = func() error {
-			if !store.healthy() {
-				return errors.New("redis is unreachable")
+			if !store.conns.healthy() {
+				return errors.New("no connection to redis is open")
 			}
 			return nil
 		}
@@ -234,23 +274,28 @@ func level(s string) slog.Level {
 		return slog.LevelDebug
 	case "INFO":
 		return slog.LevelInfo
+	case "WARN", "WARNING":
+		return slog.LevelWarn
 	case "ERROR", "FATAL", "PANIC":
 		return slog.LevelError
 	}
 	return slog.LevelWarn
 }
 
-// closingBackend is the backend in use and how to let it go.
+// closingBackend is the backend in use, its connections (Redis's), and
+// how to let it go.
 type closingBackend struct {
 	*backend
+	conns *conns
 	close func()
 }
 
 // newBackend builds the store BACKEND_TYPE names (or that the REDIS_
 // settings imply), logs which and why, watches it for outages (see
 // backend), and keeps the health service's status (overall and
-// "ratelimit") in step with it when REDIS_HEALTH_CHECK_ACTIVE_CONNECTION
-// asks. Redis is probed every second until ctx ends.
+// "ratelimit") in step with its connections when
+// REDIS_HEALTH_CHECK_ACTIVE_CONNECTION asks (see conns). Redis is probed
+// every second until ctx ends.
 func newBackend(ctx context.Context, s *settings.Settings, hs *health.Server) (*closingBackend, error) {
 	setHealth := func(healthy bool) {
 		st := healthpb.HealthCheckResponse_SERVING
@@ -263,21 +308,22 @@ func newBackend(ctx context.Context, s *settings.Settings, hs *health.Server) (*
 	setHealth(true)
 	if s.BackendType != "redis" {
 		slog.Warn("backend", "backend", "memory", "by", s.BackendBy, "max_keys", s.MemoryMaxKeys,
-			"max_bytes", int64(s.MemoryMaxKeys)*memstore.BucketBytes)
+			"max_bytes", int64(s.MemoryMaxKeys)*memstore.BucketBytes+memstore.FixedBytes)
 		st := memstore.New(memstore.WithMaxKeys(s.MemoryMaxKeys))
-		return &closingBackend{backend: &backend{Store: st, name: "memory"}, close: func() {}}, nil
+		return &closingBackend{backend: &backend{Store: st, name: "memory"}, conns: &conns{}, close: func() {}}, nil
 	}
 	slog.Warn("backend", "backend", "redis", "by", s.BackendBy, "type", s.RedisType, "url", s.RedisTarget(), "tls", s.Redis.TLS, "db", s.Redis.DB)
-	st, ping, closeClient, err := newRedisStore(ctx, s)
+	cs := &conns{}
+	if s.RedisHealthCheck {
+		cs.onChange = setHealth
+	}
+	st, ping, closeClient, err := newRedisStore(ctx, s, cs)
 	if err != nil {
 		return nil, err
 	}
 	b := &backend{Store: st, name: "redis"}
-	if s.RedisHealthCheck {
-		b.onChange = setHealth
-	}
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); b.probe(pctx, ping, s.RedisTimeout) }()
-	return &closingBackend{backend: b, close: func() { cancel(); <-done; closeClient() }}, nil
+	return &closingBackend{backend: b, conns: cs, close: func() { cancel(); <-done; closeClient() }}, nil
 }

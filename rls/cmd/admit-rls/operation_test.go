@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -24,7 +25,6 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -40,10 +40,11 @@ func (p *proc) lines(s string) []string {
 	return out
 }
 
-// waitLog waits until the log holds s.
+// waitLog waits until the log holds s (an outage's end comes 10 s after
+// its last failure).
 func (p *proc) waitLog(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(40 * time.Second)
 	for !strings.Contains(p.log(), s) {
 		require.True(t, time.Now().Before(deadline), "waiting for %q in the log:\n%s", s, p.log())
 		time.Sleep(20 * time.Millisecond)
@@ -68,7 +69,9 @@ func TestLogFormatJSON(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(p.log()), "\n") {
 		var m map[string]any
 		require.NoError(t, json.Unmarshal([]byte(l), &m), "not JSON: %s", l)
-		require.Contains(t, m, "level")
+		for _, k := range []string{"level", "@timestamp", "@message"} { // envoyproxy/ratelimit's keys
+			require.Contains(t, m, k, l)
+		}
 	}
 	require.Len(t, p.lines(`"note":"REDIS_POOL_SIZE has no effect in admit-rls`), 1)
 
@@ -88,10 +91,14 @@ func TestLogFormatJSON(t *testing.T) {
 		require.Contains(t, out, "USE_STATSD")
 		require.Contains(t, out, "QUOTA_MODE", "every refused setting in the one error")
 	}
+	// A LOG_LEVEL that is no level stops the start, as it stops
+	// envoyproxy/ratelimit.
+	require.Contains(t, refuse(t, []string{"LOG_LEVEL=verbose"}, map[string]string{"e2e.yaml": e2eConfig}), `LOG_LEVEL=\"VERBOSE\"`)
 }
 
-// TestDebugListener: DEBUG_HOST:DEBUG_PORT serves /rlconfig, the rules in
-// force, and the Go profiles.
+// TestDebugListener: DEBUG_HOST:DEBUG_PORT serves envoyproxy/ratelimit's
+// debug endpoints: /rlconfig, the rules in force, /stats, the Go profiles,
+// and their list.
 func TestDebugListener(t *testing.T) {
 	p := startRLS(t, nil, map[string]string{"e2e.yaml": e2eConfig})
 	code, body := get(t, "http://"+p.addrs["debug"]+"/rlconfig")
@@ -101,49 +108,91 @@ func TestDebugListener(t *testing.T) {
 	require.Contains(t, body, "e2e.tenant_acme.user: unit=HOUR requests_per_unit=60, shadow_mode: false, burst: 2\n")
 	code, _ = get(t, "http://"+p.addrs["debug"]+"/debug/pprof/goroutine?debug=1")
 	require.Equal(t, http.StatusOK, code)
+	code, body = get(t, "http://"+p.addrs["debug"]+"/stats")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "\nmemstats: {")
+	// Any other path lists the endpoints, as envoyproxy/ratelimit's does.
+	for _, path := range []string{"/", "/nothing"} {
+		code, body = get(t, "http://"+p.addrs["debug"]+path)
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, "/debug/pprof/: root of various pprof endpoints. hit for help.\n"+
+			"/debug/pprof/profile: CPU profiling endpoint\n"+
+			"/debug/pprof/trace: trace endpoint\n"+
+			"/rlconfig: print out the currently loaded configuration for debugging\n"+
+			"/stats: print out stats\n", body)
+	}
 }
 
 // TestMaxConnectionAge: GRPC_MAX_CONNECTION_AGE sends clients GOAWAY, so
-// that they spread over new replicas.
+// that they spread over new replicas: a client that keeps asking dials
+// again, and its calls go on.
 func TestMaxConnectionAge(t *testing.T) {
 	p := startRLS(t, []string{"GRPC_MAX_CONNECTION_AGE=300ms", "GRPC_MAX_CONNECTION_AGE_GRACE=100ms"}, map[string]string{"e2e.yaml": e2eConfig})
+	var dials atomic.Int64
+	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
+	conn, err := grpc.NewClient(p.addrs["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dialer))
+	require.NoError(t, err)
+	defer conn.Close()
+	client := pb.NewRateLimitServiceClient(conn)
+	deadline := time.Now().Add(30 * time.Second)
+	for dials.Load() < 2 {
+		require.True(t, time.Now().Before(deadline), "the server never closed the connection")
+		_, err = client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "e2e", Descriptors: []*commonDescriptor{d("free", "age")}})
+		require.NoError(t, err)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// health returns a process's /healthcheck status and its gRPC health
+// service's status for "ratelimit".
+func (p *proc) health(t *testing.T) (int, healthpb.HealthCheckResponse_ServingStatus) {
+	t.Helper()
+	code, _ := get(t, "http://"+p.addrs["http"]+"/healthcheck")
 	conn, err := grpc.NewClient(p.addrs["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	defer conn.Close()
-	_, err = pb.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "e2e", Descriptors: []*commonDescriptor{d("user", "age")}})
+	res, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "ratelimit"})
 	require.NoError(t, err)
-	require.Equal(t, connectivity.Ready, conn.GetState())
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.True(t, conn.WaitForStateChange(ctx, connectivity.Ready), "the server never closed the connection")
-	require.Equal(t, connectivity.Idle, conn.GetState())
+	return code, res.Status
+}
+
+// waitHealth waits until both health checks answer as healthy says.
+func (p *proc) waitHealth(t *testing.T, healthy bool) {
+	t.Helper()
+	wantCode, wantStatus := http.StatusOK, healthpb.HealthCheckResponse_SERVING
+	if !healthy {
+		wantCode, wantStatus = http.StatusInternalServerError, healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, st := p.health(t)
+		if code == wantCode && st == wantStatus {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "health %d %v, waiting for %d %v:\n%s", code, st, wantCode, wantStatus, p.log())
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestRedisOutage: an outage is logged once when it starts, not once per
-// failed request, and its end is logged; with
-// REDIS_HEALTH_CHECK_ACTIVE_CONNECTION the health checks fail meanwhile
-// (HTTP 500, gRPC NOT_SERVING), so that a load balancer stops sending
-// traffic there; without it they stay healthy, as envoyproxy/ratelimit's
-// do.
+// failed request, and its end is logged once no call has failed for a
+// while (the probe sees it with no traffic); with
+// REDIS_HEALTH_CHECK_ACTIVE_CONNECTION the health checks fail once no
+// connection to Redis is open (HTTP 500, gRPC NOT_SERVING), so that a load
+// balancer stops sending traffic there, and recover when one opens again,
+// as envoyproxy/ratelimit's do; without it they stay healthy.
 func TestRedisOutage(t *testing.T) {
+	t.Parallel() // most of it waits for the outage's quiet interval
 	s := redistest.New(t)
-	env := []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + s.Addr, "REDIS_TIMEOUT=200ms"}
+	env := []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + s.Addr, "REDIS_TIMEOUT=5s"}
 	files := map[string]string{"e2e.yaml": e2eConfig}
 	checked := startRLS(t, append(env, "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=true"), files)
 	plain := startRLS(t, env, files)
-	health := func(p *proc) (int, healthpb.HealthCheckResponse_ServingStatus) {
-		code, _ := get(t, "http://"+p.addrs["http"]+"/healthcheck")
-		conn, err := grpc.NewClient(p.addrs["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(t, err)
-		defer conn.Close()
-		res, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "ratelimit"})
-		require.NoError(t, err)
-		return code, res.Status
-	}
 	for _, p := range []*proc{checked, plain} {
-		code, st := health(p)
-		require.Equal(t, http.StatusOK, code)
-		require.Equal(t, healthpb.HealthCheckResponse_SERVING, st)
+		p.waitHealth(t, true)
 	}
 
 	s.Stop()
@@ -157,23 +206,73 @@ func TestRedisOutage(t *testing.T) {
 		p.waitLog(t, "backend unavailable")
 		require.Len(t, p.lines("backend unavailable"), 1, "one line for the outage's start, not one per request:\n%s", p.log())
 	}
-	code, st := health(checked)
-	require.Equal(t, http.StatusInternalServerError, code)
-	require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, st)
-	code, st = health(plain)
+	checked.waitHealth(t, false)
+	code, st := plain.health(t)
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, healthpb.HealthCheckResponse_SERVING, st)
 
 	// No traffic while it comes back (the load balancer has left): the
-	// probe sees the recovery.
+	// probe's connection makes it healthy, and ends the outage.
 	require.NoError(t, s.Restart())
+	checked.waitHealth(t, true)
+	require.Equal(t, ok, checked.ask(t, "e2e", d("user", "back")).OverallCode)
 	for _, p := range []*proc{checked, plain} {
 		p.waitLog(t, "backend recovered")
+		require.Len(t, p.lines("backend unavailable"), 1, p.log())
 	}
-	code, st = health(checked)
+}
+
+// TestPartialOutage: a Cluster with one master down fails the requests
+// whose keys live there and answers the others. That is one outage,
+// logged once when it starts (not once per alternation of failure and
+// success), and the health checks stay healthy, as envoyproxy/ratelimit's
+// do: the connections to the other masters stay open.
+func TestPartialOutage(t *testing.T) {
+	t.Parallel() // forming a Cluster is mostly waiting
+	cl := redistest.NewCluster(t)
+	p := startRLS(t, []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=CLUSTER", "REDIS_TIMEOUT=5s",
+		"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=true", "REDIS_URL=" + strings.Join(cl.Addrs(), ",")}, map[string]string{"e2e.yaml": e2eConfig})
+	require.Equal(t, ok, p.ask(t, "e2e", d("user", "x")).OverallCode)
+	// Every status the gRPC health service reports from now on.
+	conn, err := grpc.NewClient(p.addrs["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	wctx, stop := context.WithCancel(context.Background())
+	watch, err := healthpb.NewHealthClient(conn).Watch(wctx, &healthpb.HealthCheckRequest{Service: "ratelimit"})
+	require.NoError(t, err)
+	first, err := watch.Recv()
+	require.NoError(t, err)
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, first.Status)
+	seen := make(chan []healthpb.HealthCheckResponse_ServingStatus, 1)
+	go func() {
+		var sts []healthpb.HealthCheckResponse_ServingStatus
+		for {
+			res, err := watch.Recv()
+			if err != nil {
+				seen <- sts
+				return
+			}
+			sts = append(sts, res.Status)
+		}
+	}()
+
+	cl.Nodes[0].Stop()
+	failed := 0
+	for i := range 60 {
+		_, err := p.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "e2e", Descriptors: []*commonDescriptor{d("user", fmt.Sprint("u", i))}})
+		if err != nil {
+			failed++
+		}
+	}
+	require.True(t, failed > 0 && failed < 60, "the keys of one master in three fail: %d of 60", failed)
+	time.Sleep(2 * probeEvery) // the probe's calls too
+	require.Len(t, p.lines("backend unavailable"), 1, p.log())
+	require.Empty(t, p.lines("backend recovered"), p.log())
+	code, st := p.health(t)
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, healthpb.HealthCheckResponse_SERVING, st)
-	require.Equal(t, ok, checked.ask(t, "e2e", d("user", "back")).OverallCode)
+	stop()
+	require.Empty(t, <-seen, "the health service changed its status during a partial outage")
 }
 
 // TestRedisStartupRetry: Redis not answering at start is retried with

@@ -56,7 +56,7 @@ type proc struct {
 
 // listening matches the log line of a listener, in the text format or in
 // JSON (LOG_FORMAT=json).
-var listening = regexp.MustCompile(`msg=listening what=(\w+) addr=(\S+)|"msg":"listening","what":"(\w+)","addr":"([^"]+)"`)
+var listening = regexp.MustCompile(`msg=listening what=(\w+) addr=(\S+)|"@message":"listening","what":"(\w+)","addr":"([^"]+)"`)
 
 // startRLS starts admit-rls with env (on top of loopback addresses on free
 // ports and a runtime directory holding files), waits until it listens,
@@ -82,6 +82,9 @@ func launch(t *testing.T, env []string, files map[string]string) (*proc, error) 
 		"HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0",
 		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=sub", "RUNTIME_APPDIRECTORY=config",
 		"LOG_LEVEL=INFO",
+		// The race detector's default sleeps a second at exit; children
+		// start and stop some fifty times.
+		"GORACE=atexit_sleep_ms=0",
 	}, env...)
 	stderr, err := p.cmd.StderrPipe()
 	require.NoError(t, err)

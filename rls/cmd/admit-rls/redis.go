@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/admit-go/admit/rls"
@@ -17,23 +20,82 @@ import (
 	"github.com/redis/rueidis"
 )
 
+// conns counts the open connections to Redis. With
+// REDIS_HEALTH_CHECK_ACTIVE_CONNECTION, health follows it as
+// envoyproxy/ratelimit's follows its connection pool: healthy once a
+// connection opens, failing when the last one closes. A Cluster with one
+// node down keeps its other nodes' connections, and a call that fails on
+// an open connection closes nothing, so neither makes the health flap; a
+// Redis that is gone closes them all.
+type conns struct {
+	onChange func(healthy bool) // called on each change, in order; may be nil
+
+	mu sync.Mutex
+	n  int
+}
+
+// healthy reports whether a connection is open.
+func (c *conns) healthy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n > 0
+}
+
+func (c *conns) add(d int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n += d
+	if c.onChange != nil && (d > 0 && c.n == 1 || d < 0 && c.n == 0) {
+		c.onChange(c.n > 0)
+	}
+}
+
+// dial is rueidis's DialCtxFn: a connection on network, through TLS when
+// tlsCfg is set (rueidis leaves TLS to a DialCtxFn), counted until closed.
+func (c *conns) dial(ctx context.Context, network, addr string, d *net.Dialer, tlsCfg *tls.Config) (net.Conn, error) {
+	var conn net.Conn
+	var err error
+	if tlsCfg != nil {
+		conn, err = (&tls.Dialer{NetDialer: d, Config: tlsCfg}).DialContext(ctx, network, addr)
+	} else {
+		conn, err = d.DialContext(ctx, network, addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.add(1)
+	return &countedConn{Conn: conn, c: c}, nil
+}
+
+// countedConn leaves the count when first closed.
+type countedConn struct {
+	net.Conn
+	c    *conns
+	once sync.Once
+}
+
+func (cc *countedConn) Close() error {
+	cc.once.Do(func() { cc.c.add(-1) })
+	return cc.Conn.Close()
+}
+
 // newRedisStore connects as REDIS_TYPE, REDIS_SOCKET_TYPE, REDIS_URL and
 // REDIS_AUTH say (settings.Redis, parsed), through rueidis, which pipelines
 // concurrent decisions on shared connections; REDIS_TIMEOUT bounds each
-// decision. It checks the connection with PING and, while that fails,
-// retries with exponential backoff as REDIS_STARTUP_* say (by default for
-// ever, logging each retry), as envoyproxy/ratelimit does. It returns the
-// store, a PING for the backend's probe, and the client's Close.
-func newRedisStore(ctx context.Context, s *settings.Settings) (rls.Store, func(context.Context) error, func(), error) {
+// decision. Every connection is counted in cs. It checks the connection
+// with PING and, while that fails, retries with exponential backoff and
+// jitter as REDIS_STARTUP_* say (by default for ever, logging each retry),
+// as envoyproxy/ratelimit does. It returns the store, a PING for the
+// backend's probe, and the client's Close.
+func newRedisStore(ctx context.Context, s *settings.Settings, cs *conns) (rls.Store, func(context.Context) error, func(), error) {
 	rd := &s.Redis
 	opt := rueidis.ClientOption{
 		InitAddress: rd.Addrs, Username: rd.Username, Password: rd.Password, SelectDB: rd.DB,
 		DisableCache: true, ForceSingleClient: s.RedisType == "SINGLE",
 	}
-	if rd.Network == "unix" {
-		opt.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
-			return d.DialContext(ctx, "unix", addr)
-		}
+	network := rd.Network
+	opt.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, tlsCfg *tls.Config) (net.Conn, error) {
+		return cs.dial(ctx, network, addr, d, tlsCfg)
 	}
 	if rd.TLS {
 		cfg, err := tlsConfig(rd)
@@ -44,7 +106,7 @@ func newRedisStore(ctx context.Context, s *settings.Settings) (rls.Store, func(c
 	}
 	target := s.RedisTarget()
 	start := time.Now()
-	wait := s.RedisStartupInitial
+	b := backoff{min: s.RedisStartupInitial, max: s.RedisStartupMax}
 	for {
 		c, err := connect(ctx, opt, s.RedisTimeout)
 		if err == nil {
@@ -56,18 +118,42 @@ func newRedisStore(ctx context.Context, s *settings.Settings) (rls.Store, func(c
 			ping := func(ctx context.Context) error { return c.Do(ctx, c.B().Ping().Build()).Error() }
 			return st, ping, c.Close, nil
 		}
+		elapsed := time.Since(start)
 		err = fmt.Errorf("redis at %s: %w", target, err)
-		if ctx.Err() != nil || s.RedisStartupMaxElapsed > 0 && time.Since(start)+wait > s.RedisStartupMaxElapsed {
+		if s.RedisStartupMaxElapsed > 0 && elapsed >= s.RedisStartupMaxElapsed {
+			return nil, nil, nil, fmt.Errorf("gave up after %v: %w", elapsed.Round(time.Millisecond), err)
+		}
+		if ctx.Err() != nil {
 			return nil, nil, nil, err
 		}
-		slog.Warn("redis not reachable at start; retrying", "in", wait.String(), "err", err)
+		wait := b.next(rand.Float64)
+		slog.Warn("redis not reachable at start; retrying", "in", wait.Round(time.Millisecond).String(),
+			"elapsed", elapsed.Round(time.Millisecond).String(), "err", err)
 		select {
 		case <-ctx.Done():
 			return nil, nil, nil, err
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, s.RedisStartupMax)
 	}
+}
+
+// backoff is envoyproxy/ratelimit's start-up backoff (jpillora/backoff
+// with factor 2 and jitter): the n-th wait (from 0) is drawn uniformly
+// between min and min·2^n, then capped at max.
+type backoff struct {
+	min, max time.Duration
+	n        int
+}
+
+// next returns the next wait; rnd returns a number in [0, 1).
+func (b *backoff) next(rnd func() float64) time.Duration {
+	d := float64(b.min) * math.Pow(2, float64(b.n))
+	b.n++
+	d = float64(b.min) + rnd()*(d-float64(b.min))
+	if d >= float64(b.max) {
+		return b.max
+	}
+	return max(b.min, time.Duration(d))
 }
 
 // connect makes the client and checks it with PING.

@@ -47,6 +47,7 @@ func TestRedisSingle(t *testing.T) {
 }
 
 func TestRedisCluster(t *testing.T) {
+	t.Parallel() // forming a Cluster is mostly waiting
 	cl := redistest.NewCluster(t)
 	replicas(t, []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=CLUSTER",
 		"REDIS_URL=" + strings.Join(cl.Addrs(), ",")})
@@ -57,7 +58,7 @@ func TestRedisCluster(t *testing.T) {
 // with REDIS_FAILURE_MODE_ALLOW.
 func TestRedisDown(t *testing.T) {
 	s := redistest.New(t)
-	env := []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + s.Addr, "REDIS_TIMEOUT=300ms"}
+	env := []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + s.Addr, "REDIS_TIMEOUT=5s"} // Redis killed: refused at once
 	files := map[string]string{"e2e.yaml": e2eConfig}
 	deny := startRLS(t, append(env, "USE_PROMETHEUS=true", "PROMETHEUS_ADDR=127.0.0.1:0"), files)
 	allow := startRLS(t, append(env, "REDIS_FAILURE_MODE_ALLOW=true"), files)

@@ -17,9 +17,14 @@
 // # State
 //
 // A bucket is its debt D, capacity minus balance in units, as of tick T; an
-// absent bucket is a full one (D = 0). D lies in [0, CapU], or in
-// [0, 2·CapU] for a rule with Debt, whose balance may go down to minus one
-// burst. A reading at or before T refills nothing and never moves T back.
+// absent bucket is a full one (D = 0). D lies in [0, 2·CapU]: a balance
+// from the capacity down to minus one burst. Only two things take a
+// balance below zero: a charge (a hit of a rule with debt: true, which is
+// charged whatever the outcome) and a carry-over of such a balance into
+// another limit, which keeps it, so that no change of limit forgives
+// counted usage. Every bucket has that range, whether or not its rule
+// charges, so Params do not depend on debt. A reading at or before T
+// refills nothing and never moves T back.
 package tick
 
 import (
@@ -37,16 +42,15 @@ type Params struct {
 	Per  int64 // units per token
 	M    int64 // units refilled per tick; 0 for a rule that never refills
 	Q    int64 // base units per tick
-	Debt bool  // the balance may go down to −capacity
 }
 
 // New computes the Params of capacity tokens refilled count per period
 // (whole seconds; count 0 never refills), with time in ticks of base (a
-// power of ten of nanoseconds, at most a second), such that MaxDebt (CapU,
-// or 2·CapU with debt) is at most limit. It picks the finest tick that
-// fits; at the coarsest, a second, Per is at most the period's seconds.
-// Errors wrap admit.ErrInvalidConfig and name the value.
-func New(capacity, count int64, period time.Duration, debt bool, base time.Duration, limit int64) (Params, error) {
+// power of ten of nanoseconds, at most a second), such that MaxDebt
+// (2·CapU) is at most limit. It picks the finest tick that fits; at the
+// coarsest, a second, Per is at most the period's seconds. Errors wrap
+// admit.ErrInvalidConfig and name the value.
+func New(capacity, count int64, period time.Duration, base time.Duration, limit int64) (Params, error) {
 	switch {
 	case capacity < 1 || capacity > 1<<32:
 		return Params{}, fmt.Errorf("%w: capacity %d is outside [1, 2^32]", admit.ErrInvalidConfig, capacity)
@@ -55,16 +59,13 @@ func New(capacity, count int64, period time.Duration, debt bool, base time.Durat
 	case period < time.Second || period%time.Second != 0:
 		return Params{}, fmt.Errorf("%w: period %v is not a whole number of seconds", admit.ErrInvalidConfig, period)
 	}
-	factor := int64(1)
-	if debt {
-		factor = 2
-	}
+	const factor = 2 // MaxDebt is 2·CapU
 	if count == 0 {
 		// No refill: the tick only timestamps; a token is one unit.
 		if capacity > limit/factor {
 			return Params{}, fmt.Errorf("%w: capacity %d does not fit", admit.ErrInvalidConfig, capacity)
 		}
-		return Params{CapU: capacity, Per: 1, Q: int64(time.Second / base), Debt: debt}, nil
+		return Params{CapU: capacity, Per: 1, Q: int64(time.Second / base)}, nil
 	}
 	perBase := int64(period / base) // base units per period
 	for q := int64(1); q <= int64(time.Second/base); q *= 10 {
@@ -72,10 +73,13 @@ func New(capacity, count int64, period time.Duration, debt bool, base time.Durat
 		g := gcd(ticks, count)
 		per, m := ticks/g, count/g
 		if per <= limit/factor/capacity {
-			return Params{CapU: capacity * per, Per: per, M: m, Q: q, Debt: debt}, nil
+			return Params{CapU: capacity * per, Per: per, M: m, Q: q}, nil
 		}
 	}
-	return Params{}, fmt.Errorf("%w: %d per %v with burst %d does not fit (burst × seconds per token must stay below %d)", admit.ErrInvalidConfig, count, period, capacity, limit/factor)
+	secs := int64(period / time.Second)
+	per := secs / gcd(secs, count)
+	return Params{}, fmt.Errorf("%w: %d per %v with burst %d does not fit: burst × %d (the unit's seconds over their gcd with requests_per_unit) must be at most %d",
+		admit.ErrInvalidConfig, count, period, capacity, per, limit/factor)
 }
 
 func gcd(a, b int64) int64 {
@@ -85,13 +89,9 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
-// MaxDebt is the most debt the bucket may hold: CapU, or 2·CapU with Debt.
-func (p *Params) MaxDebt() int64 {
-	if p.Debt {
-		return 2 * p.CapU
-	}
-	return p.CapU
-}
+// MaxDebt is the most debt the bucket may hold: 2·CapU, a balance of
+// minus one burst.
+func (p *Params) MaxDebt() int64 { return 2 * p.CapU }
 
 // Refill returns debt d of tick t advanced to tick now.
 func (p *Params) Refill(d, t, now int64) (int64, int64) {
@@ -145,11 +145,12 @@ func (p *Params) Full(d int64) (int64, bool) {
 // Carry returns the debt, in p's units, that a bucket of old's arithmetic
 // with debt d (already refilled to the carry's instant) carries into p:
 // its balance in tokens, fraction included (rounded down to p's units),
-// clamped to p's range: at most the new capacity, at least zero, or minus
-// the new capacity with Debt. So raising a limit keeps the balance and
-// refills it at the new rate from then on, and lowering one never gives
-// tokens back. A full bucket (d = 0) is the same as an absent one and stays
-// full: it carries no debt into the new limit.
+// clamped to p's range, from the new capacity down to minus the new
+// capacity. So raising a limit keeps the balance and refills it at the new
+// rate from then on, lowering one never gives tokens back, and a balance
+// below zero (usage charged by a debt rule) stays owed under the new limit,
+// down to its own bound of one burst. A full bucket (d = 0) is the same as
+// an absent one and stays full: it carries no debt into the new limit.
 func (p *Params) Carry(old *Params, d int64) int64 {
 	if d == 0 {
 		return 0
@@ -158,10 +159,7 @@ func (p *Params) Carry(old *Params, d int64) int64 {
 	whole := floorDiv(b, old.Per)
 	frac := b - whole*old.Per // in [0, old.Per)
 	capacity := p.CapU / p.Per
-	low := int64(0)
-	if p.Debt {
-		low = -capacity
-	}
+	low := -capacity
 	switch {
 	case whole >= capacity:
 		return 0

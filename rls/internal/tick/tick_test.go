@@ -14,41 +14,39 @@ func TestNew(t *testing.T) {
 	for _, tc := range []struct {
 		capacity, count int64
 		period          time.Duration
-		debt            bool
 		base            time.Duration
 		limit           int64
 		want            Params
 	}{
 		// 7 a minute in ns: a token is 60e9/7 ns, reduced to per 6e10, m 7.
-		{7, 7, time.Minute, false, time.Nanosecond, 1 << 60, Params{CapU: 7 * 60e9, Per: 60e9, M: 7, Q: 1}},
+		{7, 7, time.Minute, time.Nanosecond, 1 << 60, Params{CapU: 7 * 60e9, Per: 60e9, M: 7, Q: 1}},
 		// 4e9 a second: 4 units a ns, a unit a token.
-		{4e9, 4e9, time.Second, false, time.Nanosecond, 1 << 60, Params{CapU: 4e9, Per: 1, M: 4, Q: 1}},
-		// 1 a year, burst 1e8, on Redis's 2^52: only whole seconds fit.
-		{1e8, 1, 365 * 24 * time.Hour, false, time.Microsecond, 1 << 52, Params{CapU: 1e8 * 31536000, Per: 31536000, M: 1, Q: 1e6}},
-		// The same with debt needs half the room: still fits at a second.
-		{5e7, 1, 365 * 24 * time.Hour, true, time.Microsecond, 1 << 52, Params{CapU: 5e7 * 31536000, Per: 31536000, M: 1, Q: 1e6, Debt: true}},
+		{4e9, 4e9, time.Second, time.Nanosecond, 1 << 60, Params{CapU: 4e9, Per: 1, M: 4, Q: 1}},
+		// 1 a year, burst 5e7, on Redis's 2^52: only whole seconds fit
+		// (2 × 5e7 × 31536000 ≤ 2^52).
+		{5e7, 1, 365 * 24 * time.Hour, time.Microsecond, 1 << 52, Params{CapU: 5e7 * 31536000, Per: 31536000, M: 1, Q: 1e6}},
 		// No refill: a token is a unit.
-		{3, 0, time.Hour, false, time.Microsecond, 1 << 52, Params{CapU: 3, Per: 1, Q: 1e6}},
+		{3, 0, time.Hour, time.Microsecond, 1 << 52, Params{CapU: 3, Per: 1, Q: 1e6}},
 	} {
-		got, err := New(tc.capacity, tc.count, tc.period, tc.debt, tc.base, tc.limit)
+		got, err := New(tc.capacity, tc.count, tc.period, tc.base, tc.limit)
 		if err != nil || got != tc.want {
-			t.Errorf("New(%d, %d, %v, %v) = %+v, %v; want %+v", tc.capacity, tc.count, tc.period, tc.debt, got, err, tc.want)
+			t.Errorf("New(%d, %d, %v) = %+v, %v; want %+v", tc.capacity, tc.count, tc.period, got, err, tc.want)
 		}
 	}
 	for _, tc := range []struct {
 		capacity, count int64
 		period          time.Duration
-		debt            bool
 	}{
-		{0, 1, time.Second, false},
-		{1<<32 + 1, 1, time.Second, false},
-		{1, -1, time.Second, false},
-		{1, 1, 1500 * time.Millisecond, false},
-		{2e8, 1, 365 * 24 * time.Hour, false}, // 2e8 × 31536000 > 2^52
-		{1e8, 1, 365 * 24 * time.Hour, true},  // fits without debt, not with
+		{0, 1, time.Second},
+		{1<<32 + 1, 1, time.Second},
+		{1, -1, time.Second},
+		{1, 1, 1500 * time.Millisecond},
+		{1e8, 1, 365 * 24 * time.Hour},                 // 2 × 1e8 × 31536000 > 2^52: room for minus one burst
+		{1 << 51, 0, 365 * 24 * time.Hour},             // capacity above 2^32
+		{4294967295, 4294967295, 365 * 24 * time.Hour}, // gcd 15: 2 × 2^32 × 2102400 > 2^52
 	} {
-		if _, err := New(tc.capacity, tc.count, tc.period, tc.debt, time.Microsecond, 1<<52); !errors.Is(err, admit.ErrInvalidConfig) {
-			t.Errorf("New(%d, %d, %v, %v): %v, want ErrInvalidConfig", tc.capacity, tc.count, tc.period, tc.debt, err)
+		if _, err := New(tc.capacity, tc.count, tc.period, time.Microsecond, 1<<52); !errors.Is(err, admit.ErrInvalidConfig) {
+			t.Errorf("New(%d, %d, %v): %v, want ErrInvalidConfig", tc.capacity, tc.count, tc.period, err)
 		}
 	}
 }
@@ -56,7 +54,7 @@ func TestNew(t *testing.T) {
 // TestRefillExact: 7 a minute delivers its k-th token at exactly k·60/7 s
 // (rounded up to the nanosecond), never a nanosecond earlier.
 func TestRefillExact(t *testing.T) {
-	p, err := New(7, 7, time.Minute, false, time.Nanosecond, 1<<60)
+	p, err := New(7, 7, time.Minute, time.Nanosecond, 1<<60)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,14 +76,16 @@ func TestRefillExact(t *testing.T) {
 
 // TestCarry checks Carry against exact rationals on random parameters:
 // the balance in tokens is kept to the new units (rounded down), clamped to
-// the new range; a full bucket stays full.
+// the new range, [−capacity, capacity], whatever the old and new limits (a
+// balance below zero is never forgiven beyond the new bound); a full bucket
+// stays full.
 func TestCarry(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(3, 4))
 	for range 20000 {
 		gen := func() Params {
 			per := 1 + rnd.Int64N(1<<uint(1+rnd.IntN(40)))
 			capacity := 1 + rnd.Int64N(1<<uint(1+rnd.IntN(18)))
-			return Params{CapU: capacity * per, Per: per, M: 1, Q: 1, Debt: rnd.IntN(2) == 0}
+			return Params{CapU: capacity * per, Per: per, M: 1, Q: 1}
 		}
 		old, p := gen(), gen()
 		d := rnd.Int64N(old.MaxDebt() + 1)
@@ -97,7 +97,7 @@ func TestCarry(t *testing.T) {
 			continue
 		}
 		// want: floor((old.CapU − d) · p.Per / old.Per) clamped to
-		// [low·p.Per, p.CapU], low −capacity with debt, else 0.
+		// [−p.CapU, p.CapU].
 		b := new(big.Rat).SetFrac(big.NewInt(old.CapU-d), big.NewInt(old.Per)) // tokens
 		// big.Int's Div is Euclidean: the floor, for a positive divisor.
 		units := new(big.Int).Div(new(big.Int).Mul(big.NewInt(old.CapU-d), big.NewInt(p.Per)), big.NewInt(old.Per))
@@ -105,11 +105,7 @@ func TestCarry(t *testing.T) {
 			units.SetInt64(1 << 62) // beyond any capacity: clamped below
 		}
 		nb := units.Int64()
-		low := int64(0)
-		if p.Debt {
-			low = -p.CapU
-		}
-		nb = min(max(nb, low), p.CapU)
+		nb = min(max(nb, -p.CapU), p.CapU)
 		if want := p.CapU - nb; got != want {
 			t.Fatalf("carry of %v tokens from %+v (d %d) into %+v: debt %d, want %d", b, old, d, p, got, want)
 		}
@@ -118,7 +114,7 @@ func TestCarry(t *testing.T) {
 		}
 	}
 	// Into the same parameters, a carry changes nothing.
-	p := Params{CapU: 10 * 7, Per: 7, M: 1, Q: 1, Debt: true}
+	p := Params{CapU: 10 * 7, Per: 7, M: 1, Q: 1}
 	for d := int64(0); d <= p.MaxDebt(); d++ {
 		if got := p.Carry(&p, d); got != d {
 			t.Fatalf("carry into itself: %d → %d", d, got)
@@ -127,7 +123,7 @@ func TestCarry(t *testing.T) {
 }
 
 func TestCharge(t *testing.T) {
-	p := Params{CapU: 10, Per: 1, M: 1, Q: 1, Debt: true}
+	p := Params{CapU: 10, Per: 1, M: 1, Q: 1}
 	if !p.Holds(0, 10) || p.Holds(0, 11) || p.Holds(11, 0) || !p.Holds(10, 0) {
 		t.Fatal("Holds")
 	}
