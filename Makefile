@@ -67,6 +67,7 @@ fuzz: ## longer runs of the fuzz tests (their seeds run in make test)
 	$(GO) test -run '^$$' -fuzz FuzzKeyByIP -fuzztime 15s ./admithttp/
 	cd rls && $(GO) test -run '^$$' -fuzz FuzzModel -fuzztime 30s ./memstore/
 	cd rls && $(GO) test -run '^$$' -fuzz FuzzChanges -fuzztime 30s ./memstore/
+	cd rls && $(GO) test -run '^$$' -fuzz FuzzTable -fuzztime 30s ./memstore/
 	cd redisbucket && $(GO) test -run '^$$' -fuzz FuzzPolicyModel -fuzztime 30s -fuzzminimizetime 2s .
 	cd redisbucket && $(GO) test -run '^$$' -fuzz FuzzFastPath -fuzztime 30s -fuzzminimizetime 2s .
 	cd admitgrpc && $(GO) test -run '^$$' -fuzz FuzzKeyByPeer -fuzztime 15s .
