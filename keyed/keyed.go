@@ -52,13 +52,32 @@
 // A key not held (never seen, or removed and seen again) starts no
 // earlier than the latest time its shard applied to a key it did not hold
 // (one word per shard, written under the shard's lock by removals, with
-// the removed key's latest time: for a single-limit key, the later of its
-// time word and the instant it was last empty; and by peeks at keys not
-// held, which store nothing else), so a stale reading cannot restart a
-// dropped bucket in the past, start a bucket before a peek that found it
-// absent, nor give an evicted client more than its one extra burst. A key
-// that turns into a multi-limit entry (see AllowLimits) takes its latest
-// time with it.
+// the removed key's latest time, and by peeks at keys not held, which
+// store nothing else), so a stale reading cannot restart a dropped bucket
+// in the past, start a bucket before a peek that found it absent, nor give
+// an evicted client more than its one extra burst. A key that turns into
+// a multi-limit entry (see AllowLimits) takes its latest time with it.
+//
+// A single-limit key's words record only a lower bound of its latest time
+// (the later of its time word and the instant it was last empty), since
+// admissions and denials store none. That bound is exact enough for a
+// full bucket, which is what a drop removes (every call that found it not
+// full came before it was full again), and for the key's own limit, whose
+// empty point already records what every call took. It is not for an
+// eviction, nor for a conversion to a multi-limit entry, whose new Names
+// would refill over time the key had already seen. Those two read the
+// clock again once the old entry takes no more calls (after the CAS that
+// kills or moves it, a read ordered after that CAS: see internal/refill's
+// Clock.Fresh) and apply the later of that reading and the bound. Every
+// call decided on the old entry read its clock before the load or CAS
+// that decided it, so on a clock that does not run backwards the second
+// reading is no earlier than any time the key applied: the conversion
+// decides as a lock would at the key's latest time, and the evicted key
+// restarts no earlier. A clock that does run backwards (admit.Clock asks
+// not to; a test's fake clock may) can make that reading earlier: the
+// conversion or the restart then applies the bound, and each Name the
+// conversion starts or carries over, or the evicted client, may refill
+// over time the key had seen, at most one burst of its capacity.
 //
 // RetryAfter and ResetAfter are counted from the time the call applied,
 // exactly to the nanosecond at which the bucket will hold what is asked.
@@ -403,13 +422,16 @@ func (l *Limiter) shardOf(key string) int {
 // its limits): AllowN(ctx, key, 1).Allowed, without a context. It never
 // blocks.
 func (l *Limiter) Allow(key string) bool {
+	t := int64(-1)
 	if l.prim {
-		if o := l.decide(key, l.unit); o.kind != multi {
+		o := l.decide(key, l.unit)
+		if o.kind != multi {
 			return o.kind == allowed
 		}
+		t = o.t
 	}
 	var d admit.Decision
-	_ = l.allowLimits(&d, key, 1, l.limits, true)
+	_ = l.allowLimits(&d, key, 1, l.limits, true, t)
 	return d.Allowed
 }
 
@@ -451,7 +473,7 @@ func (l *Limiter) AllowNInto(d *admit.Decision, key string, n int64) error {
 // allowN is AllowN's body.
 func (l *Limiter) allowN(d *admit.Decision, key string, n int64) error {
 	if !l.prim {
-		return l.allowLimits(d, key, n, l.limits, true)
+		return l.allowLimits(d, key, n, l.limits, true, -1)
 	}
 	return l.allowPrimary(d, key, n)
 }
@@ -473,7 +495,7 @@ func (l *Limiter) allowPrimary(d *admit.Decision, key string, n int64) error {
 	need := l.p.Units(n)
 	o := l.decide(key, need)
 	if o.kind == multi {
-		return l.allowLimits(d, key, n, l.limits, true)
+		return l.allowLimits(d, key, n, l.limits, true, o.t)
 	}
 	if o.kind == refused {
 		w := l.until(o.t, o.z)
@@ -498,7 +520,7 @@ func (l *Limiter) allowPrimary(d *admit.Decision, key string, n int64) error {
 // is spilled to the stack and copied on every return: about a tenth of a
 // held-key Allow, store-forwarding stalls on its bool fields).
 type outcome struct {
-	t, v int64 // the elapsed time of the call's reading and V(t)
+	t, v int64 // the elapsed time of the call's reading and V(t); for multi, the reading
 	z    int64 // the key's empty point after the call, clamped to v − Cap; for a refusal, the elapsed time at which room comes
 	kind kind
 }
@@ -595,7 +617,7 @@ func (l *Limiter) decide(key string, need int64) outcome {
 			return o
 		}
 		if e.st.Load() == multiTag {
-			return outcome{kind: multi}
+			return outcome{t: t, kind: multi}
 		}
 	}
 	return l.slow(&l.shards[l.shardIndex(h)], key, h, need, t)
@@ -685,7 +707,7 @@ func (l *Limiter) slow(s *shard, key string, h uint64, need, t int64) outcome {
 				if live {
 					return o
 				}
-				return outcome{kind: multi}
+				return outcome{t: t, kind: multi}
 			}
 		}
 		// A new bucket starts no earlier than the latest time applied to a

@@ -225,9 +225,15 @@ func FuzzModel(f *testing.F) {
 			require.NoError(t, err)
 			return p
 		}
+		// clk is where the fuzzer's steps have taken the clock: a step back
+		// makes the following calls' readings stale, as a call's that lost
+		// a race is. The limiter reads rc, on which each call's first
+		// reading is clk's and every later one the present, the latest
+		// reading so far (see raceClock): time itself never runs back.
 		const t0 = -12345
 		clk := buckettest.NewFakeClock(t0)
-		l, err := keyed.New(capacity, rate, admit.WithClock(clk), keyed.WithMaxKeys(maxKeys),
+		rc := newRaceClock(t0)
+		l, err := keyed.New(capacity, rate, admit.WithClock(rc), keyed.WithMaxKeys(maxKeys),
 			keyed.WithShards(shards), keyed.WithPolicy(policy))
 		require.NoError(t, err)
 		p := params(P)
@@ -315,6 +321,7 @@ func FuzzModel(f *testing.F) {
 			n := int64(b)%(minCap+3) - 1
 			r := elapsed()
 			latest = max(latest, r)
+			rc.read(clk.Now())
 			var dec admit.Decision
 			if viaLimits {
 				dec, err = l.AllowLimits(context.Background(), key, n, call...)
@@ -369,17 +376,28 @@ func FuzzModel(f *testing.F) {
 					}
 				}
 			}
+			// removedAt is the time the removal of key o leaves in its
+			// shard: the latest time the limiter knows it to have seen, and
+			// for a single-limit key's eviction the clock read after it (the
+			// present: see raceClock), which no time the key applied is after.
+			removedAt := func(o string, evicted bool) int64 {
+				if evicted && !model[o].multi {
+					return max(lastTime(model[o]), latest)
+				}
+				return lastTime(model[o])
+			}
 			// handDrop reports whether live key k can be a drop by the
-			// insertion's hand: full at the latest time the other keys
-			// removed from the shard may have raised the shard's to.
-			handDrop := func(k string) bool {
+			// insertion's hand, if ev is the call's eviction (or ""): full
+			// at the latest time the other keys removed from the shard may
+			// have raised the shard's to.
+			handDrop := func(k string, ev *string) bool {
 				if km.held || l.ShardOf(k) != si {
 					return false
 				}
 				t2 := tc
 				for _, o := range removed {
 					if o != k && l.ShardOf(o) == si {
-						t2 = max(t2, lastTime(model[o]))
+						t2 = max(t2, removedAt(o, ev != nil && o == *ev))
 					}
 				}
 				return isFull(model[k], t2)
@@ -389,7 +407,7 @@ func FuzzModel(f *testing.F) {
 				for ei, e := range live {
 					ok := true
 					for _, k := range live {
-						ok = ok && (k == e || handDrop(k))
+						ok = ok && (k == e || handDrop(k, &e))
 					}
 					if ok {
 						evicted = ei
@@ -398,7 +416,7 @@ func FuzzModel(f *testing.F) {
 				}
 			} else {
 				for _, k := range live {
-					require.True(t, handDrop(k), "op %d: %q left the table with a bucket not full, and nothing was evicted", i/3, k)
+					require.True(t, handDrop(k, nil), "op %d: %q left the table with a bucket not full, and nothing was evicted", i/3, k)
 				}
 				live = nil
 			}
@@ -407,7 +425,7 @@ func FuzzModel(f *testing.F) {
 			for _, k := range removed {
 				mk := model[k]
 				mk.held = false
-				absentAt[l.ShardOf(k)] = max(absentAt[l.ShardOf(k)], lastTime(mk), tc)
+				absentAt[l.ShardOf(k)] = max(absentAt[l.ShardOf(k)], removedAt(k, evicted >= 0 && k == live[evicted]), tc)
 				mk.multi, mk.lims = false, nil
 				mk.b, mk.spares = mk.spares[0], mk.spares[1:]
 				mk.inSync = true
@@ -488,8 +506,11 @@ func FuzzModel(f *testing.F) {
 					switch {
 					case !km.held:
 						km.held, km.multi, km.last, km.lims = true, true, tc, nil
-					case !km.multi: // converted: the key's state and latest time move over
-						km.multi, km.last = true, lastTime(km)
+					case !km.multi:
+						// Converted: the key's state moves over, at the present
+						// (the clock read after the old entry stopped taking
+						// calls), which no time the key applied is after.
+						km.multi, km.last = true, latest
 						km.lims = []limModel{{lim: P, p: p, z: km.z}}
 						km.inSync = false
 					}

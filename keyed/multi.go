@@ -202,7 +202,7 @@ func (l *Limiter) AllowLimitsInto(d *admit.Decision, key string, n int64, limits
 	if l.prim && len(limits) == 1 && limits[0] == l.limits[0] { // valid: equal to a valid limit
 		return l.allowPrimary(d, key, n)
 	}
-	return l.allowLimits(d, key, n, limits, false)
+	return l.allowLimits(d, key, n, limits, false, -1)
 }
 
 // callLimit is one limit's part of a call.
@@ -219,8 +219,12 @@ type callLimit struct {
 // with the same Capacity and Rate, n within each: those limits were valid
 // when stored and their Names are distinct, so the call is valid, and
 // ValidateLimits is saved on the usual call. Anything else is checked
-// first. (The clock is read before that: a bad call also reads it.)
-func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []admit.Limit, checked bool) error {
+// first. (The clock is read before that: a bad call also reads it.) t is
+// the call's reading when it has one already (AllowN's, which found the
+// key multi-limit), or negative: a call reads the clock once, so that
+// every reading it applies is the one it took first (see convert for the
+// one exception).
+func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []admit.Limit, checked bool, t int64) error {
 	var stack [maxStackLimits]callLimit
 	cl := stack[:0]
 	if len(limits) > maxStackLimits {
@@ -232,7 +236,9 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 	h := l.hash(key)
 	v := &l.views[l.shardIndex(h)]
 	e := v.find(l.hx(h), tagOf(h), key)
-	t := l.clk.Now()
+	if t < 0 {
+		t = l.clk.Now()
+	}
 	// The usual call: its stored states carry their arithmetic, so that no
 	// limit's is looked up. decideMulti gives up, changing nothing, on a
 	// limit the key does not hold so.
@@ -538,6 +544,20 @@ func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, loc
 // Requires s.mu. The CAS to moved makes every later call on the old entry
 // look again under the lock, where it finds the new one; every call that
 // CASed before is in the state carried over.
+//
+// The new entry's time must be no earlier than any the key applied: the
+// Names the converting call brings start (or carry over) at it, and a
+// later call with an older reading would refill them over time the key
+// had already seen. A single-limit entry records only a lower bound of
+// that time (lastTime: admissions and denials store none, which is what
+// keeps them to one CAS), so convert reads the clock again after the CAS
+// to moved (Clock.Fresh: ordered after the CAS). Every call decided on the
+// old entry read its clock before the load or CAS that decided it, which
+// precedes the CAS to moved, so on a clock that does not run backwards the
+// second reading is no earlier than any of theirs. A clock that does run
+// backwards (which admit.Clock asks not to) can make it earlier; the
+// conversion then applies the lower bound, and each Name it starts or
+// carries over may refill over time the key had seen: at most one burst.
 func (l *Limiter) convert(s *shard, tb *table, h uint64, e *entry) *multiEntry {
 	for {
 		st := e.st.Load()
@@ -552,8 +572,8 @@ func (l *Limiter) convert(s *shard, tb *table, h uint64, e *entry) *multiEntry {
 		m.st.Store(multiTag)
 		a := e.at.Load()
 		m.at.Store(a & refBit)
-		// The key's latest time, which its time word alone may not hold.
-		m.last = l.lastTime(a, st)
+		// The key's latest time, which its words alone do not hold.
+		m.last = max(l.lastTime(a, st), l.clk.Fresh())
 		// The same key in the same slot: its tag stays.
 		tb.slots[tb.slot(l.hx(h), e)].Store(&m.entry)
 		return m
