@@ -50,31 +50,24 @@ type keyModel struct {
 	inSync      bool
 	spares      []*mutexbucket.Bucket
 	evictions   int64
-	evLatest    int64 // latest when the key was last evicted
 	wins        map[string]*window
 }
 
 // window checks, admission by admission, that no window of one (key, Name)
 // in which the Name's Capacity and Rate did not change holds more than
 // capacity + rate × its length + 1, plus one capacity per eviction of the
-// key: an evicted client restarts full, so a window that spans an eviction
-// may hold one burst more. So may a window that starts after it while the
-// key's calls still apply times before the latest reading the key had seen
-// when it was evicted ("stale" admissions): the new bucket starts at the
-// instant the old one was last empty, which may lie before that reading,
-// and refills from there (never more than the old bucket held then, so the
-// eviction's whole excess is still one burst). An admission's time is known
-// to lie in [lo, hi] (buckettest.Bound's AdmitWithin): with P the tokens
-// admitted, E_j the evictions before admission j, and c_i the evictions
-// before the admission preceding i, one fewer if i is stale with no
-// eviction since that admission,
-// P(j) − P(before i) − rate·(hi_j − lo_i) − Cap·(E_j − c_i) <= Cap + 1.
+// key within the window: an evicted client restarts full, so a window
+// that spans an eviction may hold one burst more, and no more (the new
+// bucket starts no earlier than the latest time the key had seen). An
+// admission's time is known to lie in [lo, hi] (buckettest.Bound's
+// AdmitWithin): with P the tokens admitted and E_j the evictions of the key
+// before admission j,
+// P(j) − P(before i) − rate·(hi_j − lo_i) − Cap·(E_j − E_i) <= Cap + 1.
 type window struct {
 	lim   admit.Limit
 	rate  *big.Rat // tokens per ns
 	total int64
-	best  *big.Rat // min over admissions i of P(before i) − rate·lo_i − Cap·c_i
-	lastE int64    // E at the latest admission
+	best  *big.Rat // min over admissions i of P(before i) − rate·lo_i − Cap·E_i
 }
 
 func newWindow(lim admit.Limit) *window {
@@ -82,21 +75,19 @@ func newWindow(lim admit.Limit) *window {
 	return &window{lim: lim, rate: r.Quo(r, big.NewRat(1e9, 1))}
 }
 
-func (w *window) admit(lo, hi, n, evictions int64, stale bool) bool {
-	at := func(t, e int64) *big.Rat {
-		v := new(big.Rat).SetInt64(w.total - w.lim.Capacity*e)
+// admit records an admission of n within [lo, hi], the key evicted
+// evictions times before it, and reports whether every window ending with
+// it keeps the bound.
+func (w *window) admit(lo, hi, n, evictions int64) bool {
+	at := func(t int64) *big.Rat {
+		v := new(big.Rat).SetInt64(w.total - w.lim.Capacity*evictions)
 		return v.Sub(v, new(big.Rat).Mul(w.rate, new(big.Rat).SetInt64(t)))
 	}
-	c := w.lastE
-	if stale && evictions == w.lastE {
-		c--
-	}
-	if start := at(lo, c); w.best == nil || start.Cmp(w.best) < 0 {
+	if start := at(lo); w.best == nil || start.Cmp(w.best) < 0 {
 		w.best = start
 	}
 	w.total += n
-	w.lastE = evictions
-	excess := at(hi, evictions)
+	excess := at(hi)
 	return excess.Sub(excess, w.best).Cmp(big.NewRat(w.lim.Capacity+1, 1)) <= 0
 }
 
@@ -281,17 +272,16 @@ func FuzzModel(f *testing.F) {
 			}
 			return max(km.at, when(&p, 0, km.z))
 		}
-		// record checks an admission of n from each of lims on km, applied
-		// at elapsed time tc.
-		record := func(op int, key string, km *keyModel, lims []admit.Limit, lo, hi, n, tc int64) {
+		// record checks an admission of n from each of lims on km, made
+		// within [lo, hi].
+		record := func(op int, key string, km *keyModel, lims []admit.Limit, lo, hi, n int64) {
 			for _, lim := range lims {
 				w := km.wins[lim.Name]
 				if w == nil || w.lim != lim {
 					w = newWindow(lim) // a new Name, or its Capacity or Rate changed
-					w.lastE = km.evictions
 					km.wins[lim.Name] = w
 				}
-				require.True(t, w.admit(lo, hi, n, km.evictions, km.evictions > 0 && tc < km.evLatest), "op %d: key %q, limit %+v: a window holds more than capacity + rate × window + 1 + capacity × evictions", op, key, lim)
+				require.True(t, w.admit(lo, hi, n, km.evictions), "op %d: key %q, limit %+v: a window holds more than capacity + rate × window + 1 + capacity × evictions", op, key, lim)
 			}
 		}
 		stats := l.Stats()
@@ -439,7 +429,6 @@ func FuzzModel(f *testing.F) {
 				require.False(t, anyFull, "op %d: %q evicted while a full bucket was held", i/3, k)
 				evictions++
 				mk.evictions++ // its client restarts full: one more burst in its windows
-				mk.evLatest = mk.latest
 			}
 			if !km.held {
 				// A new bucket starts no earlier than the latest time of a key
@@ -542,11 +531,7 @@ func FuzzModel(f *testing.F) {
 				}
 				require.LessOrEqual(t, dec.ResetAfter, fill, "op %d: a reset longer than the slowest limit takes to fill", i/3)
 				if dec.Allowed && n > 0 {
-					applied := tc
-					if !single {
-						applied = km.last
-					}
-					record(i/3, key, km, call, lo, latest, n, applied)
+					record(i/3, key, km, call, lo, latest, n)
 				}
 			}
 			km.latest = max(km.latest, r)
