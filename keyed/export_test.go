@@ -44,6 +44,9 @@ func (l *Limiter) LockKey(key string) func() {
 // share of the table included.
 const MaxBytesPerKey = maxBytesPerKey
 
+// MaxBytesPerShard is the most heap bytes a shard costs besides its keys.
+const MaxBytesPerShard = maxBytesPerShard
+
 // TagTwins returns how many other keys' entries a lookup of key passes
 // whose tag equals key's: the slots of its probe run, from its home to its
 // own entry, that hold another entry with the same tag. key must be held.
@@ -66,3 +69,27 @@ func CountCollisions() (n *atomic.Int64, stop func()) {
 	onCollision.Store(&f)
 	return n, func() { onCollision.Store(nil) }
 }
+
+// Names returns the limit Names key holds, in order; key must be held as
+// a multi-limit entry.
+func (l *Limiter) Names(key string) []string {
+	unlock := l.LockKey(key)
+	defer unlock()
+	var m *multiEntry
+	l.locked(key, func(form string, h uint64, tb *table) {
+		m = asMulti(tb.find(l.hx(h), tagOf(h), form))
+	})
+	names := make([]string, len(m.lims))
+	for i := range m.lims {
+		names[i] = m.lims[i].name
+	}
+	return names
+}
+
+// MaxBytesPerMultiKey is the most heap bytes a held multi-limit key costs,
+// its share of the table aside.
+const MaxBytesPerMultiKey = maxBytesPerMultiKey
+
+// MaxBytesParamsCache is the most heap bytes the limiter's cache of limits
+// holds besides what keys hold.
+const MaxBytesParamsCache = maxBytesParamsCache

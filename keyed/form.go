@@ -43,5 +43,13 @@ func (l *Limiter) digest(key string, buf *[digestBytes]byte) string {
 // once its shard has grown past its first table: its entry with its key's
 // form in one allocation (32 + at most maxKeyBytes: the 96-byte size
 // class) and its share of its shard's table (9-byte slots at a load of at
-// least 3/8 after a grow: at most 24 bytes).
+// least 3/8 after a grow: at most 24 bytes, the allocator's rounding
+// included).
 const maxBytesPerKey = 120
+
+// maxBytesPerShard bounds what a shard costs besides its keys' shares: its
+// lock, counters and hand (128 bytes, padded), its view (32), all made by
+// New, and its first table once it holds a key (a 56-byte table in the
+// 64-byte class, 8 slots of 8 bytes and a tag word: 136), which a grow
+// replaces by one the keys' shares pay for.
+const maxBytesPerShard = 128 + 32 + 136

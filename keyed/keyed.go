@@ -229,17 +229,35 @@
 // bytes, 96 at most; and its share of its shard's table, 9 bytes a slot
 // (a pointer and a tag), a table holding at most twice the keys its shard
 // held at its peak (tables grow by 3/2 or 4/3 at a load of 3/4 and do not
-// shrink). So at WithMaxKeys(n) the entries take at most 96·n bytes, and
-// the tables about 12 to 18 bytes a key at their peak (the secret hash
-// spreads keys evenly over the shards). Measured at 2^20 held keys of 16
-// bytes: 61.6 heap bytes a key, the key's copy and the tables' slack
-// included. A multi-limit key costs a 168-byte entry with its key instead
-// (184 to 232 bytes, 192 to 240 with the allocator's rounding), holding up
-// to 3 limit Names; past 3, its limit states move to an array that grows
-// by doubling, at most 64 bytes per Name it holds. A
-// call on a held key allocates nothing; it reads the clock once (see Time),
-// hashes the key once, and does one CAS. See docs/keyed.md and the README
-// for measured numbers.
+// shrink): at most 120 bytes a key in all, and about 12 to 18 of them the
+// table's at their peak (the secret hash spreads keys evenly over the
+// shards). Measured at 2^20 held keys of 16 bytes: 61.6 heap bytes a key,
+// the key's copy and the tables' slack included.
+//
+// A multi-limit key costs a 168-byte entry with its key instead (192 to
+// 240 bytes with the allocator's rounding), holding up to 3 limit Names;
+// past 3, its limit states move to an array that grows by doubling up to
+// MaxNames states (2 KB, 2.25 with the allocator's header). Each Name it
+// holds points to its limit's arithmetic and a copy of its Name (at most
+// 208 bytes), which every key and call with the same limit share: a
+// server whose limits are a fixed set pays for them once, one whose Names
+// come from requests at most 208 bytes a Name. So a multi-limit key costs
+// at most 15 856 bytes with MaxNames Names of 128 bytes, no two keys
+// sharing a limit, and its share of the table.
+//
+// Each shard costs 160 bytes (its lock, counters and view) from New on,
+// and its first table (136 bytes) once it holds a key, however few keys
+// share it; the Limiter itself about 2.7 KB, and its cache of the limits
+// calls bring at most 256 of them (53 KB) besides those keys hold. So
+// WithMaxKeys(n) and WithShards(s) bound the heap at
+// 120·n + 296·s bytes for single-limit keys (TestBytesBound), with
+// 15 856 + 24 per multi-limit key instead of 120: the default 256 shards
+// add 76 KB, and WithShards(65536) at n = 2^16 keys 19 MB (10.5 of them
+// before any key: 294 bytes a key measured, where the default's is 63).
+//
+// A call on a held key allocates nothing; it reads the clock once (see
+// Time), hashes the key once, and does one CAS. See docs/keyed.md and the
+// README for measured numbers.
 //
 // Pick keyed for per-client limits in one process; pick the redisbucket
 // module when several processes must share the limits, and mutexbucket or
@@ -304,8 +322,9 @@ const never = time.Duration(math.MaxInt64)
 
 // DefaultMaxKeys is the key bound without WithMaxKeys: 2^20 keys, about
 // 65 MB of heap at the measured 61.6 bytes per single-limit key of 16
-// bytes, and at most about 120 MB with keys of 64 bytes or more (see Cost
-// in the package doc).
+// bytes, and at most about 126 MB with keys of 64 bytes or more (120 bytes
+// a key and 296 a shard; multi-limit keys cost more: see Cost in the
+// package doc).
 const DefaultMaxKeys = 1 << 20
 
 // defaultShards is the shard count without WithShards, lowered so that the
@@ -344,13 +363,19 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 	if err := admit.ValidateLimits(limits); err != nil {
 		return nil, err
 	}
+	if len(limits) > MaxNames {
+		return nil, fmt.Errorf("%w: %d limits: keyed takes at most MaxNames (%d)", admit.ErrInvalidConfig, len(limits), MaxNames)
+	}
 	lps := make([]*limParams, len(limits))
-	for i, lim := range limits {
-		p, err := refill.NewParams(lim.Capacity, lim.Rate)
+	own := make([]admit.Limit, len(limits)) // with the copies of the Names
+	for i := range limits {
+		lp, err := newLimParams(&limits[i])
 		if err != nil {
-			return nil, fmt.Errorf("limit %q: %w", lim.Name, err)
+			return nil, err
 		}
-		lps[i] = &limParams{capacity: lim.Capacity, rate: lim.Rate, p: p}
+		lps[i] = lp
+		own[i] = limits[i]
+		own[i].Name = lp.name
 	}
 	maxKeys := cfg.MaxKeys
 	if maxKeys == 0 {
@@ -377,8 +402,8 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 		clk:      refill.NewCounterClock(cfg.Clock),
 		unit:     lps[0].p.Units(1),
 		capacity: limits[0].Capacity,
-		name:     limits[0].Name,
-		limits:   append([]admit.Limit(nil), limits...),
+		name:     lps[0].name,
+		limits:   own,
 		lps:      lps,
 		prim:     len(limits) == 1,
 		maxKeys:  maxKeys,
@@ -389,7 +414,7 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 		l.shards[i].floor.Store(math.MaxInt64)
 	}
 	for _, lp := range lps {
-		l.pcache[lp.slot()].Store(lp)
+		l.pcache[l.paramsSlot(lp.name, lp.capacity, lp.rate)].Store(lp)
 	}
 	return l, nil
 }
