@@ -304,6 +304,7 @@ type Limiter struct {
 	refuse   bool
 	errFull  error // returned on every refusal; built once so that refusals do not allocate
 	pcache   [paramsCache]atomic.Pointer[limParams]
+	test     *hooks // nil outside tests; set before the limiter is used
 
 	_    [64]byte     // keys is written by insertions and removals only, away from the fields every call reads
 	keys atomic.Int64 // keys held or reserved by an insertion in progress; at most maxKeys
@@ -608,7 +609,7 @@ func (l *Limiter) decide(key string, need int64) outcome {
 			e = slotAt(slots, j).Load()
 		}
 		if e == nil {
-			e = probe(n, tags, slots, hx, tg, "", true)
+			e = probe(n, tags, slots, hx, tg, "", true, l.test)
 		}
 		if e != nil {
 			prefetchw(unsafe.Pointer(e))
@@ -625,8 +626,8 @@ func (l *Limiter) decide(key string, need int64) outcome {
 			same = k == key
 		}
 		if !same {
-			collision()
-			e = l.views[l.shardIndex(h)].find(l.hx(h), tagOf(h), key) // a tag collision: the key's entry, if any, is further on
+			l.test.collision()
+			e = l.views[l.shardIndex(h)].find(l.hx(h), tagOf(h), key, l.test) // a tag collision: the key's entry, if any, is further on
 		}
 	}
 	if e != nil {
@@ -727,7 +728,7 @@ func (l *Limiter) slow(s *shard, key string, h uint64, need, t int64) outcome {
 	for {
 		s.mu.Lock()
 		if tb := s.tab.Load(); tb != nil {
-			if e := tb.find(l.hx(h), tagOf(h), key); e != nil {
+			if e := tb.find(l.hx(h), tagOf(h), key, l.test); e != nil {
 				// Not dead nor moved: removals and replacements hold this
 				// lock from their CAS to their unlink.
 				o, live := l.take(e, t, need)

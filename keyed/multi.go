@@ -161,7 +161,10 @@ func (m *multiEntry) full(t int64) bool {
 // shard's, so this cannot deadlock: the hand runs before a new multi-limit
 // entry, locked by its creator, is inserted.)
 func (l *Limiter) dropMulti(m *multiEntry, t int64) bool {
-	m.mu.Lock()
+	if !m.mu.TryLock() {
+		l.test.keyBusy()
+		m.mu.Lock()
+	}
 	defer m.mu.Unlock()
 	if m.st.Load() != multiTag || !m.full(t) {
 		return false
@@ -295,7 +298,7 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 	key = l.form(key, &buf)
 	h := l.hash(key)
 	v := &l.views[l.shardIndex(h)]
-	e := v.find(l.hx(h), tagOf(h), key)
+	e := v.find(l.hx(h), tagOf(h), key, l.test)
 	if t < 0 {
 		t = l.clk.Now()
 	}
@@ -663,14 +666,14 @@ func (l *Limiter) noNames(d *admit.Decision, t, room int64, limits []admit.Limit
 // checks that it is still live.
 func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, locked bool, wait time.Duration, ok bool) {
 	s := &l.shards[l.shardIndex(h)]
-	if e := l.views[l.shardIndex(h)].find(l.hx(h), tagOf(h), key); e != nil && e.st.Load() == multiTag {
+	if e := l.views[l.shardIndex(h)].find(l.hx(h), tagOf(h), key, l.test); e != nil && e.st.Load() == multiTag {
 		return asMulti(e), false, 0, true
 	}
 	for {
 		s.mu.Lock()
 		var tb *table
 		if tb = s.tab.Load(); tb != nil {
-			if e := tb.find(l.hx(h), tagOf(h), key); e != nil {
+			if e := tb.find(l.hx(h), tagOf(h), key, l.test); e != nil {
 				m := l.convert(s, tb, h, e)
 				s.mu.Unlock()
 				return m, false, 0, true

@@ -66,13 +66,14 @@ type view struct {
 }
 
 // find returns key's entry (shifted hash hx, tag t) or nil, without the
-// lock: the lock-free probe of the table's doc.
-func (v *view) find(hx, t uint64, key string) *entry {
+// lock: the lock-free probe of the table's doc. h is the limiter's test
+// hooks (nil outside tests).
+func (v *view) find(hx, t uint64, key string, h *hooks) *entry {
 	n := v.n.Load()
 	if n == 0 {
 		return nil
 	}
-	return probe(n, v.tags.Load(), v.slots.Load(), hx, t, key, false)
+	return probe(n, v.tags.Load(), v.slots.Load(), hx, t, key, false, h)
 }
 
 // entryHash returns e's key's shifted hash and tag.
