@@ -20,7 +20,7 @@ func (l *Limiter) locked(key string, f func(form string, h uint64, tb *table)) {
 // Held reports whether key holds a bucket now.
 func (l *Limiter) Held(key string) (held bool) {
 	l.locked(key, func(form string, h uint64, tb *table) {
-		held = tb != nil && tb.find(l.hx(h), tagOf(h), form) != nil
+		held = tb != nil && tb.find(l.hx(h), tagOf(h), form, nil) != nil
 	})
 	return held
 }
@@ -34,7 +34,7 @@ func (l *Limiter) Counter() bool { return l.clk.Counter() }
 func (l *Limiter) LockKey(key string) func() {
 	var m *multiEntry
 	l.locked(key, func(form string, h uint64, tb *table) {
-		m = asMulti(tb.find(l.hx(h), tagOf(h), form))
+		m = asMulti(tb.find(l.hx(h), tagOf(h), form, nil))
 	})
 	m.mu.Lock()
 	return m.mu.Unlock
@@ -43,6 +43,9 @@ func (l *Limiter) LockKey(key string) func() {
 // MaxBytesPerKey is the most heap bytes a held single-limit key costs, its
 // share of the table included.
 const MaxBytesPerKey = maxBytesPerKey
+
+// MaxBytesPerShard is the most heap bytes a shard costs besides its keys.
+const MaxBytesPerShard = maxBytesPerShard
 
 // TagTwins returns how many other keys' entries a lookup of key passes
 // whose tag equals key's: the slots of its probe run, from its home to its
@@ -58,11 +61,47 @@ func (l *Limiter) TagTwins(key string) (twins int) {
 	return twins
 }
 
-// CountCollisions makes every probe count the entries it dereferences that
-// are not its key's, until stop is called.
-func CountCollisions() (n *atomic.Int64, stop func()) {
-	n = new(atomic.Int64)
-	f := func() { n.Add(1) }
-	onCollision.Store(&f)
-	return n, func() { onCollision.Store(nil) }
+// CountCollisions makes every probe of l count the entries it dereferences
+// that are not its key's, from now on, and returns the count. Call it
+// before the calls it counts, from the goroutine that makes them (or one
+// that starts them).
+func (l *Limiter) CountCollisions() *atomic.Int64 {
+	if l.test == nil {
+		l.test = new(hooks)
+	}
+	return &l.test.collisions
 }
+
+// OnKeyBusy makes every sweep of l that finds a multi-limit key's lock held
+// call f just before it waits for the lock. Call it before the calls it
+// watches.
+func (l *Limiter) OnKeyBusy(f func()) {
+	if l.test == nil {
+		l.test = new(hooks)
+	}
+	l.test.busy = f
+}
+
+// Names returns the limit Names key holds, in order; key must be held as
+// a multi-limit entry.
+func (l *Limiter) Names(key string) []string {
+	unlock := l.LockKey(key)
+	defer unlock()
+	var m *multiEntry
+	l.locked(key, func(form string, h uint64, tb *table) {
+		m = asMulti(tb.find(l.hx(h), tagOf(h), form, nil))
+	})
+	names := make([]string, len(m.lims))
+	for i := range m.lims {
+		names[i] = m.lims[i].name
+	}
+	return names
+}
+
+// MaxBytesPerMultiKey is the most heap bytes a held multi-limit key costs,
+// its share of the table aside.
+const MaxBytesPerMultiKey = maxBytesPerMultiKey
+
+// MaxBytesParamsCache is the most heap bytes the limiter's cache of limits
+// holds besides what keys hold.
+const MaxBytesParamsCache = maxBytesParamsCache

@@ -20,7 +20,7 @@ type hasher struct {
 func newHasher() hasher {
 	h := hasher{seed: maphash.MakeSeed()}
 	for i := range h.k {
-		h.k[i] = rand.Uint64() | 1
+		h.k[i] = rand.Uint64() // xored into the multiplied words: any value serves
 	}
 	return h
 }

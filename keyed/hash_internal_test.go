@@ -1,9 +1,11 @@
 package keyed
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -69,5 +71,56 @@ func TestHashSpread(t *testing.T) {
 				t.Fatalf("%q and %q hash alike", k, b)
 			}
 		}
+	}
+}
+
+// TestSecretsUnconstrained: the short-key hash's secrets are drawn whole,
+// with no bit fixed (an odd factor was forced once, which told a client
+// the low bit of each secret and served nothing: they are xored into the
+// multiplied words, not multiplied).
+func TestSecretsUnconstrained(t *testing.T) {
+	var or, and uint64 = 0, ^uint64(0)
+	for range 64 {
+		h := newHasher()
+		for _, k := range h.k {
+			or |= k
+			and &= k
+		}
+	}
+	if or != ^uint64(0) || and != 0 {
+		t.Fatalf("bits fixed in every secret: always set %#x, never set %#x", and, ^or)
+	}
+}
+
+// TestDigest: a key over 64 bytes is held as the first 16 bytes of
+// SHA-256(secret ‖ SHA-256(key)), computed here with crypto/sha256 alone;
+// the secret is the limiter's own (two limiters digest a key differently);
+// computing it allocates nothing.
+func TestDigest(t *testing.T) {
+	l1, err := New(1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := New(1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{65, 100, 1000, 1 << 20} {
+		key := strings.Repeat("k", n)
+		inner := sha256.Sum256([]byte(key))
+		want := sha256.Sum256(append(append([]byte(nil), l1.dsecret[:]...), inner[:]...))
+		var buf, buf2 [digestBytes]byte
+		if got := l1.form(key, &buf); got != string(want[:digestBytes]) {
+			t.Fatalf("%d bytes: digest %x, want %x", n, got, want[:digestBytes])
+		}
+		if l1.form(key, &buf) == l2.form(key, &buf2) {
+			t.Fatalf("%d bytes: two limiters share a digest: their secrets are not their own", n)
+		}
+		if a := testing.AllocsPerRun(100, func() { l1.form(key, &buf) }); a != 0 {
+			t.Fatalf("%d bytes: %v allocations a digest", n, a)
+		}
+	}
+	if short := strings.Repeat("k", maxKeyBytes); l1.form(short, new([digestBytes]byte)) != short {
+		t.Fatal("a key of maxKeyBytes is not held as itself")
 	}
 }

@@ -52,13 +52,32 @@
 // A key not held (never seen, or removed and seen again) starts no
 // earlier than the latest time its shard applied to a key it did not hold
 // (one word per shard, written under the shard's lock by removals, with
-// the removed key's latest time: for a single-limit key, the later of its
-// time word and the instant it was last empty; and by peeks at keys not
-// held, which store nothing else), so a stale reading cannot restart a
-// dropped bucket in the past, start a bucket before a peek that found it
-// absent, nor give an evicted client more than its one extra burst. A key
-// that turns into a multi-limit entry (see AllowLimits) takes its latest
-// time with it.
+// the removed key's latest time, and by peeks at keys not held, which
+// store nothing else), so a stale reading cannot restart a dropped bucket
+// in the past, start a bucket before a peek that found it absent, nor give
+// an evicted client more than its one extra burst. A key that turns into
+// a multi-limit entry (see AllowLimits) takes its latest time with it.
+//
+// A single-limit key's words record only a lower bound of its latest time
+// (the later of its time word and the instant it was last empty), since
+// admissions and denials store none. That bound is exact enough for a
+// full bucket, which is what a drop removes (every call that found it not
+// full came before it was full again), and for the key's own limit, whose
+// empty point already records what every call took. It is not for an
+// eviction, nor for a conversion to a multi-limit entry, whose new Names
+// would refill over time the key had already seen. Those two read the
+// clock again once the old entry takes no more calls (after the CAS that
+// kills or moves it, a read ordered after that CAS: see internal/refill's
+// Clock.Fresh) and apply the later of that reading and the bound. Every
+// call decided on the old entry read its clock before the load or CAS
+// that decided it, so on a clock that does not run backwards the second
+// reading is no earlier than any time the key applied: the conversion
+// decides as a lock would at the key's latest time, and the evicted key
+// restarts no earlier. A clock that does run backwards (admit.Clock asks
+// not to; a test's fake clock may) can make that reading earlier: the
+// conversion or the restart then applies the bound, and each Name the
+// conversion starts or carries over, or the evicted client, may refill
+// over time the key had seen, at most one burst of its capacity.
 //
 // RetryAfter and ResetAfter are counted from the time the call applied,
 // exactly to the nanosecond at which the bucket will hold what is asked.
@@ -85,13 +104,15 @@
 //
 // Every string, the empty one included, is a key. A key of up to 64 bytes
 // is held as a copy of its bytes; a longer one (a client can send a
-// megabyte in a header) as a 16-byte digest: two 64-bit maphash sums under
-// two secret seeds that New draws at random. Two long keys share a bucket
-// only if both sums collide, about 2^-128 for a given pair, which no client
-// can aim at without the seeds (the same holds for a 16-byte key that
-// equals a long key's digest). So a held key costs at most 64 bytes of key,
-// whatever the caller sends; hashing a long key costs time in its length,
-// once per call.
+// megabyte in a header) as a 16-byte keyed digest: the first 16 bytes of
+// SHA-256(secret ‖ SHA-256(key)), under 16 secret bytes New draws from
+// crypto/rand. Two long keys share a bucket only on a SHA-256 collision or
+// with a chance of 2^-128 a pair (under q²/2^129 for q long keys held),
+// which no client can aim at without the secret; the same holds for a
+// 16-byte key that equals a long key's digest (see digest for the
+// argument). So a held key costs at most 64 bytes of key, whatever the
+// caller sends; digesting a long key costs time in its length, once per
+// call (about 200 ns more than a short key's call at 100 bytes).
 //
 // # The table, without locks for a held key
 //
@@ -210,17 +231,35 @@
 // bytes, 96 at most; and its share of its shard's table, 9 bytes a slot
 // (a pointer and a tag), a table holding at most twice the keys its shard
 // held at its peak (tables grow by 3/2 or 4/3 at a load of 3/4 and do not
-// shrink). So at WithMaxKeys(n) the entries take at most 96·n bytes, and
-// the tables about 12 to 18 bytes a key at their peak (the secret hash
-// spreads keys evenly over the shards). Measured at 2^20 held keys of 16
-// bytes: 61.6 heap bytes a key, the key's copy and the tables' slack
-// included. A multi-limit key costs a 168-byte entry with its key instead
-// (184 to 232 bytes, 192 to 240 with the allocator's rounding), holding up
-// to 3 limit Names; past 3, its limit states move to an array that grows
-// by doubling, at most 64 bytes per Name it holds. A
-// call on a held key allocates nothing; it reads the clock once (see Time),
-// hashes the key once, and does one CAS. See docs/keyed.md and the README
-// for measured numbers.
+// shrink): at most 120 bytes a key in all, and about 12 to 18 of them the
+// table's at their peak (the secret hash spreads keys evenly over the
+// shards). Measured at 2^20 held keys of 16 bytes: 61.6 heap bytes a key,
+// the key's copy and the tables' slack included.
+//
+// A multi-limit key costs a 168-byte entry with its key instead (192 to
+// 240 bytes with the allocator's rounding), holding up to 3 limit Names;
+// past 3, its limit states move to an array that grows by doubling up to
+// MaxNames states (2 KB, 2.25 with the allocator's header). Each Name it
+// holds points to its limit's arithmetic and a copy of its Name (at most
+// 208 bytes), which every key and call with the same limit share: a
+// server whose limits are a fixed set pays for them once, one whose Names
+// come from requests at most 208 bytes a Name. So a multi-limit key costs
+// at most 15 856 bytes with MaxNames Names of 128 bytes, no two keys
+// sharing a limit, and its share of the table.
+//
+// Each shard costs 160 bytes (its lock, counters and view) from New on,
+// and its first table (136 bytes) once it holds a key, however few keys
+// share it; the Limiter itself about 2.7 KB, and its cache of the limits
+// calls bring at most 256 of them (53 KB) besides those keys hold. So
+// WithMaxKeys(n) and WithShards(s) bound the heap at
+// 120·n + 296·s bytes for single-limit keys (TestBytesBound), with
+// 15 856 + 24 per multi-limit key instead of 120: the default 256 shards
+// add 76 KB, and WithShards(65536) at n = 2^16 keys 19 MB (10.5 of them
+// before any key: 294 bytes a key measured, where the default's is 63).
+//
+// A call on a held key allocates nothing; it reads the clock once (see
+// Time), hashes the key once, and does one CAS. See docs/keyed.md and the
+// README for measured numbers.
 //
 // Pick keyed for per-client limits in one process; pick the redisbucket
 // module when several processes must share the limits, and mutexbucket or
@@ -229,8 +268,8 @@ package keyed
 
 import (
 	"context"
+	cryptorand "crypto/rand"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"math/bits"
 	"sync/atomic"
@@ -245,16 +284,16 @@ import (
 // use. The zero value is not usable; create one with New or NewLimits. A
 // Limiter must not be copied after first use.
 type Limiter struct {
-	_      noCopy
-	shards []shard
-	views  []view // views[i] is shards[i]'s table for lock-free readers; see view
-	shift  uint   // a key's shard is its hash's top bits: (hash >> 1) >> shift (shardIndex)
-	hshift uint   // log2 of the shard count: hash << hshift is the hash's bits below the shard's (hx)
-	hasher hasher
-	dseed  [2]maphash.Seed // a long key's digest (form)
-	p      refill.Params   // the primary limit's arithmetic; immutable after New
-	clk    refill.Clock    // immutable after New
-	unit   int64           // p.Units(1)
+	_       noCopy
+	shards  []shard
+	views   []view // views[i] is shards[i]'s table for lock-free readers; see view
+	shift   uint   // a key's shard is its hash's top bits: (hash >> 1) >> shift (shardIndex)
+	hshift  uint   // log2 of the shard count: hash << hshift is the hash's bits below the shard's (hx)
+	hasher  hasher
+	dsecret [16]byte      // a long key's digest's secret (digest)
+	p       refill.Params // the primary limit's arithmetic; immutable after New
+	clk     refill.Clock  // immutable after New
+	unit    int64         // p.Units(1)
 
 	capacity int64         // the primary limit's capacity, in tokens
 	name     string        // the primary limit's Name (a field, so that AllowN reads it without a bounds check)
@@ -265,6 +304,7 @@ type Limiter struct {
 	refuse   bool
 	errFull  error // returned on every refusal; built once so that refusals do not allocate
 	pcache   [paramsCache]atomic.Pointer[limParams]
+	test     *hooks // nil outside tests; set before the limiter is used
 
 	_    [64]byte     // keys is written by insertions and removals only, away from the fields every call reads
 	keys atomic.Int64 // keys held or reserved by an insertion in progress; at most maxKeys
@@ -285,8 +325,9 @@ const never = time.Duration(math.MaxInt64)
 
 // DefaultMaxKeys is the key bound without WithMaxKeys: 2^20 keys, about
 // 65 MB of heap at the measured 61.6 bytes per single-limit key of 16
-// bytes, and at most about 120 MB with keys of 64 bytes or more (see Cost
-// in the package doc).
+// bytes, and at most about 126 MB with keys of 64 bytes or more (120 bytes
+// a key and 296 a shard; multi-limit keys cost more: see Cost in the
+// package doc).
 const DefaultMaxKeys = 1 << 20
 
 // defaultShards is the shard count without WithShards, lowered so that the
@@ -325,13 +366,19 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 	if err := admit.ValidateLimits(limits); err != nil {
 		return nil, err
 	}
+	if len(limits) > MaxNames {
+		return nil, fmt.Errorf("%w: %d limits: keyed takes at most MaxNames (%d)", admit.ErrInvalidConfig, len(limits), MaxNames)
+	}
 	lps := make([]*limParams, len(limits))
-	for i, lim := range limits {
-		p, err := refill.NewParams(lim.Capacity, lim.Rate)
+	own := make([]admit.Limit, len(limits)) // with the copies of the Names
+	for i := range limits {
+		lp, err := newLimParams(&limits[i])
 		if err != nil {
-			return nil, fmt.Errorf("limit %q: %w", lim.Name, err)
+			return nil, err
 		}
-		lps[i] = &limParams{capacity: lim.Capacity, rate: lim.Rate, p: p}
+		lps[i] = lp
+		own[i] = limits[i]
+		own[i].Name = lp.name
 	}
 	maxKeys := cfg.MaxKeys
 	if maxKeys == 0 {
@@ -348,29 +395,30 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 		return nil, fmt.Errorf("%w: WithShards(%d) exceeds the key bound %d", admit.ErrInvalidConfig, n, maxKeys)
 	}
 	l := &Limiter{
-		shards:   make([]shard, n),
-		views:    make([]view, n),
-		shift:    uint(63 - bits.TrailingZeros(uint(n))),
-		hshift:   uint(bits.TrailingZeros(uint(n))),
-		hasher:   newHasher(),
-		dseed:    [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+		shards: make([]shard, n),
+		views:  make([]view, n),
+		shift:  uint(63 - bits.TrailingZeros(uint(n))),
+		hshift: uint(bits.TrailingZeros(uint(n))),
+		hasher: newHasher(),
+
 		p:        lps[0].p,
 		clk:      refill.NewCounterClock(cfg.Clock),
 		unit:     lps[0].p.Units(1),
 		capacity: limits[0].Capacity,
-		name:     limits[0].Name,
-		limits:   append([]admit.Limit(nil), limits...),
+		name:     lps[0].name,
+		limits:   own,
 		lps:      lps,
 		prim:     len(limits) == 1,
 		maxKeys:  maxKeys,
 		refuse:   Policy(cfg.KeyPolicy) == RefuseNew,
 	}
+	cryptorand.Read(l.dsecret[:]) // never fails (it crashes the program if the system's source does)
 	l.errFull = fmt.Errorf("%w: keyed: no room for a new key: the limiter holds WithMaxKeys(%d) live buckets (RefuseNew)", admit.ErrUnavailable, maxKeys)
 	for i := range l.shards {
 		l.shards[i].floor.Store(math.MaxInt64)
 	}
 	for _, lp := range lps {
-		l.pcache[lp.slot()].Store(lp)
+		l.pcache[l.paramsSlot(lp.name, lp.capacity, lp.rate)].Store(lp)
 	}
 	return l, nil
 }
@@ -403,13 +451,16 @@ func (l *Limiter) shardOf(key string) int {
 // its limits): AllowN(ctx, key, 1).Allowed, without a context. It never
 // blocks.
 func (l *Limiter) Allow(key string) bool {
+	t := int64(-1)
 	if l.prim {
-		if o := l.decide(key, l.unit); o.kind != multi {
+		o := l.decide(key, l.unit)
+		if o.kind != multi {
 			return o.kind == allowed
 		}
+		t = o.t
 	}
 	var d admit.Decision
-	_ = l.allowLimits(&d, key, 1, l.limits, true)
+	_ = l.allowLimits(&d, key, 1, l.limits, true, t)
 	return d.Allowed
 }
 
@@ -451,7 +502,7 @@ func (l *Limiter) AllowNInto(d *admit.Decision, key string, n int64) error {
 // allowN is AllowN's body.
 func (l *Limiter) allowN(d *admit.Decision, key string, n int64) error {
 	if !l.prim {
-		return l.allowLimits(d, key, n, l.limits, true)
+		return l.allowLimits(d, key, n, l.limits, true, -1)
 	}
 	return l.allowPrimary(d, key, n)
 }
@@ -473,7 +524,7 @@ func (l *Limiter) allowPrimary(d *admit.Decision, key string, n int64) error {
 	need := l.p.Units(n)
 	o := l.decide(key, need)
 	if o.kind == multi {
-		return l.allowLimits(d, key, n, l.limits, true)
+		return l.allowLimits(d, key, n, l.limits, true, o.t)
 	}
 	if o.kind == refused {
 		w := l.until(o.t, o.z)
@@ -498,7 +549,7 @@ func (l *Limiter) allowPrimary(d *admit.Decision, key string, n int64) error {
 // is spilled to the stack and copied on every return: about a tenth of a
 // held-key Allow, store-forwarding stalls on its bool fields).
 type outcome struct {
-	t, v int64 // the elapsed time of the call's reading and V(t)
+	t, v int64 // the elapsed time of the call's reading and V(t); for multi, the reading
 	z    int64 // the key's empty point after the call, clamped to v − Cap; for a refusal, the elapsed time at which room comes
 	kind kind
 }
@@ -558,7 +609,7 @@ func (l *Limiter) decide(key string, need int64) outcome {
 			e = slotAt(slots, j).Load()
 		}
 		if e == nil {
-			e = probe(n, tags, slots, hx, tg, "", true)
+			e = probe(n, tags, slots, hx, tg, "", true, l.test)
 		}
 		if e != nil {
 			prefetchw(unsafe.Pointer(e))
@@ -575,8 +626,8 @@ func (l *Limiter) decide(key string, need int64) outcome {
 			same = k == key
 		}
 		if !same {
-			collision()
-			e = l.views[l.shardIndex(h)].find(l.hx(h), tagOf(h), key) // a tag collision: the key's entry, if any, is further on
+			l.test.collision()
+			e = l.views[l.shardIndex(h)].find(l.hx(h), tagOf(h), key, l.test) // a tag collision: the key's entry, if any, is further on
 		}
 	}
 	if e != nil {
@@ -595,7 +646,7 @@ func (l *Limiter) decide(key string, need int64) outcome {
 			return o
 		}
 		if e.st.Load() == multiTag {
-			return outcome{kind: multi}
+			return outcome{t: t, kind: multi}
 		}
 	}
 	return l.slow(&l.shards[l.shardIndex(h)], key, h, need, t)
@@ -677,7 +728,7 @@ func (l *Limiter) slow(s *shard, key string, h uint64, need, t int64) outcome {
 	for {
 		s.mu.Lock()
 		if tb := s.tab.Load(); tb != nil {
-			if e := tb.find(l.hx(h), tagOf(h), key); e != nil {
+			if e := tb.find(l.hx(h), tagOf(h), key, l.test); e != nil {
 				// Not dead nor moved: removals and replacements hold this
 				// lock from their CAS to their unlink.
 				o, live := l.take(e, t, need)
@@ -685,7 +736,7 @@ func (l *Limiter) slow(s *shard, key string, h uint64, need, t int64) outcome {
 				if live {
 					return o
 				}
-				return outcome{kind: multi}
+				return outcome{t: t, kind: multi}
 			}
 		}
 		// A new bucket starts no earlier than the latest time applied to a

@@ -37,6 +37,30 @@ func BenchmarkAllow(b *testing.B) {
 	}
 }
 
+// BenchmarkAllowLongKey measures Allow on 1000 held keys longer than 64
+// bytes, which the limiter holds as keyed digests (the digest's cost: the
+// short keys of BenchmarkAllow never compute one). Names:
+// BenchmarkAllowLongKey/keylen=100.
+func BenchmarkAllowLongKey(b *testing.B) {
+	for _, klen := range []int{65, 100, 1000} {
+		b.Run(fmt.Sprintf("keylen=%d", klen), func(b *testing.B) {
+			keys := make([]string, 1000)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("%0*d", klen, i)
+			}
+			l, err := keyed.New(1e9, 1, keyed.WithMaxKeys(2*len(keys)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, k := range keys {
+				l.Allow(k)
+			}
+			b.ReportAllocs()
+			visit(b, false, keys, func(k string) { l.Allow(k) })
+		})
+	}
+}
+
 // BenchmarkBytesPerKey reports the heap bytes each held key costs after a
 // GC, at 1M keys, the limiter's copies of the keys (16 bytes each here) and
 // its tables' slack included. One iteration is a whole fill; run it with

@@ -50,31 +50,24 @@ type keyModel struct {
 	inSync      bool
 	spares      []*mutexbucket.Bucket
 	evictions   int64
-	evLatest    int64 // latest when the key was last evicted
 	wins        map[string]*window
 }
 
 // window checks, admission by admission, that no window of one (key, Name)
 // in which the Name's Capacity and Rate did not change holds more than
 // capacity + rate × its length + 1, plus one capacity per eviction of the
-// key: an evicted client restarts full, so a window that spans an eviction
-// may hold one burst more. So may a window that starts after it while the
-// key's calls still apply times before the latest reading the key had seen
-// when it was evicted ("stale" admissions): the new bucket starts at the
-// instant the old one was last empty, which may lie before that reading,
-// and refills from there (never more than the old bucket held then, so the
-// eviction's whole excess is still one burst). An admission's time is known
-// to lie in [lo, hi] (buckettest.Bound's AdmitWithin): with P the tokens
-// admitted, E_j the evictions before admission j, and c_i the evictions
-// before the admission preceding i, one fewer if i is stale with no
-// eviction since that admission,
-// P(j) − P(before i) − rate·(hi_j − lo_i) − Cap·(E_j − c_i) <= Cap + 1.
+// key within the window: an evicted client restarts full, so a window
+// that spans an eviction may hold one burst more, and no more (the new
+// bucket starts no earlier than the latest time the key had seen). An
+// admission's time is known to lie in [lo, hi] (buckettest.Bound's
+// AdmitWithin): with P the tokens admitted and E_j the evictions of the key
+// before admission j,
+// P(j) − P(before i) − rate·(hi_j − lo_i) − Cap·(E_j − E_i) <= Cap + 1.
 type window struct {
 	lim   admit.Limit
 	rate  *big.Rat // tokens per ns
 	total int64
-	best  *big.Rat // min over admissions i of P(before i) − rate·lo_i − Cap·c_i
-	lastE int64    // E at the latest admission
+	best  *big.Rat // min over admissions i of P(before i) − rate·lo_i − Cap·E_i
 }
 
 func newWindow(lim admit.Limit) *window {
@@ -82,21 +75,19 @@ func newWindow(lim admit.Limit) *window {
 	return &window{lim: lim, rate: r.Quo(r, big.NewRat(1e9, 1))}
 }
 
-func (w *window) admit(lo, hi, n, evictions int64, stale bool) bool {
-	at := func(t, e int64) *big.Rat {
-		v := new(big.Rat).SetInt64(w.total - w.lim.Capacity*e)
+// admit records an admission of n within [lo, hi], the key evicted
+// evictions times before it, and reports whether every window ending with
+// it keeps the bound.
+func (w *window) admit(lo, hi, n, evictions int64) bool {
+	at := func(t int64) *big.Rat {
+		v := new(big.Rat).SetInt64(w.total - w.lim.Capacity*evictions)
 		return v.Sub(v, new(big.Rat).Mul(w.rate, new(big.Rat).SetInt64(t)))
 	}
-	c := w.lastE
-	if stale && evictions == w.lastE {
-		c--
-	}
-	if start := at(lo, c); w.best == nil || start.Cmp(w.best) < 0 {
+	if start := at(lo); w.best == nil || start.Cmp(w.best) < 0 {
 		w.best = start
 	}
 	w.total += n
-	w.lastE = evictions
-	excess := at(hi, evictions)
+	excess := at(hi)
 	return excess.Sub(excess, w.best).Cmp(big.NewRat(w.lim.Capacity+1, 1)) <= 0
 }
 
@@ -225,9 +216,15 @@ func FuzzModel(f *testing.F) {
 			require.NoError(t, err)
 			return p
 		}
+		// clk is where the fuzzer's steps have taken the clock: a step back
+		// makes the following calls' readings stale, as a call's that lost
+		// a race is. The limiter reads rc, on which each call's first
+		// reading is clk's and every later one the present, the latest
+		// reading so far (see raceClock): time itself never runs back.
 		const t0 = -12345
 		clk := buckettest.NewFakeClock(t0)
-		l, err := keyed.New(capacity, rate, admit.WithClock(clk), keyed.WithMaxKeys(maxKeys),
+		rc := newRaceClock(t0)
+		l, err := keyed.New(capacity, rate, admit.WithClock(rc), keyed.WithMaxKeys(maxKeys),
 			keyed.WithShards(shards), keyed.WithPolicy(policy))
 		require.NoError(t, err)
 		p := params(P)
@@ -275,17 +272,16 @@ func FuzzModel(f *testing.F) {
 			}
 			return max(km.at, when(&p, 0, km.z))
 		}
-		// record checks an admission of n from each of lims on km, applied
-		// at elapsed time tc.
-		record := func(op int, key string, km *keyModel, lims []admit.Limit, lo, hi, n, tc int64) {
+		// record checks an admission of n from each of lims on km, made
+		// within [lo, hi].
+		record := func(op int, key string, km *keyModel, lims []admit.Limit, lo, hi, n int64) {
 			for _, lim := range lims {
 				w := km.wins[lim.Name]
 				if w == nil || w.lim != lim {
 					w = newWindow(lim) // a new Name, or its Capacity or Rate changed
-					w.lastE = km.evictions
 					km.wins[lim.Name] = w
 				}
-				require.True(t, w.admit(lo, hi, n, km.evictions, km.evictions > 0 && tc < km.evLatest), "op %d: key %q, limit %+v: a window holds more than capacity + rate × window + 1 + capacity × evictions", op, key, lim)
+				require.True(t, w.admit(lo, hi, n, km.evictions), "op %d: key %q, limit %+v: a window holds more than capacity + rate × window + 1 + capacity × evictions", op, key, lim)
 			}
 		}
 		stats := l.Stats()
@@ -315,6 +311,7 @@ func FuzzModel(f *testing.F) {
 			n := int64(b)%(minCap+3) - 1
 			r := elapsed()
 			latest = max(latest, r)
+			rc.read(clk.Now())
 			var dec admit.Decision
 			if viaLimits {
 				dec, err = l.AllowLimits(context.Background(), key, n, call...)
@@ -369,17 +366,28 @@ func FuzzModel(f *testing.F) {
 					}
 				}
 			}
+			// removedAt is the time the removal of key o leaves in its
+			// shard: the latest time the limiter knows it to have seen, and
+			// for a single-limit key's eviction the clock read after it (the
+			// present: see raceClock), which no time the key applied is after.
+			removedAt := func(o string, evicted bool) int64 {
+				if evicted && !model[o].multi {
+					return max(lastTime(model[o]), latest)
+				}
+				return lastTime(model[o])
+			}
 			// handDrop reports whether live key k can be a drop by the
-			// insertion's hand: full at the latest time the other keys
-			// removed from the shard may have raised the shard's to.
-			handDrop := func(k string) bool {
+			// insertion's hand, if ev is the call's eviction (or ""): full
+			// at the latest time the other keys removed from the shard may
+			// have raised the shard's to.
+			handDrop := func(k string, ev *string) bool {
 				if km.held || l.ShardOf(k) != si {
 					return false
 				}
 				t2 := tc
 				for _, o := range removed {
 					if o != k && l.ShardOf(o) == si {
-						t2 = max(t2, lastTime(model[o]))
+						t2 = max(t2, removedAt(o, ev != nil && o == *ev))
 					}
 				}
 				return isFull(model[k], t2)
@@ -389,7 +397,7 @@ func FuzzModel(f *testing.F) {
 				for ei, e := range live {
 					ok := true
 					for _, k := range live {
-						ok = ok && (k == e || handDrop(k))
+						ok = ok && (k == e || handDrop(k, &e))
 					}
 					if ok {
 						evicted = ei
@@ -398,7 +406,7 @@ func FuzzModel(f *testing.F) {
 				}
 			} else {
 				for _, k := range live {
-					require.True(t, handDrop(k), "op %d: %q left the table with a bucket not full, and nothing was evicted", i/3, k)
+					require.True(t, handDrop(k, nil), "op %d: %q left the table with a bucket not full, and nothing was evicted", i/3, k)
 				}
 				live = nil
 			}
@@ -407,7 +415,7 @@ func FuzzModel(f *testing.F) {
 			for _, k := range removed {
 				mk := model[k]
 				mk.held = false
-				absentAt[l.ShardOf(k)] = max(absentAt[l.ShardOf(k)], lastTime(mk), tc)
+				absentAt[l.ShardOf(k)] = max(absentAt[l.ShardOf(k)], removedAt(k, evicted >= 0 && k == live[evicted]), tc)
 				mk.multi, mk.lims = false, nil
 				mk.b, mk.spares = mk.spares[0], mk.spares[1:]
 				mk.inSync = true
@@ -421,7 +429,6 @@ func FuzzModel(f *testing.F) {
 				require.False(t, anyFull, "op %d: %q evicted while a full bucket was held", i/3, k)
 				evictions++
 				mk.evictions++ // its client restarts full: one more burst in its windows
-				mk.evLatest = mk.latest
 			}
 			if !km.held {
 				// A new bucket starts no earlier than the latest time of a key
@@ -488,8 +495,11 @@ func FuzzModel(f *testing.F) {
 					switch {
 					case !km.held:
 						km.held, km.multi, km.last, km.lims = true, true, tc, nil
-					case !km.multi: // converted: the key's state and latest time move over
-						km.multi, km.last = true, lastTime(km)
+					case !km.multi:
+						// Converted: the key's state moves over, at the present
+						// (the clock read after the old entry stopped taking
+						// calls), which no time the key applied is after.
+						km.multi, km.last = true, latest
 						km.lims = []limModel{{lim: P, p: p, z: km.z}}
 						km.inSync = false
 					}
@@ -521,11 +531,7 @@ func FuzzModel(f *testing.F) {
 				}
 				require.LessOrEqual(t, dec.ResetAfter, fill, "op %d: a reset longer than the slowest limit takes to fill", i/3)
 				if dec.Allowed && n > 0 {
-					applied := tc
-					if !single {
-						applied = km.last
-					}
-					record(i/3, key, km, call, lo, latest, n, applied)
+					record(i/3, key, km, call, lo, latest, n)
 				}
 			}
 			km.latest = max(km.latest, r)

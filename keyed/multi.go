@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -14,42 +17,57 @@ import (
 
 var _ admit.PolicyLimiter = (*Limiter)(nil)
 
-// limParams is one (Capacity, Rate) pair's arithmetic, shared by every key
-// and call that uses the pair; immutable.
+// limParams is one limit's arithmetic and a copy of its Name, shared by
+// every key and call that uses that (Name, Capacity, Rate); immutable. The
+// copy is what a key stores as the Name of its state (limState.name), so
+// that a key never keeps alive a larger buffer the caller's Name may point
+// into (a request line, say), and keys that hold the same limit share one
+// copy.
 type limParams struct {
+	name     string
 	capacity int64
 	rate     float64
 	p        refill.Params
 }
 
-// paramsCache is the number of slots of the limiter's cache of limParams:
-// a call's limits are looked up there, without a lock, when a key does not
-// already hold them, so that a steady set of tiers costs no big.Rat
-// arithmetic and no allocation per call.
-const paramsCache = 256
-
-// slot is lp's place in the cache.
-func (lp *limParams) slot() uint64 { return paramsSlot(lp.capacity, lp.rate) }
-
-func paramsSlot(capacity int64, rate float64) uint64 {
-	h := uint64(capacity)*0x9e3779b97f4a7c15 ^ math.Float64bits(rate)
-	return (h * 0xff51afd7ed558ccd) >> 56 // top 8 bits: paramsCache == 256
-}
-
-// params returns the arithmetic of lim (already validated), from the cache
-// or built and cached; an error wraps admit.ErrInvalidConfig (a rate too
+// newLimParams returns lim's arithmetic (lim already validated) with a
+// copy of its Name; an error wraps admit.ErrInvalidConfig (a rate too
 // small to represent next to the capacity).
-func (l *Limiter) params(lim *admit.Limit) (*limParams, error) {
-	slot := &l.pcache[paramsSlot(lim.Capacity, lim.Rate)]
-	if lp := slot.Load(); lp != nil && lp.capacity == lim.Capacity && lp.rate == lim.Rate {
-		return lp, nil
-	}
+func newLimParams(lim *admit.Limit) (*limParams, error) {
 	p, err := refill.NewParams(lim.Capacity, lim.Rate)
 	if err != nil {
 		return nil, fmt.Errorf("limit %q: %w", lim.Name, err)
 	}
-	lp := &limParams{capacity: lim.Capacity, rate: lim.Rate, p: p}
-	slot.Store(lp) // a collision replaces the slot's pair: the cache only saves work
+	return &limParams{name: strings.Clone(lim.Name), capacity: lim.Capacity, rate: lim.Rate, p: p}, nil
+}
+
+// paramsCache is the number of slots of the limiter's cache of limParams:
+// a call's limits are looked up there, without a lock, when a key does not
+// already hold them, so that a steady set of tiers costs no big.Rat
+// arithmetic, no copy of a Name and no allocation per call.
+const paramsCache = 256
+
+// paramsSlot is the cache slot of a limit: its Name, Capacity and Rate
+// hashed (the Name under the limiter's secret seed, so that no caller can
+// aim Names at one slot; a collision only costs the work the cache saves).
+func (l *Limiter) paramsSlot(name string, capacity int64, rate float64) uint64 {
+	h := l.hash(name) ^ uint64(capacity)*0x9e3779b97f4a7c15 ^ math.Float64bits(rate)
+	return (h * 0xff51afd7ed558ccd) >> 56 // top 8 bits: paramsCache == 256
+}
+
+// params returns the arithmetic of lim (already validated), from the cache
+// or built and cached; an error wraps admit.ErrInvalidConfig (see
+// newLimParams).
+func (l *Limiter) params(lim *admit.Limit) (*limParams, error) {
+	slot := &l.pcache[l.paramsSlot(lim.Name, lim.Capacity, lim.Rate)]
+	if lp := slot.Load(); lp != nil && lp.capacity == lim.Capacity && lp.rate == lim.Rate && lp.name == lim.Name {
+		return lp, nil
+	}
+	lp, err := newLimParams(lim)
+	if err != nil {
+		return nil, err
+	}
+	slot.Store(lp) // a collision replaces the slot's limit: the cache only saves work
 	return lp, nil
 }
 
@@ -57,8 +75,9 @@ func (l *Limiter) params(lim *admit.Limit) (*limParams, error) {
 // limiter's primary one: its entry (st is multiTag; at is its time word,
 // whose time word carries only the reference bit until the key is removed)
 // and, under mu, the latest time a call applied and one state word per
-// limit Name it holds. A key becomes one when a call
-// first brings such limits (convert), and stays one until it is removed.
+// limit Name it holds, at most maxNames of them. A key becomes one when a
+// call first brings such limits (convert), and stays one until it is
+// removed.
 //
 // All or nothing under concurrency is the lock: every call on the key
 // decides and commits all its limits under mu, and a removal (a drop, which
@@ -77,16 +96,41 @@ type multiEntry struct {
 }
 
 // inlineLimits is how many limit Names a key holds inside its multiEntry;
-// more move lims to an array of its own (append).
+// more move lims to an array of its own (grow).
 const inlineLimits = 3
 
+// MaxNames is the most limits one call may bring (AllowLimits, NewLimits)
+// and the most limit Names a key holds at once, so that a key's memory is
+// bounded whatever Names its calls bring (see AllowLimits).
+const MaxNames = 64
+
 // limState is one (key, Name)'s bucket: z as for a single limit, on the
-// stream of lp.
+// stream of lp. name is lp.name when the state was stored (a carry-over
+// replaces lp with another of the same Name), kept here so that a lookup
+// reads no other line.
 type limState struct {
 	name string
 	lp   *limParams
 	z    int64
 }
+
+// maxBytesPerMultiKey bounds the heap bytes one held multi-limit key
+// costs, its share of its shard's table aside: its entry with its key's
+// form (168 + at most maxKeyBytes bytes: the 240-byte size class), the
+// array its Names' states move to past inlineLimits (at most MaxNames
+// states, 2048 bytes, which the allocator's 8-byte header for an object
+// over 512 bytes with pointers puts in the 2304-byte class; the arrays
+// before it are garbage), and for each Name, where no other key shares
+// them, its limit's arithmetic and the copy of its Name (limParamsBytes).
+const maxBytesPerMultiKey = 240 + 2304 + MaxNames*limParamsBytes
+
+// limParamsBytes bounds a limParams with its copy of the Name: 72 bytes
+// (the 80-byte class) and at most 128 (admit's bound on a Name's length).
+const limParamsBytes = 80 + 128
+
+// maxBytesParamsCache bounds what the limiter's cache of limits holds
+// besides what keys hold: paramsCache limParams with their Names.
+const maxBytesParamsCache = paramsCache * limParamsBytes
 
 // newMulti returns a multiEntry for a copy of key (see newEntry).
 func newMulti(key string) *multiEntry {
@@ -117,7 +161,10 @@ func (m *multiEntry) full(t int64) bool {
 // shard's, so this cannot deadlock: the hand runs before a new multi-limit
 // entry, locked by its creator, is inserted.)
 func (l *Limiter) dropMulti(m *multiEntry, t int64) bool {
-	m.mu.Lock()
+	if !m.mu.TryLock() {
+		l.test.keyBusy()
+		m.mu.Lock()
+	}
 	defer m.mu.Unlock()
 	if m.st.Load() != multiTag || !m.full(t) {
 		return false
@@ -182,11 +229,27 @@ const maxStackLimits = 8
 // needs the longest, Remaining the fewest whole tokens of any. Under
 // RefuseNew a new key that finds no room is refused as by AllowN.
 //
-// Errors: no limits, two with one Name, or one that fails Validate or
-// cannot be represented wrap admit.ErrInvalidConfig; n < 0 or n above some
-// limit's Capacity wraps admit.ErrUnsatisfiable (Limit and Policy name that
-// limit). Nothing is consumed on an error. Up to 8 limits per call are
-// decided without allocating; more are accepted.
+// Names per key: a key holds at most MaxNames limit Names, each stored as
+// a copy (never the caller's string, which may point into a larger
+// buffer). A Name is stored only when a call takes from it; an admission
+// that brings Names the key does not hold first forgets the key's other
+// Names that are full (exact: a full bucket equals a Name never used), and
+// if the key would still hold more than MaxNames it is refused, taking
+// nothing: Allowed false, an error wrapping admit.ErrUnavailable that names
+// the bound, RetryAfter and ResetAfter the exact time until enough of the
+// key's other Names are full, Policy and Limit those of the first limit the
+// key does not hold. A call that waits that long is admitted, unless the
+// key's other calls spent from those Names meanwhile. Peeks and denials
+// store no Name and are never refused so. A server that derives Names
+// from requests (per route, say) bounds its memory so: see the package
+// doc's Cost for the bytes.
+//
+// Errors: no limits, more than MaxNames, two with one Name, or one that
+// fails Validate or cannot be represented wrap admit.ErrInvalidConfig;
+// n < 0 or n above some limit's Capacity wraps admit.ErrUnsatisfiable
+// (Limit and Policy name that limit). Nothing is consumed on an error. Up
+// to 8 limits per call are decided without allocating; more, up to
+// MaxNames, are accepted.
 //
 // One limit equal to a New limiter's (same Name, Capacity and Rate) is
 // decided by the lock-free path of AllowN. Other calls take the key's
@@ -202,7 +265,7 @@ func (l *Limiter) AllowLimitsInto(d *admit.Decision, key string, n int64, limits
 	if l.prim && len(limits) == 1 && limits[0] == l.limits[0] { // valid: equal to a valid limit
 		return l.allowPrimary(d, key, n)
 	}
-	return l.allowLimits(d, key, n, limits, false)
+	return l.allowLimits(d, key, n, limits, false, -1)
 }
 
 // callLimit is one limit's part of a call.
@@ -219,8 +282,12 @@ type callLimit struct {
 // with the same Capacity and Rate, n within each: those limits were valid
 // when stored and their Names are distinct, so the call is valid, and
 // ValidateLimits is saved on the usual call. Anything else is checked
-// first. (The clock is read before that: a bad call also reads it.)
-func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []admit.Limit, checked bool) error {
+// first. (The clock is read before that: a bad call also reads it.) t is
+// the call's reading when it has one already (AllowN's, which found the
+// key multi-limit), or negative: a call reads the clock once, so that
+// every reading it applies is the one it took first (see convert for the
+// one exception).
+func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []admit.Limit, checked bool, t int64) error {
 	var stack [maxStackLimits]callLimit
 	cl := stack[:0]
 	if len(limits) > maxStackLimits {
@@ -231,8 +298,10 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 	key = l.form(key, &buf)
 	h := l.hash(key)
 	v := &l.views[l.shardIndex(h)]
-	e := v.find(l.hx(h), tagOf(h), key)
-	t := l.clk.Now()
+	e := v.find(l.hx(h), tagOf(h), key, l.test)
+	if t < 0 {
+		t = l.clk.Now()
+	}
 	// The usual call: its stored states carry their arithmetic, so that no
 	// limit's is looked up. decideMulti gives up, changing nothing, on a
 	// limit the key does not hold so.
@@ -240,7 +309,8 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 		m := asMulti(e)
 		m.mu.Lock()
 		if m.st.Load() == multiTag {
-			if tc, ok := l.decideMulti(m, t, n, limits, cl, true, nil); ok {
+			// held brings no new Name: room is 0.
+			if tc, _, ok := l.decideMulti(m, t, n, limits, cl, true, nil); ok {
 				m.mu.Unlock()
 				l.multiDecision(d, tc, n, limits, cl)
 				return nil
@@ -253,6 +323,10 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 		if err := admit.ValidateLimits(limits); err != nil {
 			setDecision(d, false, 0, 0, 0, 0, "")
 			return err
+		}
+		if len(limits) > MaxNames {
+			setDecision(d, false, 0, 0, 0, 0, "")
+			return fmt.Errorf("%w: %d limits in one call: keyed takes at most MaxNames (%d)", admit.ErrInvalidConfig, len(limits), MaxNames)
 		}
 	}
 	if err := checkN(d, n, limits); err != nil {
@@ -285,7 +359,7 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 			m.mu.Unlock()
 			continue
 		}
-		tc, ok := l.decideMulti(m, t, n, limits, cl, false, nil) // every cl[i].lp is set
+		tc, room, ok := l.decideMulti(m, t, n, limits, cl, false, nil) // every cl[i].lp is set
 		if !ok {
 			// A carry-over, which may move the key's full-at time earlier:
 			// the shard's floor must follow before any call sees the new
@@ -300,10 +374,13 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 				s.mu.Unlock()
 				continue
 			}
-			tc, _ = l.decideMulti(m, t, n, limits, cl, false, s)
+			tc, room, _ = l.decideMulti(m, t, n, limits, cl, false, s)
 			s.mu.Unlock()
 		}
 		m.mu.Unlock()
+		if room != 0 {
+			return l.noNames(d, tc, room, limits, cl)
+		}
 		l.multiDecision(d, tc, n, limits, cl)
 		return nil
 	}
@@ -315,17 +392,24 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 // the same Capacity and Rate (whose stored arithmetic serves); for a nil
 // one m does not hold so, decideMulti reports false before it changes
 // anything. held (a call not yet checked; n >= 0, limits not empty) decides
-// only if m holds every limit, each under a different one of its first 64
-// states, with the same Capacity and Rate, and n is within every Capacity;
+// only if m holds every limit, each under a different one of its states,
+// with the same Capacity and Rate, and n is within every Capacity;
 // otherwise it reports false, having changed nothing. A carry-over (a limit
 // m holds under its Name with another Capacity or Rate) may move m's
 // full-at time earlier, so it is decided only by a caller that holds m's
 // shard's lock, s, and lowers s's floor to follow; with s nil, decideMulti
 // reports false before it changes anything. Requires m.mu.
-func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, cl []callLimit, held bool, s *shard) (int64, bool) {
+//
+// An admission that brings Names new to m stores them (a Name is stored
+// only when taken from: a full bucket equals an absent one), after
+// dropping m's other Names that are full at the time applied (exact, for
+// the same reason). If m would then hold more than MaxNames, it commits
+// nothing and returns in room the elapsed time at which enough of m's
+// other Names are full to make room (after the time applied).
+func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, cl []callLimit, held bool, s *shard) (tc, room int64, ok bool) {
 	t = max(t, m.last)
 	allowed := true
-	var used uint64 // held: the states matched so far, which must differ
+	var used uint64 // the states matched, which for held must differ
 	for i := range limits {
 		lim := &limits[i]
 		c := &cl[i]
@@ -340,18 +424,22 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 				}
 			}
 		}
-		if held {
-			// Stored Names are valid and distinct, so limits matched to
-			// distinct states have valid, distinct Names.
-			if c.j < 0 || c.j >= 64 || used&(1<<c.j) != 0 || n > lim.Capacity {
-				return 0, false
+		if c.j >= 0 {
+			// m holds at most MaxNames (64) states: c.j < 64. Stored
+			// Names are valid and distinct, so for held, limits matched
+			// to distinct states have valid, distinct Names.
+			if held && used&(1<<c.j) != 0 {
+				return 0, 0, false
 			}
 			used |= 1 << c.j
 		}
+		if held && (c.j < 0 || n > lim.Capacity) {
+			return 0, 0, false
+		}
 		if c.j >= 0 && m.lims[c.j].lp.capacity == lim.Capacity && m.lims[c.j].lp.rate == lim.Rate {
-			c.lp = m.lims[c.j].lp // the same pair, perhaps another *limParams from a cache collision
+			c.lp = m.lims[c.j].lp // the same limit, perhaps another *limParams from a cache collision
 		} else if c.lp == nil || c.j >= 0 && s == nil {
-			return 0, false // nothing changed yet: the first loop only reads m
+			return 0, 0, false // nothing changed yet: the first loop only reads m
 		}
 		p := &c.lp.p
 		c.v = p.V(t)
@@ -367,6 +455,17 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 		c.ok = c.v-c.z >= p.Units(n)
 		allowed = allowed && c.ok
 	}
+	if allowed && n > 0 && bits.OnesCount64(used) < len(limits) {
+		// New Names to store: first forget the full ones m holds besides
+		// the call's. That never lowers m's full-at time below the call's
+		// (another Name is not full, or the new ones are not after the
+		// call), so the shard's floor stays a bound.
+		used = m.dropFull(t, used, cl)
+		if k := len(m.lims) + len(limits) - bits.OnesCount64(used); k > MaxNames {
+			m.last = t // the Names dropped were full at t: no call may apply less
+			return t, m.roomAt(used, k-MaxNames), true
+		}
+	}
 	for i := range cl {
 		c := &cl[i]
 		if allowed && n > 0 {
@@ -380,10 +479,9 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 			}
 			st.z = c.z
 		case allowed && n > 0:
-			// A Name new to the key is stored only when taken from: a
-			// full bucket equals an absent one. The append allocates
-			// only past inlineLimits Names.
-			m.lims = append(m.lims, limState{name: limits[i].Name, lp: c.lp, z: c.z})
+			// A Name new to the key, stored with the copy of its Name that
+			// its limParams holds.
+			m.add(limState{name: c.lp.name, lp: c.lp, z: c.z})
 			c.j = int32(len(m.lims) - 1)
 		}
 	}
@@ -399,7 +497,65 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 			s.minE = &m.entry
 		}
 	}
-	return t, true
+	return t, 0, true
+}
+
+// dropFull forgets the Names m holds that are full at t, except those in
+// used (the call's, by index), keeping the others in order, and returns
+// used and the call's indices (cl[i].j) for the new positions. Requires
+// m.mu.
+func (m *multiEntry) dropFull(t int64, used uint64, cl []callLimit) uint64 {
+	var at [MaxNames]int8 // old index → new
+	k := 0
+	for j := range m.lims {
+		st := &m.lims[j]
+		if used&(1<<j) == 0 && st.z <= st.lp.p.V(t)-st.lp.p.Cap {
+			at[j] = -1
+			continue
+		}
+		at[j] = int8(k)
+		m.lims[k] = *st
+		k++
+	}
+	clear(m.lims[k:]) // no stale pointers to Names and limParams
+	m.lims = m.lims[:k]
+	used = 0
+	for i := range cl {
+		if c := &cl[i]; c.j >= 0 {
+			c.j = int32(at[c.j])
+			used |= 1 << c.j
+		}
+	}
+	return used
+}
+
+// roomAt returns the elapsed time at which k of the Names m holds outside
+// used are full: the k-th earliest of their full-at times. Requires m.mu
+// and that many such Names.
+func (m *multiEntry) roomAt(used uint64, k int) int64 {
+	var at [MaxNames]int64
+	n := 0
+	for j := range m.lims {
+		if used&(1<<j) == 0 {
+			st := &m.lims[j]
+			at[n] = st.lp.p.Reach(0, st.z+st.lp.p.Cap)
+			n++
+		}
+	}
+	slices.Sort(at[:n])
+	return at[k-1]
+}
+
+// add appends st to m's Names, growing their array by doubling up to
+// MaxNames (append's growth would pass it), so that a key's array holds at
+// most MaxNames states. Requires m.mu and fewer than MaxNames Names.
+func (m *multiEntry) add(st limState) {
+	if len(m.lims) == cap(m.lims) {
+		a := make([]limState, len(m.lims), min(2*cap(m.lims), MaxNames))
+		copy(a, m.lims)
+		m.lims = a
+	}
+	m.lims = append(m.lims, st)
 }
 
 // checkN reports n < 0 or n above a limit's Capacity as an error wrapping
@@ -483,6 +639,23 @@ func (l *Limiter) fullDecision(d *admit.Decision, limits []admit.Limit) {
 	}
 }
 
+// noNames writes into *d the refusal of an admission that would have
+// left the key holding more than MaxNames Names not full (decided at t),
+// and returns its error: Allowed false, RetryAfter and ResetAfter the wait
+// until enough of the key's other Names are full (room, an elapsed time
+// after t), Policy and Limit those of the first limit the key does not
+// hold. A call that waits that long finds the room, unless the key's
+// other calls spent from those Names meanwhile.
+func (l *Limiter) noNames(d *admit.Decision, t, room int64, limits []admit.Limit, cl []callLimit) error {
+	i := 0
+	for cl[i].j >= 0 {
+		i++
+	}
+	w := l.until(t, room)
+	setDecision(d, false, limits[i].Capacity, 0, w, w, limits[i].Name)
+	return fmt.Errorf("%w: keyed: limit %q is new to the key, which holds MaxNames (%d) limit Names not full", admit.ErrUnavailable, limits[i].Name, MaxNames)
+}
+
 // multiFor returns key's multiEntry (hash h), converting its single-limit
 // entry or inserting a new one as needed, making room first at the bound.
 // It returns nil for a peek (n == 0) at a key not held, and false with the
@@ -493,14 +666,14 @@ func (l *Limiter) fullDecision(d *admit.Decision, limits []admit.Limit) {
 // checks that it is still live.
 func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, locked bool, wait time.Duration, ok bool) {
 	s := &l.shards[l.shardIndex(h)]
-	if e := l.views[l.shardIndex(h)].find(l.hx(h), tagOf(h), key); e != nil && e.st.Load() == multiTag {
+	if e := l.views[l.shardIndex(h)].find(l.hx(h), tagOf(h), key, l.test); e != nil && e.st.Load() == multiTag {
 		return asMulti(e), false, 0, true
 	}
 	for {
 		s.mu.Lock()
 		var tb *table
 		if tb = s.tab.Load(); tb != nil {
-			if e := tb.find(l.hx(h), tagOf(h), key); e != nil {
+			if e := tb.find(l.hx(h), tagOf(h), key, l.test); e != nil {
 				m := l.convert(s, tb, h, e)
 				s.mu.Unlock()
 				return m, false, 0, true
@@ -538,6 +711,20 @@ func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, loc
 // Requires s.mu. The CAS to moved makes every later call on the old entry
 // look again under the lock, where it finds the new one; every call that
 // CASed before is in the state carried over.
+//
+// The new entry's time must be no earlier than any the key applied: the
+// Names the converting call brings start (or carry over) at it, and a
+// later call with an older reading would refill them over time the key
+// had already seen. A single-limit entry records only a lower bound of
+// that time (lastTime: admissions and denials store none, which is what
+// keeps them to one CAS), so convert reads the clock again after the CAS
+// to moved (Clock.Fresh: ordered after the CAS). Every call decided on the
+// old entry read its clock before the load or CAS that decided it, which
+// precedes the CAS to moved, so on a clock that does not run backwards the
+// second reading is no earlier than any of theirs. A clock that does run
+// backwards (which admit.Clock asks not to) can make it earlier; the
+// conversion then applies the lower bound, and each Name it starts or
+// carries over may refill over time the key had seen: at most one burst.
 func (l *Limiter) convert(s *shard, tb *table, h uint64, e *entry) *multiEntry {
 	for {
 		st := e.st.Load()
@@ -548,12 +735,12 @@ func (l *Limiter) convert(s *shard, tb *table, h uint64, e *entry) *multiEntry {
 			continue
 		}
 		m := newMulti(e.key)
-		m.lims = append(m.lims, limState{name: l.limits[0].Name, lp: l.lps[0], z: dec(st)})
+		m.lims = append(m.lims, limState{name: l.lps[0].name, lp: l.lps[0], z: dec(st)})
 		m.st.Store(multiTag)
 		a := e.at.Load()
 		m.at.Store(a & refBit)
-		// The key's latest time, which its time word alone may not hold.
-		m.last = l.lastTime(a, st)
+		// The key's latest time, which its words alone do not hold.
+		m.last = max(l.lastTime(a, st), l.clk.Fresh())
 		// The same key in the same slot: its tag stays.
 		tb.slots[tb.slot(l.hx(h), e)].Store(&m.entry)
 		return m

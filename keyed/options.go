@@ -38,12 +38,15 @@ func (p Policy) String() string {
 //
 // In bytes: a held single-limit key costs one allocation of at most 96
 // bytes (its entry and its key, or a 16-byte digest of a key longer than
-// 64 bytes, whatever the caller sends), so the entries take at most 96·n
-// bytes, and the tables about 12 to 18 bytes more a key (9 bytes a slot at
-// a load between 1/2 and 3/4; they keep their peak size); 61.6 bytes a key
-// in all at 2^20 keys of 16 bytes. A multi-limit key costs at most 240
-// bytes for up to 3 limit Names; past 3, an array of at most 64 bytes per
-// Name it holds besides.
+// 64 bytes, whatever the caller sends), and its share of the tables, about
+// 12 to 18 bytes (9 bytes a slot at a load between 1/2 and 3/4; they keep
+// their peak size): 120 bytes at most, 61.6 measured at 2^20 keys of 16
+// bytes. Each shard costs 296 bytes at most besides (see WithShards), so
+// the heap stays within 120·n + 296·shards bytes of single-limit keys. A
+// multi-limit key costs at most 15 856 bytes instead (240 for its entry
+// and key, up to MaxNames Names of up to 208 bytes each, which keys with
+// the same limits share, and a 2.25 KB array past 3 Names): see Cost in
+// the package doc.
 func WithMaxKeys(n int) admit.Option {
 	return func(c *admit.Config) {
 		if n < 1 {
@@ -71,7 +74,10 @@ func WithPolicy(p Policy) admit.Option {
 // power of two, at most 65536 and at most the key bound. Without it, New
 // uses 256, lowered until the shards hold at least 64 keys each on average
 // at the bound. More shards mean less contention between insertions on
-// different cores and smaller sweeps.
+// different cores and smaller sweeps, and more memory: each shard costs
+// 160 bytes from New on and its first table (136 bytes) once it holds a
+// key, however few keys share it, which the bound in bytes adds to the
+// keys' (see WithMaxKeys): WithShards(65536) alone is 10.5 MB.
 func WithShards(n int) admit.Option {
 	return func(c *admit.Config) {
 		if n < 1 || n > maxShards || n&(n-1) != 0 {

@@ -66,13 +66,14 @@ type view struct {
 }
 
 // find returns key's entry (shifted hash hx, tag t) or nil, without the
-// lock: the lock-free probe of the table's doc.
-func (v *view) find(hx, t uint64, key string) *entry {
+// lock: the lock-free probe of the table's doc. h is the limiter's test
+// hooks (nil outside tests).
+func (v *view) find(hx, t uint64, key string, h *hooks) *entry {
 	n := v.n.Load()
 	if n == 0 {
 		return nil
 	}
-	return probe(n, v.tags.Load(), v.slots.Load(), hx, t, key, false)
+	return probe(n, v.tags.Load(), v.slots.Load(), hx, t, key, false, h)
 }
 
 // entryHash returns e's key's shifted hash and tag.
@@ -231,10 +232,13 @@ func (s *shard) evict(l *Limiter, t int64) bool {
 		st := e.st.Load()
 		if l.kill(e, st) {
 			// An evicted key restarts no earlier than the latest time it
-			// has seen, which for a single-limit key its time word alone
-			// does not record (admissions store none): see lastTime.
+			// has seen, which for a single-limit key its words do not
+			// record (admissions and denials store none): the clock read
+			// after the kill is no earlier, as convert reads it, and
+			// lastTime bounds it on a clock that runs backwards. A
+			// multi-limit key's time is exact (die).
 			if st < multiTag {
-				t = max(t, l.lastTime(e.at.Load(), st))
+				t = max(t, l.lastTime(e.at.Load(), st), l.clk.Fresh())
 			}
 			s.unlink(l, tb, i, t)
 			s.evictions++

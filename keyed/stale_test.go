@@ -194,6 +194,10 @@ func TestCarryLowersFloor(t *testing.T) {
 // dropped at the bound even while a call holds its lock (a peek, say): the
 // sweep waits for the lock rather than passing it over, so a new key is
 // never refused (nor a live key evicted) while that full bucket is held.
+// The hand-off is deterministic: the test holds the key's lock, and the
+// sweep's hook, called when it finds the lock held and is about to wait,
+// releases it. A sweep that passed the key over would not call the hook
+// and would find no room but by evicting or refusing.
 func TestFullMultiInUse(t *testing.T) {
 	fast := []admit.Limit{{Name: "a", Capacity: 2, Rate: 1}, {Name: "b", Capacity: 4, Rate: 1}}
 	slow := []admit.Limit{{Name: "a", Capacity: 2, Rate: 1e-3}, {Name: "b", Capacity: 4, Rate: 1e-3}}
@@ -208,22 +212,35 @@ func TestFullMultiInUse(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, d.Allowed)
 			clk.Advance(time.Minute)    // full is full again, live is not
-			unlock := l.LockKey("full") // a call in progress on it
-			released := make(chan struct{})
+			unlock := sync.OnceFunc(l.LockKey("full")) // a call in progress on it
+			waited := 0
+			l.OnKeyBusy(func() {
+				waited++
+				unlock() // the call in progress ends while the sweep waits
+			})
+			// A sweep that does not wait for the lock never calls the hook,
+			// and a later step may block on the lock for good: release it
+			// after a while so that such a regression fails below instead
+			// of hanging. Not an assertion on time.
+			done := make(chan struct{})
 			go func() {
-				time.Sleep(20 * time.Millisecond) // let the new key reach the sweep first; not an assertion
-				close(released)
-				unlock()
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					unlock()
+				}
 			}()
 			d, err = l.AllowLimits(ctx, "new", 1, fast...)
-			<-released
+			close(done)
 			require.NoError(t, err)
+			assert.Equal(t, 1, waited, "the sweep found the key in use and waited for it once")
 			assert.True(t, d.Allowed)
 			st := l.Stats()
 			assert.Equal(t, uint64(1), st.Drops, "the full key made the room")
 			assert.Zero(t, st.Evictions)
 			assert.Zero(t, st.Refusals)
 			assert.True(t, l.Held("live"))
+			assert.False(t, l.Held("full"))
 		})
 	}
 }

@@ -122,8 +122,9 @@ func group(w, t, off uint64) (match uint64, end bool) {
 // t, and stops at the first empty tag or after one pass over the tags, so
 // that it ends even while writers shift entries. With any, it returns the
 // first entry whose tag is t without comparing its key (or reading its
-// line at all: see Limiter.decide).
-func probe(n uint64, tags *atomic.Uint64, slots *atomic.Pointer[entry], hx, t uint64, key string, any bool) *entry {
+// line at all: see Limiter.decide). h is the limiter's test hooks (nil
+// outside tests).
+func probe(n uint64, tags *atomic.Uint64, slots *atomic.Pointer[entry], hx, t uint64, key string, any bool, h *hooks) *entry {
 	i := home(hx, n)
 	g, off := i/8, i%8
 	for range n/8 + 1 {
@@ -133,7 +134,7 @@ func probe(n uint64, tags *atomic.Uint64, slots *atomic.Pointer[entry], hx, t ui
 			if e != nil && (any || e.key == key) {
 				return e
 			}
-			collision()
+			h.collision()
 		}
 		if end {
 			return nil
@@ -160,21 +161,35 @@ func slotAt(slots *atomic.Pointer[entry], i uint64) *atomic.Pointer[entry] {
 // slotSize is the size of a table slot.
 const slotSize = uint64(unsafe.Sizeof(atomic.Pointer[entry]{}))
 
+// hooks are a test's probes into one Limiter's slow paths (Limiter.test);
+// nil outside tests, where every hook does nothing. Each Limiter has its
+// own, so tests that use them may run in parallel with any other.
+type hooks struct {
+	// collisions counts the entries a probe dereferenced that were not
+	// its key's (a tag collision, or a slot in flux).
+	collisions atomic.Int64
+	// busy, if set, is called by a sweep that found a multi-limit key's
+	// lock held, just before it waits for it (dropMulti).
+	busy func()
+}
+
 // collision is called for each entry a probe dereferenced that was not its
-// key's (a tag collision, or a slot in flux): it does nothing unless a test
-// counts them (onCollision). It is off the path of a probe that finds its
-// key's entry first.
-func collision() {
-	if f := onCollision.Load(); f != nil {
-		(*f)()
+// key's. It is off the path of a probe that finds its key's entry first.
+func (h *hooks) collision() {
+	if h != nil {
+		h.collisions.Add(1)
 	}
 }
 
-// onCollision is nil except in tests.
-var onCollision atomic.Pointer[func()]
+// keyBusy is called by a sweep about to wait for a key's lock.
+func (h *hooks) keyBusy() {
+	if h != nil && h.busy != nil {
+		h.busy()
+	}
+}
 
-func (tb *table) find(hx, t uint64, key string) *entry {
-	return probe(tb.n, &tb.tags[0], &tb.slots[0], hx, t, key, false)
+func (tb *table) find(hx, t uint64, key string, h *hooks) *entry {
+	return probe(tb.n, &tb.tags[0], &tb.slots[0], hx, t, key, false, h)
 }
 
 // setTag stores tag t (0 to clear) for slot i. Requires the shard's lock

@@ -143,7 +143,7 @@ func TestTableModel(t *testing.T) {
 					}
 				}
 				for _, k := range names {
-					got := tb.find(hxOf[k], tagOfKey[k], k)
+					got := tb.find(hxOf[k], tagOfKey[k], k, nil)
 					if want := held[k]; got != want {
 						t.Fatalf("step %d: find(%q) = %v, want %v", step, k, got, want)
 					}

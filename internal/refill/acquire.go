@@ -73,6 +73,31 @@ func (c *Clock) Now() int64 {
 	return Horizon
 }
 
+// Fresh is Now read from the monotonic clock itself, never through the
+// timestamp counter: for the system clock the kernel's ordered read (the
+// vDSO's RDTSCP, or LFENCE and RDTSC), which waits for every earlier
+// instruction of the caller, an atomic write included, and is never behind
+// a counter reading taken before it (package tsc's readings are never
+// ahead of the monotonic clock). A caller that has just stopped others
+// from deciding (a CAS they would have to see) reads here a time no
+// earlier than any reading those decisions applied, as long as the clock
+// does not run backwards. Any other clock is read through its Now.
+func (c *Clock) Fresh() int64 {
+	var now int64
+	if c.tsc {
+		now = tsc.Mono()
+	} else {
+		now = c.raw()
+	}
+	if now <= c.origin {
+		return 0
+	}
+	if d := uint64(now) - uint64(c.origin); d < uint64(Horizon) {
+		return int64(d)
+	}
+	return Horizon
+}
+
 // Until returns the nanoseconds from the clock's reading to the elapsed
 // instant at (0 <= at <= Horizon), without Now's clamp: a reading before
 // creation is that much further from at. It is zero or negative once the

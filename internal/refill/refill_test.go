@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,3 +175,39 @@ type stepClock struct{ now int64 }
 
 func (c *stepClock) Now() int64                                       { return c.now }
 func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error { return ctx.Err() }
+
+// TestFresh: Fresh reads an injected clock as Now does (clamped alike),
+// and on the system clock, counter or not, is never behind a Now taken
+// before it, in the same goroutine or another one that handed its reading
+// over through memory (what keyed's conversions and evictions rely on).
+func TestFresh(t *testing.T) {
+	f := &stepClock{now: 100}
+	c := NewCounterClock(f)
+	for _, now := range []int64{150, 99, math.MinInt64, math.MaxInt64} {
+		f.now = now
+		assert.Equal(t, c.Now(), c.Fresh(), "reading %d", now)
+	}
+	for _, sys := range []Clock{NewClock(nil), NewCounterClock(nil)} {
+		var last atomic.Int64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 200_000 {
+				last.Store(sys.Now())
+			}
+		}()
+	loop:
+		for {
+			select {
+			case <-done:
+				break loop
+			default:
+			}
+			a := last.Load()
+			b := sys.Now()
+			if fr := sys.Fresh(); fr < a || fr < b {
+				t.Fatalf("counter %v: Fresh %d is behind a reading taken before it (%d here, %d in another goroutine)", sys.Counter(), fr, b, a)
+			}
+		}
+	}
+}

@@ -305,6 +305,11 @@ func Enable() bool {
 	return std != nil
 }
 
+// Mono returns the monotonic clock's own reading on Now's scale (what Now
+// extrapolates from): the kernel's ordered read, for a caller that needs a
+// reading no earlier than any Now taken before it, in any goroutine.
+func Mono() int64 { return monotonic() }
+
 // Now returns the monotonic clock in nanoseconds from an arbitrary origin
 // fixed for the process, read through the counter. It may be called only
 // after Enable has reported true.
