@@ -211,7 +211,7 @@ func TestFullMultiInUse(t *testing.T) {
 			d, err = l.AllowLimits(ctx, "live", 2, slow...)
 			require.NoError(t, err)
 			require.True(t, d.Allowed)
-			clk.Advance(time.Minute)    // full is full again, live is not
+			clk.Advance(time.Minute)                   // full is full again, live is not
 			unlock := sync.OnceFunc(l.LockKey("full")) // a call in progress on it
 			waited := 0
 			l.OnKeyBusy(func() {
