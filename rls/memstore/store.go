@@ -69,9 +69,14 @@ type Store struct {
 }
 
 // digest names a bucket: two independently seeded 64-bit hashes of its
-// key, so that every bucket costs the same bytes however long its key
-// (two keys share a bucket only if both hashes collide: about n²/2^129 for
-// n keys, and the seeds are secret, drawn per process).
+// key, so that every bucket costs the same bytes however long its key.
+// Two keys share a bucket only if both hashes collide: about n²/2^129 for
+// n keys if maphash were ideal, with seeds drawn per process that never
+// leave it. maphash states no bound, though, and both sums share the
+// runtime's per-process hash key, so a collision class that depended on
+// that key alone would hit both at once (docs/rls.md, Memory). keyed, a
+// library for any caller, pays for a keyed SHA-256 digest instead (about
+// 200 ns a key, which would double this store's own cost a descriptor).
 type digest [2]uint64
 
 type shard struct {
