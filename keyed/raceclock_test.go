@@ -28,14 +28,6 @@ func (c *raceClock) read(r int64) {
 	c.now = max(c.now, r)
 }
 
-// set moves the present to r (r >= the present) and makes it every reading.
-func (c *raceClock) set(r int64) {
-	if r < c.now {
-		panic("raceClock: set backwards; use read for a stale reading")
-	}
-	c.now, c.pending = r, false
-}
-
 func (c *raceClock) Now() int64 {
 	if c.pending {
 		c.pending = false
