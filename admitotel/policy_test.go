@@ -82,7 +82,8 @@ func TestWrapPolicyNamesBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 70 {
-		if d, err := w.AllowLimits(ctx, "k", 1, admit.Limit{Name: fmt.Sprint("p", i), Capacity: 1, Rate: 1}); err != nil || !d.Allowed {
+		// One key per name: a keyed key holds at most keyed.MaxNames names.
+		if d, err := w.AllowLimits(ctx, fmt.Sprint("k", i), 1, admit.Limit{Name: fmt.Sprint("p", i), Capacity: 1, Rate: 1}); err != nil || !d.Allowed {
 			t.Fatalf("limit %d: %+v, %v", i, d, err)
 		}
 	}
