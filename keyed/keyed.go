@@ -592,6 +592,14 @@ func (l *Limiter) decide(key string, need int64) outcome {
 		hx, tg := l.hx(h), tagOf(h)
 		tags, slots := v.tags.Load(), v.slots.Load()
 		i := home(hx, n)
+		// The home slot is loaded before the tags, not after them, so that
+		// on a large table its line and the tags' line are fetched at once
+		// rather than one after the other: the key is usually in it (a tag
+		// match at m = 0). Read first, it may be older than the tags; that
+		// is safe, as any slot value is by the time the entry is used: a
+		// nil sends the call to probe, another key's entry to find, and
+		// the entry's own words decide whether it is still live.
+		home0 := slotAt(slots, i).Load()
 		// The tags of slots i to i+7, from i's word and the next one (the
 		// first after the last), in the low bytes first. firstZero's lowest
 		// flag is exact, which is all this needs.
@@ -602,11 +610,15 @@ func (l *Limiter) decide(key string, need int64) outcome {
 		}
 		w := tagAt(tags, g).Load()>>sh | tagAt(tags, g2).Load()<<(64-sh)
 		if m := uint64(bits.TrailingZeros64(firstZero(w ^ tg*lsb))); m < uint64(bits.TrailingZeros64(firstZero(w))) {
-			j := i + m/8
-			if j >= n {
-				j -= n
+			if m == 0 {
+				e = home0
+			} else {
+				j := i + m/8
+				if j >= n {
+					j -= n
+				}
+				e = slotAt(slots, j).Load()
 			}
-			e = slotAt(slots, j).Load()
 		}
 		if e == nil {
 			e = probe(n, tags, slots, hx, tg, "", true, l.test)
