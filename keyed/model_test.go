@@ -91,28 +91,6 @@ func (w *window) admit(lo, hi, n, evictions int64) bool {
 	return excess.Sub(excess, w.best).Cmp(big.NewRat(w.lim.Capacity+1, 1)) <= 0
 }
 
-// when returns the smallest elapsed time t >= from with p.V(t) >= v, or
-// refill.Horizon+1 when none (a binary search, independent of the
-// limiter's Reach).
-func when(p *refill.Params, from, v int64) int64 {
-	if p.V(from) >= v {
-		return from
-	}
-	if p.V(refill.Horizon) < v {
-		return refill.Horizon + 1
-	}
-	lo, hi := from, refill.Horizon // V(lo) < v <= V(hi)
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if p.V(mid) >= v {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi
-}
-
 // until is the wait from t to the elapsed time at: the largest Duration
 // past the horizon.
 func until(t, at int64) time.Duration {
@@ -254,11 +232,11 @@ func FuzzModel(f *testing.F) {
 		// fullAt is the elapsed time at which every bucket of km is full.
 		fullAt := func(km *keyModel) int64 {
 			if !km.multi {
-				return when(&p, 0, km.z+p.Cap)
+				return p.When(0, km.z+p.Cap)
 			}
 			at := int64(0)
 			for _, s := range km.lims {
-				at = max(at, when(&s.p, 0, s.z+s.p.Cap))
+				at = max(at, s.p.When(0, s.z+s.p.Cap))
 			}
 			return at
 		}
@@ -270,7 +248,7 @@ func FuzzModel(f *testing.F) {
 			if km.multi {
 				return km.last
 			}
-			return max(km.at, when(&p, 0, km.z))
+			return max(km.at, p.When(0, km.z))
 		}
 		// record checks an admission of n from each of lims on km, made
 		// within [lo, hi].
@@ -519,8 +497,8 @@ func FuzzModel(f *testing.F) {
 				slowest, fill := time.Duration(0), time.Duration(0)
 				for _, lim := range call {
 					lp := params(lim)
-					slowest = max(slowest, until(0, when(&lp, 0, lp.Units(n))))
-					fill = max(fill, until(0, when(&lp, 0, lp.Cap)))
+					slowest = max(slowest, until(0, lp.When(0, lp.Units(n))))
+					fill = max(fill, until(0, lp.When(0, lp.Cap)))
 				}
 				if n == 0 {
 					require.True(t, dec.Allowed, "op %d: a peek denied", i/3)
@@ -578,10 +556,10 @@ func expectSingle(km *keyModel, p *refill.Params, capacity, tc, n int64) (admit.
 	}
 	d := admit.Decision{Allowed: ok, Limit: capacity, Remaining: left >> p.Shift}
 	if z > v-p.Cap {
-		d.ResetAfter = until(tc, when(p, tc, z+p.Cap))
+		d.ResetAfter = until(tc, p.When(tc, z+p.Cap))
 	}
 	if !ok {
-		d.RetryAfter = until(tc, when(p, tc, z+need))
+		d.RetryAfter = until(tc, p.When(tc, z+need))
 	}
 	return d, z
 }
@@ -655,10 +633,10 @@ func expectMulti(km *keyModel, call []admit.Limit, params func(admit.Limit) refi
 			d.Remaining, fewest = rem, i
 		}
 		if c.z > c.v-c.p.Cap {
-			d.ResetAfter = max(d.ResetAfter, until(t, when(&c.p, t, c.z+c.p.Cap)))
+			d.ResetAfter = max(d.ResetAfter, until(t, c.p.When(t, c.z+c.p.Cap)))
 		}
 		if !c.ok {
-			if w := until(t, when(&c.p, t, c.z+c.p.Units(n))); longest < 0 || w > wait {
+			if w := until(t, c.p.When(t, c.z+c.p.Units(n))); longest < 0 || w > wait {
 				wait, longest = w, i
 			}
 		}
