@@ -127,17 +127,7 @@ func benchKeyed(b *testing.B, im KeyedImpl, keys []string, parallel, measure boo
 		split(b, func(g, count int) {
 			// Goroutines start far apart so that they do not walk in
 			// lockstep over the same keys.
-			i := (g + 1) * 7919 % len(keys)
-			var n int64
-			for range count {
-				if l.Allow(keys[i]) {
-					n++
-				}
-				if i++; i == len(keys) {
-					i = 0
-				}
-			}
-			admitted.Add(n)
+			admitted.Add(walk(l, keys, (g+1)*7919%len(keys), count))
 			calls.Add(int64(count))
 		})
 	}
@@ -297,16 +287,7 @@ func BenchmarkKeyedScaling(b *testing.B) {
 					if pattern == "walk" {
 						i = g * len(ks) / procs // far apart, so that they do not walk in lockstep
 					}
-					var n int64
-					for range count {
-						if l.Allow(ks[i]) {
-							n++
-						}
-						if i++; i == len(ks) {
-							i = 0
-						}
-					}
-					admitted.Add(n)
+					admitted.Add(walk(l, ks, i, count))
 					calls.Add(int64(count))
 				})
 				b.StopTimer()
@@ -349,4 +330,18 @@ func split(b *testing.B, body func(g, n int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// walk makes count calls on l, one per key of keys in turn from index i,
+// and returns how many were admitted.
+func walk(l KeyedLimiter, keys []string, i, count int) (admitted int64) {
+	for range count {
+		if l.Allow(keys[i]) {
+			admitted++
+		}
+		if i++; i == len(keys) {
+			i = 0
+		}
+	}
+	return admitted
 }
