@@ -31,8 +31,8 @@ const (
 // median ns/op of keyed and of its fastest peer, serial and parallel, with
 // their ratio; and the scaling ratio (ns/op at -cpu 1 over ns/op at -cpu 2:
 // throughput at two cores over one; 2 is perfect, below 1 a second core
-// slows every call) of one keyed.Limiter walking all keys and walking
-// disjoint halves, beside two separate Limiters and the fastest parallel
+// slows every call) of one keyed.Limiter walking all keys, visiting them
+// in random orders and walking disjoint halves, beside two separate Limiters and the fastest parallel
 // peer. The raw output goes to rawPath.
 func keyedReport(w io.Writer, goCmd, rawPath string) error {
 	var raw bytes.Buffer
@@ -113,9 +113,11 @@ func keyedReport(w io.Writer, goCmd, rawPath string) error {
 		return fmt.Sprintf("%.2f (%.1f -> %.1f ns/op)", one/two, one, two)
 	}
 	fmt.Fprintf(w, "  one Limiter, every goroutine walks all keys:  %s\n", scale("walk", "keyed"))
+	fmt.Fprintf(w, "  one Limiter, all keys in random orders:       %s\n", scale("shuffle", "keyed"))
 	fmt.Fprintf(w, "  one Limiter, disjoint halves of the keys:     %s\n", scale("halves", "keyed"))
 	fmt.Fprintf(w, "  two Limiters, one half each (the reference):  %s\n", scale("halves", "keyed-split"))
 	fmt.Fprintf(w, "  syncmap-xrate, walking all keys:              %s\n", scale("walk", "syncmap-xrate"))
+	fmt.Fprintf(w, "  syncmap-xrate, all keys in random orders:     %s\n", scale("shuffle", "syncmap-xrate"))
 	fmt.Fprintf(w, "Raw output in bench/%s. With two cores busy with other work, -cpu 2 has no second core to use: read these on a quiet machine.\n", strings.TrimPrefix(rawPath, "./"))
 	return nil
 }
