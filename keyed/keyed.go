@@ -578,10 +578,14 @@ func (l *Limiter) decide(key string, need int64) outcome {
 	}
 	h := l.hash(key)
 	// The first entry whose tag matches, almost always the key's own, is
-	// found from the tags and slots alone, and its line is fetched for
-	// writing before anything on it is read: a load first would bring the
-	// line in shared, and the CAS would then need a second transfer to own
-	// it. The clock is read while the line comes (the counter's read does
+	// found from the tags and slots alone, and the line of its state word
+	// is fetched for writing before anything on it is read: a load first
+	// would bring the line in shared, and the CAS would then need a second
+	// transfer to own it. (The state word's line, not the entry's first:
+	// an entry with a key of up to 16 bytes is 48, so a quarter of them
+	// start 48 bytes into a line, and their st and at lie in the next one;
+	// st and at, 16 bytes at offset 16 of a 16-byte-aligned object, never
+	// straddle two lines.) The clock is read while the line comes (the counter's read does
 	// not wait for a prefetch), and the key is compared after. The common
 	// case, a match among the eight slots from the home one on before any
 	// empty slot, is written out here (a call would cost more than it
@@ -628,7 +632,7 @@ func (l *Limiter) decide(key string, need int64) outcome {
 			e = probe(n, tags, slots, hx, tg, "", true, l.test)
 		}
 		if e != nil {
-			prefetchw(unsafe.Pointer(e))
+			prefetchw(unsafe.Pointer(&e.st))
 		}
 	}
 	t := l.clk.Now()
