@@ -132,8 +132,9 @@
 //     the tags of the eight slots from the key's home on (two words) and
 //     follows only a slot whose tag is the key's, so it dereferences no
 //     other key's entry but on a tag collision (1 slot in 255);
-//  2. asks the CPU to fetch that entry's line for writing (PREFETCHW),
-//     reads the clock while it comes, then compares the key;
+//  2. asks the CPU to fetch the line of that entry's state word for
+//     writing (PREFETCHW), reads the clock while it comes, then compares
+//     the key;
 //  3. if it is the key's, decides by a CAS on the state word (a denial or
 //     a peek at a bucket not full writes nothing, bar the reference bit once
 //     per turn of the eviction hand). That CAS is the call's linearization
