@@ -197,14 +197,28 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) (modelStat
 			if n > capacity {
 				n = 1
 			}
-			ok := b.takeAt(b.p.Units(n), b.p.V(now), uint(r.IntN(64)))
+			start := uint(r.IntN(64))
+			want, dry := dryDecision(b, b.p.Units(n), b.p.V(now), start)
+			ok := b.takeAt(b.p.Units(n), b.p.V(now), start)
+			if dry && ok != want {
+				return st, fmt.Errorf("t=%d try(%d) from a frozen shard = %v, the central word says %v\n%v", now, n, ok, want, log)
+			}
 			log = append(log, fmt.Sprintf("t=%d try(%d)=%v", now, n, ok))
 			if ok {
 				admitted(now, n, "TryAcquireN")
 			}
 		case 2: // drain with TryAcquire
 			k := int64(0)
-			for b.takeAt(b.p.Units(1), b.p.V(now), uint(r.IntN(64))) {
+			for {
+				start := uint(r.IntN(64))
+				want, dry := dryDecision(b, b.p.Units(1), b.p.V(now), start)
+				ok := b.takeAt(b.p.Units(1), b.p.V(now), start)
+				if dry && ok != want {
+					return st, fmt.Errorf("t=%d a drain's take from a frozen shard = %v after %d, the central word says %v\n%v", now, ok, k, want, log)
+				}
+				if !ok {
+					break
+				}
 				k++
 			}
 			if k > 0 {
@@ -259,7 +273,12 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) (modelStat
 		case 10: // TryAcquireN at a stale reading: it sees its own moment's balance
 			at := max(0, now-r.Int64N(3*period+2))
 			n := 1 + r.Int64N(capacity)
-			ok := b.takeAt(b.p.Units(n), b.p.V(at), uint(r.IntN(64)))
+			start := uint(r.IntN(64))
+			want, dry := dryDecision(b, b.p.Units(n), b.p.V(at), start)
+			ok := b.takeAt(b.p.Units(n), b.p.V(at), start)
+			if dry && ok != want {
+				return st, fmt.Errorf("t=%d try(%d) at %d from a frozen shard = %v, the central word says %v\n%v", now, n, at, ok, want, log)
+			}
 			log = append(log, fmt.Sprintf("t=%d try(%d) at %d=%v", now, n, at, ok))
 			if ok {
 				admitted(at, n, "a take at a stale reading")
@@ -294,6 +313,21 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) (modelStat
 		return st, fmt.Errorf("not full after idling: %v\n%v", got, log)
 	}
 	return st, nil
+}
+
+// dryDecision returns, for a take of need units at stream value v from
+// start between the model's steps (no step under way), whether the central
+// word admits it, and whether the take decides on the central word at all
+// (the bucket central, the start shard frozen). A dry take must decide
+// exactly so, whatever undos, spreads and collapses came before: a dry
+// path that refused from anything but c (a cached copy of it, say) must
+// still refuse only what c refuses.
+func dryDecision(b *Bucket, need, v int64, start uint) (want, dry bool) {
+	c, h := b.c.Load(), &b.shards[start&b.mask]
+	if c == spread || h.z.Load() != frozen {
+		return false, false
+	}
+	return v-max(c, v-b.p.Cap) >= need, true
 }
 
 // modelLogLines is how many recent steps a failure message shows.
