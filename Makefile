@@ -80,7 +80,7 @@ fuzz: ## longer runs of the fuzz tests (their seeds run in make test)
 # where the full benchstat matrix, p-values included, was written; then
 # keyed's part, about half a minute more: keyed against its fastest peer at
 # 10k held keys, and one Limiter's scaling from -cpu 1 to -cpu 2.
-bench: ## the quick comparison (~1 min): a table of medians with their spread
+bench: ## the quick comparison (~1.5 min): tables of medians with their spread, keyed's peer ratio and scaling
 	cd bench && GO=$(GO) $(GO) run ./cmd/report -quick
 
 # The full comparison for results/, about 15 minutes on a quiet 2-core
