@@ -45,3 +45,27 @@ func TestKeyedAdapters(t *testing.T) {
 		})
 	}
 }
+
+// TestWalkVisitsEveryKey checks the benchmarks' walk in both directions,
+// from an offset and across the wrap: on a limiter whose keys hold one
+// token each, a turn of len(keys) calls admits every key exactly once (a
+// key visited twice, or one skipped, would show as a refusal or as too few
+// admissions), and a call past the turn revisits a drained key.
+func TestWalkVisitsEveryKey(t *testing.T) {
+	keys := benchKeys(37)
+	im, _ := LookupKeyed("keyed")
+	for g := range 2 {
+		for _, from := range []int{0, 5, len(keys) - 1} {
+			l, _, err := im.New(1, 1e-3, 2*len(keys))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := walk(l, keys, g, from, len(keys)); got != int64(len(keys)) {
+				t.Errorf("goroutine %d from %d: a turn admitted %d of %d keys", g, from, got, len(keys))
+			}
+			if got := walk(l, keys, g, from, 1); got != 0 {
+				t.Errorf("goroutine %d from %d: a call past the turn admitted %d", g, from, got)
+			}
+		}
+	}
+}
