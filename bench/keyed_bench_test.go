@@ -362,12 +362,10 @@ func split(b *testing.B, body func(g, n int)) {
 // into step, whatever their offsets: one runs a little faster until it
 // catches the other, and then it stays behind it, as each call then waits
 // for the line of a key the other has just written (a traffic jam;
-// measured on keyed by logging both positions: from 5000 keys apart to
-// within a few hundred of each other in 12 ms, and there for the rest of
-// the run). Walking in opposite directions they cross twice a turn and
-// part at once, so every key is still written by every core, but not by
-// both at one instant, which clients that are not pinned to cores do not
-// do either.
+// cmd/walkgap logs the two goroutines' distance and shows it). Walking in
+// opposite directions they cross twice a turn and part at once, so every
+// key is still written by every core, but not by both at one instant,
+// which clients that are not pinned to cores do not do either.
 func walk(l KeyedLimiter, keys []string, g, i, count int) (admitted int64) {
 	if g%2 == 0 {
 		for range count {

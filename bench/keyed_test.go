@@ -50,11 +50,25 @@ func TestKeyedAdapters(t *testing.T) {
 // from an offset and across the wrap: on a limiter whose keys hold one
 // token each, a turn of len(keys) calls admits every key exactly once (a
 // key visited twice, or one skipped, would show as a refusal or as too few
-// admissions), and a call past the turn revisits a drained key.
+// admissions), and a call past the turn revisits a drained key. Two calls
+// from key 0 show the direction: even goroutines go on to key 1, odd ones
+// wrap back to the last key.
 func TestWalkVisitsEveryKey(t *testing.T) {
 	keys := benchKeys(37)
 	im, _ := LookupKeyed("keyed")
 	for g := range 2 {
+		l, _, err := im.New(1, 1e-3, 2*len(keys))
+		if err != nil {
+			t.Fatal(err)
+		}
+		walk(l, keys, g, 0, 2)
+		next, other := keys[1], keys[len(keys)-1]
+		if g%2 == 1 {
+			next, other = other, next
+		}
+		if l.Allow(next) || !l.Allow(other) {
+			t.Errorf("goroutine %d: two calls from key 0 did not go on to %q alone", g, next)
+		}
 		for _, from := range []int{0, 5, len(keys) - 1} {
 			l, _, err := im.New(1, 1e-3, 2*len(keys))
 			if err != nil {

@@ -7,7 +7,9 @@ import "unsafe"
 // prefetchw asks the CPU to start bringing the cache line at p in for
 // writing (PREFETCHW: the line arrives owned, as a store would take it) and
 // returns at once: it never faults, whatever p is. decide uses it on the
-// entry it is about to CAS, before it reads the clock and the entry's key:
+// line of the state word it is about to CAS (for a quarter of the 48-byte
+// entries not the entry's first line), before it reads the clock and the
+// entry's key:
 // a load first would fetch the line shared, and the CAS would then need a
 // second transfer to own it, each a round trip to the core that last wrote
 // the line when another core calls for the same key; and the clock read,
@@ -21,7 +23,7 @@ import "unsafe"
 // entry at 10k or 1M keys, serially or on two cores (12 alternating rounds,
 // docs/benchmarks.md); the round trip it saves is expected to matter where
 // a transfer between cores is dear (no shared cache), which that machine
-// cannot show. The prefetch itself, of the entry before the clock read,
+// cannot show. The prefetch itself, before the clock read,
 // replaces one of the home slot: together with the tagged table, 1M keys
 // went from 361 to 325 ns serially there.
 func prefetchw(p unsafe.Pointer)
