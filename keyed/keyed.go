@@ -295,6 +295,7 @@ type Limiter struct {
 	p       refill.Params // the primary limit's arithmetic; immutable after New
 	clk     refill.Clock  // immutable after New
 	unit    int64         // p.Units(1)
+	test    *hooks        // nil outside tests; set before the limiter is used
 
 	capacity int64         // the primary limit's capacity, in tokens
 	name     string        // the primary limit's Name (a field, so that AllowN reads it without a bounds check)
@@ -304,8 +305,11 @@ type Limiter struct {
 	maxKeys  int
 	refuse   bool
 	errFull  error // returned on every refusal; built once so that refusals do not allocate
-	pcache   [paramsCache]atomic.Pointer[limParams]
-	test     *hooks // nil outside tests; set before the limiter is used
+	// pcache is written when a limit misses it (params): it comes after
+	// every field a call only reads, a line away from them, so that those
+	// writes never take a line the calls read.
+	_      [64]byte
+	pcache [paramsCache]atomic.Pointer[limParams]
 
 	_    [64]byte     // keys is written by insertions and removals only, away from the fields every call reads
 	keys atomic.Int64 // keys held or reserved by an insertion in progress; at most maxKeys
