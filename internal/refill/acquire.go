@@ -62,8 +62,11 @@ func (c *Clock) raw() int64 {
 
 // Now returns the elapsed nanoseconds since creation. A reading before
 // creation is 0; one past the horizon is Horizon.
-func (c *Clock) Now() int64 {
-	now := c.raw()
+func (c *Clock) Now() int64 { return c.elapsed(c.raw()) }
+
+// elapsed returns the raw reading now as elapsed nanoseconds since
+// creation, clamped to [0, Horizon].
+func (c *Clock) elapsed(now int64) int64 {
 	if now <= c.origin {
 		return 0
 	}
@@ -83,19 +86,10 @@ func (c *Clock) Now() int64 {
 // earlier than any reading those decisions applied, as long as the clock
 // does not run backwards. Any other clock is read through its Now.
 func (c *Clock) Fresh() int64 {
-	var now int64
 	if c.tsc {
-		now = tsc.Mono()
-	} else {
-		now = c.raw()
+		return c.elapsed(tsc.Mono())
 	}
-	if now <= c.origin {
-		return 0
-	}
-	if d := uint64(now) - uint64(c.origin); d < uint64(Horizon) {
-		return int64(d)
-	}
-	return Horizon
+	return c.Now()
 }
 
 // Until returns the nanoseconds from the clock's reading to the elapsed
