@@ -737,12 +737,21 @@ func (l *Limiter) keyTime(t, z int64) (int64, int64) {
 	return t, v
 }
 
-// lastTime returns a lower bound of the latest elapsed time a single-limit
-// entry has seen, from its time word a and its state s (below multiTag):
-// the later of the time word (insertion, peeks) and the instant the stream
-// reached its empty point (no later than its latest admission).
-func (l *Limiter) lastTime(a, s uint64) int64 {
-	return max(int64(a&^refBit), l.p.Reach(0, dec(s)))
+// retiredTime returns the latest elapsed time a single-limit entry has
+// seen, or a lower bound of it, once the caller's CAS of its state word
+// (from s, below multiTag, to moved or dead) has stopped it deciding
+// calls; a is its time word, loaded after that CAS. The entry's words
+// record only a lower bound (the time word: insertion, peeks; and the
+// instant the stream reached its empty point, no later than its latest
+// admission), as admissions and denials store no time, which keeps them
+// to one CAS. So it also reads the clock (Clock.Fresh, ordered after the
+// CAS): every call decided on the entry read its clock before the load or
+// CAS that decided it, which precedes the caller's CAS, so on a clock that
+// does not run backwards that reading is no earlier than any of theirs. On
+// a clock that does run backwards (which admit.Clock asks not to) the
+// words' bound is what holds.
+func (l *Limiter) retiredTime(a, s uint64) int64 {
+	return max(int64(a&^refBit), l.p.Reach(0, dec(s)), l.clk.Fresh())
 }
 
 // slow decides for a key the lock-free probe did not find live: under the

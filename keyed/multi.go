@@ -715,16 +715,10 @@ func (l *Limiter) multiFor(key string, h uint64, n, t int64) (m *multiEntry, loc
 // The new entry's time must be no earlier than any the key applied: the
 // Names the converting call brings start (or carry over) at it, and a
 // later call with an older reading would refill them over time the key
-// had already seen. A single-limit entry records only a lower bound of
-// that time (lastTime: admissions and denials store none, which is what
-// keeps them to one CAS), so convert reads the clock again after the CAS
-// to moved (Clock.Fresh: ordered after the CAS). Every call decided on the
-// old entry read its clock before the load or CAS that decided it, which
-// precedes the CAS to moved, so on a clock that does not run backwards the
-// second reading is no earlier than any of theirs. A clock that does run
-// backwards (which admit.Clock asks not to) can make it earlier; the
-// conversion then applies the lower bound, and each Name it starts or
-// carries over may refill over time the key had seen: at most one burst.
+// had already seen: retiredTime, read after the CAS to moved. On a clock
+// that runs backwards (which admit.Clock asks not to) that is only a lower
+// bound, and each Name the conversion starts or carries over may refill
+// over time the key had seen: at most one burst.
 func (l *Limiter) convert(s *shard, tb *table, h uint64, e *entry) *multiEntry {
 	for {
 		st := e.st.Load()
@@ -740,7 +734,7 @@ func (l *Limiter) convert(s *shard, tb *table, h uint64, e *entry) *multiEntry {
 		a := e.at.Load()
 		m.at.Store(a & refBit)
 		// The key's latest time, which its words alone do not hold.
-		m.last = max(l.lastTime(a, st), l.clk.Fresh())
+		m.last = l.retiredTime(a, st)
 		// The same key in the same slot: its tag stays.
 		tb.slots[tb.slot(l.hx(h), e)].Store(&m.entry)
 		return m

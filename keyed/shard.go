@@ -232,13 +232,10 @@ func (s *shard) evict(l *Limiter, t int64) bool {
 		st := e.st.Load()
 		if l.kill(e, st) {
 			// An evicted key restarts no earlier than the latest time it
-			// has seen, which for a single-limit key its words do not
-			// record (admissions and denials store none): the clock read
-			// after the kill is no earlier, as convert reads it, and
-			// lastTime bounds it on a clock that runs backwards. A
-			// multi-limit key's time is exact (die).
+			// has seen (retiredTime, after the kill). A multi-limit key's
+			// time is exact (die).
 			if st < multiTag {
-				t = max(t, l.lastTime(e.at.Load(), st), l.clk.Fresh())
+				t = max(t, l.retiredTime(e.at.Load(), st))
 			}
 			s.unlink(l, tb, i, t)
 			s.evictions++
