@@ -144,10 +144,16 @@ func newMulti(key string) *multiEntry {
 // as multiEntries.
 func asMulti(e *entry) *multiEntry { return (*multiEntry)(unsafe.Pointer(e)) }
 
+// fullBy reports whether the limit's bucket is full at elapsed time t.
+func (s *limState) fullBy(t int64) bool { return s.z <= s.lp.p.V(t)-s.lp.p.Cap }
+
+// fullAt returns the elapsed time at which the limit's bucket is full.
+func (s *limState) fullAt() int64 { return s.lp.p.Reach(0, s.z+s.lp.p.Cap) }
+
 // full reports whether every limit m holds is full at t. Requires m.mu.
 func (m *multiEntry) full(t int64) bool {
 	for i := range m.lims {
-		if s := &m.lims[i]; s.z > s.lp.p.V(t)-s.lp.p.Cap {
+		if !m.lims[i].fullBy(t) {
 			return false
 		}
 	}
@@ -201,8 +207,7 @@ func (l *Limiter) fullAtMulti(m *multiEntry) int64 {
 func (m *multiEntry) fullAt() int64 {
 	at := int64(0)
 	for i := range m.lims {
-		s := &m.lims[i]
-		at = max(at, s.lp.p.Reach(0, s.z+s.lp.p.Cap))
+		at = max(at, m.lims[i].fullAt())
 	}
 	return at
 }
@@ -509,7 +514,7 @@ func (m *multiEntry) dropFull(t int64, used uint64, cl []callLimit) uint64 {
 	k := 0
 	for j := range m.lims {
 		st := &m.lims[j]
-		if used&(1<<j) == 0 && st.z <= st.lp.p.V(t)-st.lp.p.Cap {
+		if used&(1<<j) == 0 && st.fullBy(t) {
 			at[j] = -1
 			continue
 		}
@@ -537,8 +542,7 @@ func (m *multiEntry) roomAt(used uint64, k int) int64 {
 	n := 0
 	for j := range m.lims {
 		if used&(1<<j) == 0 {
-			st := &m.lims[j]
-			at[n] = st.lp.p.Reach(0, st.z+st.lp.p.Cap)
+			at[n] = m.lims[j].fullAt()
 			n++
 		}
 	}
