@@ -368,11 +368,8 @@ func NewLimits(limits []admit.Limit, opts ...admit.Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := admit.ValidateLimits(limits); err != nil {
+	if err := validateLimits(limits); err != nil {
 		return nil, err
-	}
-	if len(limits) > MaxNames {
-		return nil, fmt.Errorf("%w: %d limits: keyed takes at most MaxNames (%d)", admit.ErrInvalidConfig, len(limits), MaxNames)
 	}
 	lps := make([]*limParams, len(limits))
 	own := make([]admit.Limit, len(limits)) // with the copies of the Names

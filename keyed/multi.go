@@ -325,13 +325,9 @@ func (l *Limiter) allowLimits(d *admit.Decision, key string, n int64, limits []a
 		clear(cl)
 	}
 	if !checked {
-		if err := admit.ValidateLimits(limits); err != nil {
+		if err := validateLimits(limits); err != nil {
 			setDecision(d, false, 0, 0, 0, 0, "")
 			return err
-		}
-		if len(limits) > MaxNames {
-			setDecision(d, false, 0, 0, 0, 0, "")
-			return fmt.Errorf("%w: %d limits in one call: keyed takes at most MaxNames (%d)", admit.ErrInvalidConfig, len(limits), MaxNames)
 		}
 	}
 	if err := checkN(d, n, limits); err != nil {
@@ -562,6 +558,18 @@ func (m *multiEntry) add(st limState) {
 	m.lims = append(m.lims, st)
 }
 
+// validateLimits is admit.ValidateLimits with keyed's own bound: at most
+// MaxNames limits.
+func validateLimits(limits []admit.Limit) error {
+	if err := admit.ValidateLimits(limits); err != nil {
+		return err
+	}
+	if len(limits) > MaxNames {
+		return fmt.Errorf("%w: %d limits: keyed takes at most MaxNames (%d)", admit.ErrInvalidConfig, len(limits), MaxNames)
+	}
+	return nil
+}
+
 // checkN reports n < 0 or n above a limit's Capacity as an error wrapping
 // admit.ErrUnsatisfiable, with that limit's Decision in *d.
 func checkN(d *admit.Decision, n int64, limits []admit.Limit) error {
@@ -733,7 +741,7 @@ func (l *Limiter) convert(s *shard, tb *table, h uint64, e *entry) *multiEntry {
 			continue
 		}
 		m := newMulti(e.key)
-		m.lims = append(m.lims, limState{name: l.lps[0].name, lp: l.lps[0], z: dec(st)})
+		m.add(limState{name: l.lps[0].name, lp: l.lps[0], z: dec(st)})
 		m.st.Store(multiTag)
 		a := e.at.Load()
 		m.at.Store(a & refBit)
