@@ -29,13 +29,20 @@ func (l *Limiter) Held(key string) (held bool) {
 // timestamp counter.
 func (l *Limiter) Counter() bool { return l.clk.Counter() }
 
-// LockKey locks key's multi-limit entry as a call on it does, and returns
-// the unlock; key must be held as one.
-func (l *Limiter) LockKey(key string) func() {
-	var m *multiEntry
+// multi returns key's multi-limit entry, found under its shard's lock and
+// returned after it is released (the lock order: no key's lock is held
+// while a shard's is waited for); key must be held as one.
+func (l *Limiter) multi(key string) (m *multiEntry) {
 	l.locked(key, func(form string, h uint64, tb *table) {
 		m = asMulti(tb.find(l.hx(h), tagOf(h), form, nil))
 	})
+	return m
+}
+
+// LockKey locks key's multi-limit entry as a call on it does, and returns
+// the unlock; key must be held as one.
+func (l *Limiter) LockKey(key string) func() {
+	m := l.multi(key)
 	m.mu.Lock()
 	return m.mu.Unlock
 }
@@ -65,32 +72,27 @@ func (l *Limiter) TagTwins(key string) (twins int) {
 // that are not its key's, from now on, and returns the count. Call it
 // before the calls it counts, from the goroutine that makes them (or one
 // that starts them).
-func (l *Limiter) CountCollisions() *atomic.Int64 {
+func (l *Limiter) CountCollisions() *atomic.Int64 { return &l.hooks().collisions }
+
+// hooks returns l's test hooks, made on first use.
+func (l *Limiter) hooks() *hooks {
 	if l.test == nil {
 		l.test = new(hooks)
 	}
-	return &l.test.collisions
+	return l.test
 }
 
 // OnKeyBusy makes every sweep of l that finds a multi-limit key's lock held
 // call f just before it waits for the lock. Call it before the calls it
 // watches.
-func (l *Limiter) OnKeyBusy(f func()) {
-	if l.test == nil {
-		l.test = new(hooks)
-	}
-	l.test.busy = f
-}
+func (l *Limiter) OnKeyBusy(f func()) { l.hooks().busy = f }
 
 // Names returns the limit Names key holds, in order; key must be held as
 // a multi-limit entry.
 func (l *Limiter) Names(key string) []string {
-	unlock := l.LockKey(key)
-	defer unlock()
-	var m *multiEntry
-	l.locked(key, func(form string, h uint64, tb *table) {
-		m = asMulti(tb.find(l.hx(h), tagOf(h), form, nil))
-	})
+	m := l.multi(key)
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	names := make([]string, len(m.lims))
 	for i := range m.lims {
 		names[i] = m.lims[i].name
