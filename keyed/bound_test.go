@@ -18,12 +18,31 @@ import (
 	"github.com/admit-go/admit/keyed"
 )
 
+// fakeStart is where the tests' clocks start: far from 0, so that a
+// stale reading can lie before a key's first.
+const fakeStart = int64(1) << 40
+
 func newFake(t *testing.T, capacity int64, rate float64, opts ...admit.Option) (*keyed.Limiter, *buckettest.FakeClock) {
 	t.Helper()
-	clk := buckettest.NewFakeClock(1 << 40)
+	clk := buckettest.NewFakeClock(fakeStart)
+	return newOn(t, clk, capacity, rate, opts...), clk
+}
+
+// newOn returns a limiter of capacity and rate on clk.
+func newOn(t *testing.T, clk admit.Clock, capacity int64, rate float64, opts ...admit.Option) *keyed.Limiter {
+	t.Helper()
 	l, err := keyed.New(capacity, rate, append([]admit.Option{admit.WithClock(clk)}, opts...)...)
 	require.NoError(t, err)
-	return l, clk
+	return l
+}
+
+// heapNow returns the live heap after a collection.
+func heapNow() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
 
 func TestNewErrors(t *testing.T) {

@@ -18,11 +18,8 @@ import (
 // (stale if the clock has been later) and the present at least that.
 func newRace(t *testing.T, capacity int64, rate float64, opts ...admit.Option) (*keyed.Limiter, func(s float64)) {
 	t.Helper()
-	const start = int64(1) << 40
-	clk := newRaceClock(start)
-	l, err := keyed.New(capacity, rate, append([]admit.Option{admit.WithClock(clk)}, opts...)...)
-	require.NoError(t, err)
-	return l, func(s float64) { clk.read(start + int64(s*float64(time.Second))) }
+	clk := newRaceClock(fakeStart)
+	return newOn(t, clk, capacity, rate, opts...), func(s float64) { clk.read(fakeStart + int64(s*float64(time.Second))) }
 }
 
 // TestStaleConversionNewName: a single-limit key's latest call (a denial at

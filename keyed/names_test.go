@@ -16,15 +16,6 @@ import (
 	"github.com/admit-go/admit/keyed"
 )
 
-// heapNow returns the live heap after a collection.
-func heapNow() int64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
-}
-
 // TestNamesPerKeyBounded: a key holds at most keyed.MaxNames limit Names.
 // An admission that would store one more, once the key's full Names are
 // forgotten, is refused: Allowed false, an error wrapping

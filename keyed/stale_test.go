@@ -368,15 +368,11 @@ func TestLongKeysBounded(t *testing.T) {
 		keys[i] = string(base)
 	}
 	l, clk := newFake(t, 2, 1, keyed.WithShards(1))
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	before := heapNow()
 	for _, k := range keys {
 		require.True(t, l.Allow(k))
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	grown := heapNow() - before
 	assert.Less(t, grown, int64(n*keyed.MaxBytesPerKey), "heap grew %d bytes for %d keys of %d bytes", grown, n, size)
 	for _, k := range keys {
 		d, err := l.AllowN(context.Background(), k, 1)
