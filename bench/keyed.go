@@ -177,3 +177,42 @@ func newTollbooth(capacity int64, r float64, _ int) (KeyedLimiter, io.Closer, er
 }
 
 func (t tollboothLimiter) Allow(key string) bool { return !t.l.LimitReached(key) }
+
+// KeyName is the keyed benchmarks' i-th key: "key-" and i in 12 digits, 16
+// bytes, so that a limiter's copy of one is exactly one 16-byte buffer.
+func KeyName(i int) string { return fmt.Sprintf("key-%012d", i) }
+
+// Walk makes count calls on l, one per key of keys in turn from index i,
+// goroutine g forwards when g is even and backwards when it is odd, and
+// returns how many were admitted.
+//
+// The directions alternate because two goroutines walking one order fall
+// into step, whatever their offsets: one runs a little faster until it
+// catches the other, and then it stays behind it, as each call then waits
+// for the line of a key the other has just written (a traffic jam;
+// cmd/walkgap, which walks with it, logs the two goroutines' distance and shows it). Walking in
+// opposite directions they cross twice a turn and part at once, so every
+// key is still written by every core, but not by both at one instant,
+// which clients that are not pinned to cores do not do either.
+func Walk(l KeyedLimiter, keys []string, g, i, count int) (admitted int64) {
+	if g%2 == 0 {
+		for range count {
+			if l.Allow(keys[i]) {
+				admitted++
+			}
+			if i++; i == len(keys) {
+				i = 0
+			}
+		}
+		return admitted
+	}
+	for range count {
+		if l.Allow(keys[i]) {
+			admitted++
+		}
+		if i--; i < 0 {
+			i = len(keys) - 1
+		}
+	}
+	return admitted
+}

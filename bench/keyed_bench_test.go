@@ -42,7 +42,7 @@ func benchKeys(n int) []string {
 	keysOnce.Do(func() {
 		allKeys = make([]string, 1<<20)
 		for i := range allKeys {
-			allKeys[i] = fmt.Sprintf("key-%012d", i)
+			allKeys[i] = KeyName(i)
 		}
 	})
 	return allKeys[:n]
@@ -126,9 +126,9 @@ func benchKeyed(b *testing.B, im KeyedImpl, keys []string, parallel, measure boo
 		calls.Store(int64(b.N))
 	} else {
 		split(b, func(g, count int) {
-			// Goroutines start far apart, and walk's directions
+			// Goroutines start far apart, and Walk's directions
 			// alternate, so that they do not walk in step.
-			admitted.Add(walk(l, keys, g, (g+1)*7919%len(keys), count))
+			admitted.Add(Walk(l, keys, g, (g+1)*7919%len(keys), count))
 			calls.Add(int64(count))
 		})
 	}
@@ -212,7 +212,7 @@ const scalingKeys = 10_000
 // of b.N calls.
 //
 //   - pattern=walk: every goroutine walks all the keys in turn, each from
-//     its own offset and the odd ones backwards (see walk), so every key's
+//     its own offset and the odd ones backwards (see Walk), so every key's
 //     state is written by every core (the usual shape: clients are not
 //     pinned to cores), in the keys' order in memory;
 //   - pattern=shuffle: every goroutine visits all the keys, each in a
@@ -309,7 +309,7 @@ func BenchmarkKeyedScaling(b *testing.B) {
 					if pattern == "walk" {
 						i = g * len(ks) / procs // far apart
 					}
-					admitted.Add(walk(l, ks, g, i, count))
+					admitted.Add(Walk(l, ks, g, i, count))
 					calls.Add(int64(count))
 				})
 				b.StopTimer()
@@ -352,39 +352,4 @@ func split(b *testing.B, body func(g, n int)) {
 		}()
 	}
 	wg.Wait()
-}
-
-// walk makes count calls on l, one per key of keys in turn from index i,
-// goroutine g forwards when g is even and backwards when it is odd, and
-// returns how many were admitted.
-//
-// The directions alternate because two goroutines walking one order fall
-// into step, whatever their offsets: one runs a little faster until it
-// catches the other, and then it stays behind it, as each call then waits
-// for the line of a key the other has just written (a traffic jam;
-// cmd/walkgap logs the two goroutines' distance and shows it). Walking in
-// opposite directions they cross twice a turn and part at once, so every
-// key is still written by every core, but not by both at one instant,
-// which clients that are not pinned to cores do not do either.
-func walk(l KeyedLimiter, keys []string, g, i, count int) (admitted int64) {
-	if g%2 == 0 {
-		for range count {
-			if l.Allow(keys[i]) {
-				admitted++
-			}
-			if i++; i == len(keys) {
-				i = 0
-			}
-		}
-		return admitted
-	}
-	for range count {
-		if l.Allow(keys[i]) {
-			admitted++
-		}
-		if i--; i < 0 {
-			i = len(keys) - 1
-		}
-	}
-	return admitted
 }

@@ -46,7 +46,7 @@ func TestKeyedAdapters(t *testing.T) {
 	}
 }
 
-// TestWalkVisitsEveryKey checks the benchmarks' walk in both directions,
+// TestWalkVisitsEveryKey checks the benchmarks' Walk in both directions,
 // from an offset and across the wrap: on a limiter whose keys hold one
 // token each, a turn of len(keys) calls admits every key exactly once (a
 // key visited twice, or one skipped, would show as a refusal or as too few
@@ -61,7 +61,7 @@ func TestWalkVisitsEveryKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		walk(l, keys, g, 0, 2)
+		Walk(l, keys, g, 0, 2)
 		next, other := keys[1], keys[len(keys)-1]
 		if g%2 == 1 {
 			next, other = other, next
@@ -74,10 +74,10 @@ func TestWalkVisitsEveryKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := walk(l, keys, g, from, len(keys)); got != int64(len(keys)) {
+			if got := Walk(l, keys, g, from, len(keys)); got != int64(len(keys)) {
 				t.Errorf("goroutine %d from %d: a turn admitted %d of %d keys", g, from, got, len(keys))
 			}
-			if got := walk(l, keys, g, from, 1); got != 0 {
+			if got := Walk(l, keys, g, from, 1); got != 0 {
 				t.Errorf("goroutine %d from %d: a call past the turn admitted %d", g, from, got)
 			}
 		}

@@ -1,13 +1,13 @@
 // Command walkgap shows why BenchmarkKeyedScaling's walk alternates
-// directions: two goroutines walk the same held keys of one keyed.Limiter,
-// either both forwards from offsets half the keys apart (the walk before)
+// directions: two goroutines walk the same held keys of one keyed.Limiter
+// with the benchmarks' own loop (bench.Walk), either both forwards from offsets half the keys apart (the walk before)
 // or in opposite directions (the walk now), each logging the time every
 // 16 384 calls into its own slice (no goroutine samples them, which would
 // itself take a core). After the run it prints, at 40 moments, how far
 // apart the two were in keys (the distance around the ring, 0 to n/2), and
-// each run's ns per call. Forwards, the goroutines fall into step (the gap
-// shrinks to a few hundred keys and stays); in opposite directions they
-// cross and part.
+// each run's ns per call. Forwards, the goroutines tend to fall into step
+// (the gap stays under a few hundred keys for long stretches, and a call
+// costs more); in opposite directions they cross and part.
 //
 //	go run ./cmd/walkgap -calls 20000000
 package main
@@ -18,10 +18,12 @@ import (
 	"log"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/admit-go/admit/bench"
 	"github.com/admit-go/admit/internal/provenance"
 	"github.com/admit-go/admit/keyed"
 )
@@ -40,7 +42,7 @@ func main() {
 		fmt.Sprintf("cd bench && go run ./cmd/walkgap -calls %d -keys %d -runs %d", *calls, *n, *runs))
 	keys := make([]string, *n)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("key-%012d", i)
+		keys[i] = bench.KeyName(i)
 	}
 	for r := range *runs {
 		for _, opposite := range []bool{false, true} {
@@ -60,11 +62,11 @@ type gap struct {
 }
 
 func gapString(gs []gap) string {
-	s := ""
+	var b strings.Builder
 	for _, g := range gs {
-		s += fmt.Sprintf("%.0f:%d ", g.ms, g.gap)
+		fmt.Fprintf(&b, "%.0f:%d ", g.ms, g.gap)
 	}
-	return s
+	return b.String()
 }
 
 // run makes calls calls on a new Limiter holding keys, from two goroutines,
@@ -92,19 +94,22 @@ func run(keys []string, calls int, opposite bool) ([]gap, float64) {
 			for ready.Load() < 2 {
 			}
 			lg := make([]int64, 0, calls/2/every+2)
-			i, step := g*n/2, 1
-			if opposite && g == 1 {
-				step = -1
+			// The benchmarks' own walk, in chunks of every calls, the time
+			// logged before each: goroutine 1 backwards in opposite
+			// directions (Walk's odd goroutine), forwards otherwise.
+			dir := 0
+			if opposite {
+				dir = g
 			}
-			for c := range calls / 2 {
-				l.Allow(keys[i])
-				if i += step; i == n {
-					i = 0
-				} else if i < 0 {
-					i = n - 1
-				}
-				if c%every == 0 {
-					lg = append(lg, int64(time.Since(start)))
+			i := g * n / 2
+			for done := 0; done < calls/2; done += every {
+				lg = append(lg, int64(time.Since(start)))
+				m := min(every, calls/2-done)
+				bench.Walk(l, keys, dir, i, m)
+				if dir == 0 {
+					i = (i + m) % n
+				} else {
+					i = ((i-m)%n + n) % n
 				}
 			}
 			logs[g] = lg
@@ -125,8 +130,7 @@ func run(keys []string, calls int, opposite bool) ([]gap, float64) {
 			continue
 		}
 		cb := float64(j*every) + every*float64(a[k]-b[j])/float64(b[j+1]-b[j])
-		ca := float64(k * every)
-		p0 := int(ca) % n
+		p0 := k * every % n
 		p1 := n/2 + int(cb)
 		if opposite {
 			p1 = n/2 - int(cb)
