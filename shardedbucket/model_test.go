@@ -186,6 +186,19 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) (modelStat
 		}
 	}
 	defer func() { testHookGather, testHookStep = nil, nil }()
+	// take is a TryAcquireN of n tokens at the reading at, from a random
+	// start shard, between steps: a take from a frozen shard must decide
+	// exactly as the central word does (dryDecision).
+	take := func(n, at int64) (bool, error) {
+		start := uint(r.IntN(64))
+		need, v := b.p.Units(n), b.p.V(at)
+		want, dry := dryDecision(b, need, v, start)
+		ok := b.takeAt(need, v, start)
+		if dry && ok != want {
+			return ok, fmt.Errorf("t=%d take(%d) at %d from a frozen shard = %v, the central word says %v", clk.Now(), n, at, ok, want)
+		}
+		return ok, nil
+	}
 	for range 60 + r.IntN(200) {
 		if fail != nil {
 			return st, fmt.Errorf("%w\n%v", fail, log)
@@ -197,11 +210,9 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) (modelStat
 			if n > capacity {
 				n = 1
 			}
-			start := uint(r.IntN(64))
-			want, dry := dryDecision(b, b.p.Units(n), b.p.V(now), start)
-			ok := b.takeAt(b.p.Units(n), b.p.V(now), start)
-			if dry && ok != want {
-				return st, fmt.Errorf("t=%d try(%d) from a frozen shard = %v, the central word says %v\n%v", now, n, ok, want, log)
+			ok, err := take(n, now)
+			if err != nil {
+				return st, fmt.Errorf("%w\n%v", err, log)
 			}
 			log = append(log, fmt.Sprintf("t=%d try(%d)=%v", now, n, ok))
 			if ok {
@@ -210,11 +221,9 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) (modelStat
 		case 2: // drain with TryAcquire
 			k := int64(0)
 			for {
-				start := uint(r.IntN(64))
-				want, dry := dryDecision(b, b.p.Units(1), b.p.V(now), start)
-				ok := b.takeAt(b.p.Units(1), b.p.V(now), start)
-				if dry && ok != want {
-					return st, fmt.Errorf("t=%d a drain's take from a frozen shard = %v after %d, the central word says %v\n%v", now, ok, k, want, log)
+				ok, err := take(1, now)
+				if err != nil {
+					return st, fmt.Errorf("a drain, after %d: %w\n%v", k, err, log)
 				}
 				if !ok {
 					break
@@ -273,11 +282,9 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) (modelStat
 		case 10: // TryAcquireN at a stale reading: it sees its own moment's balance
 			at := max(0, now-r.Int64N(3*period+2))
 			n := 1 + r.Int64N(capacity)
-			start := uint(r.IntN(64))
-			want, dry := dryDecision(b, b.p.Units(n), b.p.V(at), start)
-			ok := b.takeAt(b.p.Units(n), b.p.V(at), start)
-			if dry && ok != want {
-				return st, fmt.Errorf("t=%d try(%d) at %d from a frozen shard = %v, the central word says %v\n%v", now, n, at, ok, want, log)
+			ok, err := take(n, at)
+			if err != nil {
+				return st, fmt.Errorf("%w\n%v", err, log)
 			}
 			log = append(log, fmt.Sprintf("t=%d try(%d) at %d=%v", now, n, at, ok))
 			if ok {
