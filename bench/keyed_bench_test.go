@@ -268,35 +268,36 @@ func BenchmarkKeyedScaling(b *testing.B) {
 					}
 					lims[g] = l
 				}
-				share := func(g int) []string {
-					if pattern == "walk" {
-						return keys
-					}
-					if pattern == "shuffle" {
+				// shares[g] is goroutine g's keys, in its order.
+				shares := make([][]string, procs)
+				for g := range procs {
+					switch pattern {
+					case "walk":
+						shares[g] = keys
+					case "shuffle":
 						ks := append([]string(nil), keys...)
 						r := rand.New(rand.NewPCG(uint64(g), 1))
 						r.Shuffle(len(ks), func(i, j int) { ks[i], ks[j] = ks[j], ks[i] })
-						return ks
+						shares[g] = ks
+					case "halves":
+						shares[g] = keys[g*len(keys)/procs : (g+1)*len(keys)/procs]
 					}
-					return keys[g*len(keys)/procs : (g+1)*len(keys)/procs]
 				}
-				shares := make([][]string, procs)
-				for g := range procs {
-					shares[g] = share(g)
-				}
-				for g := range procs {
-					fill := shares[g]
-					if pattern != "halves" {
-						if g > 0 {
-							break // one limiter, every key already held
-						}
-						fill = keys // in order, as in walk: held in the order allocated
-					}
-					for _, k := range fill {
-						if !lims[g].Allow(k) {
+				// Every key held, in the order allocated: by one limiter
+				// (its own share each in keyed-split).
+				fill := func(l KeyedLimiter, ks []string) {
+					for _, k := range ks {
+						if !l.Allow(k) {
 							b.Fatalf("%s: the first call on key %q was rejected", impl, k)
 						}
 					}
+				}
+				if impl == "keyed-split" {
+					for g := range procs {
+						fill(lims[g], shares[g])
+					}
+				} else {
+					fill(lims[0], keys)
 				}
 				b.ReportAllocs()
 				cpu0, cpuOK := processCPU()
