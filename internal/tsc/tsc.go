@@ -91,6 +91,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
 )
 
 const (
@@ -120,30 +123,57 @@ type point struct {
 	m, mb int64
 }
 
-// Clock is the anchor and its upkeep. The package uses one, std, for the
-// whole process; tests build others on fake counters. A Clock is safe for
-// concurrent use and must not be copied after first use. Its zero value is
-// not usable: see newClock.
-type Clock struct {
-	// The anchor, written as a seqlock under mu: seq is odd while the
-	// fields change, and a reader that sees it odd or changed does not use
-	// what it read. span == 0 means no anchor (not calibrated yet, or off).
+// anchor is one published anchor, written as a seqlock under the Clock's
+// mu: seq is odd while the fields change, and a reader that sees it odd
+// or changed does not use what it read. span == 0 means no anchor (not
+// calibrated yet, or off). It fills one cache line (Clock keeps it
+// line-aligned), so that writing one slot never touches the line of the
+// other.
+type anchor struct {
 	seq  atomic.Uint64
 	x0   atomic.Uint64
 	m0   atomic.Int64
 	k    atomic.Uint64
 	span atomic.Uint64
+	_    [cacheLine - 40]byte
+}
 
-	// ready is the monotonic reading before which calibration cannot
-	// succeed: a reading before it skips the lock.
-	ready atomic.Int64
-	off   atomic.Bool // set once, never cleared
+// cacheLine is the size of cpu.CacheLinePad on the architectures the
+// counter is used on.
+const cacheLine = unsafe.Sizeof(cpu.CacheLinePad{})
+
+// Clock is the anchor and its upkeep. The package uses one, std, for the
+// whole process; tests build others on fake counters. A Clock is safe for
+// concurrent use and must not be copied after first use. Its zero value is
+// not usable: see newClock.
+//
+// Every reading loads cur and the slot it names; only a re-anchoring (once
+// a span, about 16 µs) writes. It writes the slot readers are not using,
+// then flips cur, so a core that keeps reading misses twice per anchor (on
+// cur's line and on the new slot's), however many stores the anchor takes,
+// and the lock, the baselines and ready, written while anchoring, are on
+// lines no reading loads. With one slot, the anchor's stores interleaved
+// with the other core's reads of the same line moved it back and forth
+// several times per anchor: at two cores that cost 1.3 ns a keyed call on
+// the Intel machine (docs/keyed.md). A Clock is 320 bytes, a size class
+// whose objects start on a line; TestLayout checks both.
+type Clock struct {
+	slots [2]anchor
+	// cur's low bit is the slot in use; it changes only under mu, after
+	// the other slot is written. tick and mono are set once: the line is
+	// written once per anchor.
+	cur  atomic.Uint64
+	tick func() uint64 // the counter, ordered after earlier loads (RDTSCP)
+	mono func() int64  // the monotonic clock
+	_    [cacheLine - 24]byte
 
 	mu     sync.Mutex
 	b0, b1 point // the scale's baselines, b0 older; require mu
-
-	tick func() uint64 // the counter, ordered after earlier loads (RDTSCP)
-	mono func() int64  // the monotonic clock
+	// ready is the monotonic reading before which calibration cannot
+	// succeed: a reading before it skips the lock.
+	ready atomic.Int64
+	off   atomic.Bool                        // set once, never cleared
+	_     [2*cacheLine - 8 - 48 - 8 - 4]byte // mu, b0 and b1, ready, off: to 5 lines
 }
 
 // newClock returns a Clock over the counter tick and the monotonic clock
@@ -165,13 +195,19 @@ func (c *Clock) point() point {
 	return point{x: x, m: m, mb: c.mono()}
 }
 
+// live returns the slot readings use now.
+func (c *Clock) live() *anchor { return &c.slots[c.cur.Load()&1] }
+
 // at returns the reading for counter value x: the anchor's extrapolation
 // if x is within its span, else the monotonic clock's own reading.
 func (c *Clock) at(x uint64) int64 {
-	s := c.seq.Load()
-	x0, m0, k, span := c.x0.Load(), c.m0.Load(), c.k.Load(), c.span.Load()
-	// d·k < span·k <= spanNS·2^32 < 2^47: no overflow.
-	if d := x - x0; d < span && s&1 == 0 && c.seq.Load() == s {
+	a := c.live()
+	s := a.seq.Load()
+	x0, m0, k, span := a.x0.Load(), a.m0.Load(), a.k.Load(), a.span.Load()
+	// d·k < span·k <= spanNS·2^32 < 2^47: no overflow. A slot rewritten
+	// since cur was read (this reader was descheduled for a span) shows a
+	// changed seq.
+	if d := x - x0; d < span && s&1 == 0 && a.seq.Load() == s {
 		return m0 + int64(d*k>>32)
 	}
 	return c.slow()
@@ -197,6 +233,7 @@ func (c *Clock) slow() int64 {
 // baseline b0 → p (the monotonic clock advanced at least p.m − b0.mb
 // while the counter advanced p.x − b0.x), lowered by 2^-biasShift.
 func (c *Clock) anchor() {
+	live := c.live()
 	if c.off.Load() {
 		return // a caller that found it on before another turned it off
 	}
@@ -206,7 +243,7 @@ func (c *Clock) anchor() {
 		return
 	}
 	idle := p.m-c.b1.m >= 2*rebase // by the monotonic clock
-	if span := c.span.Load(); span != 0 {
+	if span := live.span.Load(); span != 0 {
 		// The monotonic clock at p.x is at most p.mb. If the old anchor's
 		// extrapolation to p.x is ahead of that, the monotonic clock ran
 		// slower against the counter than the scale allows somewhere in
@@ -216,14 +253,14 @@ func (c *Clock) anchor() {
 		// the monotonic clock, not the counter); the anchor is then only
 		// checked at the end of its span, which proves a reading served
 		// ahead, but cannot see one ahead by less than the idle time.
-		if d := int64(p.x - c.x0.Load()); d > 0 {
+		if d := int64(p.x - live.x0.Load()); d > 0 {
 			// By the counter: a suspend stops the monotonic clock only.
 			idle = idle || uint64(d)/span >= uint64(rebase/spanNS)
 			if uint64(d) > 4*span {
 				d = int64(span)
 			}
 			// d·k <= 4·span·k < 2^49.
-			if ext := int64(uint64(d) * c.k.Load() >> 32); ext > p.mb-c.m0.Load() {
+			if ext := int64(uint64(d) * live.k.Load() >> 32); ext > p.mb-live.m0.Load() {
 				c.turnOff()
 				return
 			}
@@ -266,13 +303,19 @@ func (c *Clock) anchor() {
 	}
 }
 
+// publish writes the slot not in use and then makes it the one in use.
+// Requires mu. A reader still on the slot written here (it read cur a
+// span or more ago) sees its seq change and does not use it.
 func (c *Clock) publish(x0 uint64, m0 int64, k, span uint64) {
-	c.seq.Add(1)
-	c.x0.Store(x0)
-	c.m0.Store(m0)
-	c.k.Store(k)
-	c.span.Store(span)
-	c.seq.Add(1)
+	n := c.cur.Load() + 1
+	a := &c.slots[n&1]
+	a.seq.Add(1)
+	a.x0.Store(x0)
+	a.m0.Store(m0)
+	a.k.Store(k)
+	a.span.Store(span)
+	a.seq.Add(1)
+	c.cur.Store(n)
 }
 
 // turnOff makes every later reading the monotonic clock's. Requires mu.

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 )
 
 // world is a fake machine: true time t in nanoseconds, a counter that
@@ -65,7 +66,7 @@ func read(t *testing.T, w *world, c *Clock) (fast bool) {
 	t0 := w.t.Add(w.lat)
 	before := w.monoAt(t0)
 	x := w.counterAt(t0)
-	fast = c.span.Load() != 0 && x-c.x0.Load() < c.span.Load()
+	fast = c.live().span.Load() != 0 && x-c.live().x0.Load() < c.live().span.Load()
 	r := c.at(x)
 	after := w.monoAt(w.t.Load())
 	if r > after {
@@ -176,7 +177,7 @@ func TestCalibration(t *testing.T) {
 			t.Fatal("an anchor was made from reads too slow to pair")
 		}
 	}
-	if c.span.Load() != 0 {
+	if c.live().span.Load() != 0 {
 		t.Fatal("calibrated from reads too slow to pair")
 	}
 	// Pairs 198 ns wide, the counter read at the near end of the first
@@ -190,11 +191,11 @@ func TestCalibration(t *testing.T) {
 	c = newClock(wide.tick, wide.mono)
 	wide.latM.Store(0)
 	wide.latX.Store(198)
-	for c.span.Load() == 0 {
+	for c.live().span.Load() == 0 {
 		wide.t.Add(500)
 		read(t, wide, c)
 	}
-	if k, want := c.k.Load(), uint64(1)<<31; k < want-2*(want>>biasShift) || k > want-want>>biasShift {
+	if k, want := c.live().k.Load(), uint64(1)<<31; k < want-2*(want>>biasShift) || k > want-want>>biasShift {
 		t.Fatalf("first scale %d, want within [%d, %d]", k, want-2*(want>>biasShift), want-want>>biasShift)
 	}
 }
@@ -220,7 +221,7 @@ func TestTurnsOff(t *testing.T) {
 				w.t.Add(777)
 				read(t, w, c)
 			}
-			if c.off.Load() || c.span.Load() == 0 {
+			if c.off.Load() || c.live().span.Load() == 0 {
 				t.Fatal("not calibrated before the change")
 			}
 			ahead := int64(tc.excess*spanNS) + 1
@@ -251,7 +252,7 @@ func TestTurnsOff(t *testing.T) {
 func TestStaysOff(t *testing.T) {
 	w := &world{x0: 0, num: 3, den: 1, segs: []seg{{0, 0}}, lat: 10}
 	c := newClock(w.tick, w.mono)
-	for c.span.Load() == 0 {
+	for c.live().span.Load() == 0 {
 		w.t.Add(1000)
 		read(t, w, c)
 	}
@@ -260,7 +261,7 @@ func TestStaysOff(t *testing.T) {
 	w.t.Add(spanNS)
 	c.anchor() // what the late caller does once it holds the lock
 	c.mu.Unlock()
-	if c.span.Load() != 0 {
+	if c.live().span.Load() != 0 {
 		t.Fatal("anchored again after turning off")
 	}
 }
@@ -278,7 +279,7 @@ func TestFollowsNTP(t *testing.T) {
 	}
 	// 2^32/3 ns per tick, 400 ppm faster, lowered by the bias.
 	want := float64(1<<32) / 3 * (1 + 400e-6) * (1 - 1.0/(1<<biasShift))
-	if got := float64(c.k.Load()); got < want*(1-20e-6) || got > want*(1+20e-6) {
+	if got := float64(c.live().k.Load()); got < want*(1-20e-6) || got > want*(1+20e-6) {
 		t.Fatalf("scale %.0f after the change, want %.0f within 20 ppm (%.1f ppm off)", got, want, (got/want-1)*1e6)
 	}
 }
@@ -346,7 +347,7 @@ func TestSystem(t *testing.T) {
 		if r < before-lagBound-1000 {
 			t.Fatalf("reading %d: %d is %d ns behind the monotonic clock", i, r, before-r)
 		}
-		if std.span.Load() != 0 {
+		if std.live().span.Load() != 0 {
 			fast++
 		}
 	}
@@ -355,5 +356,40 @@ func TestSystem(t *testing.T) {
 	}
 	if fast == 0 {
 		t.Fatal("never calibrated")
+	}
+}
+
+// TestLayout checks what the Clock's comment promises: each slot fills a
+// cache line, cur and the lock are on lines of their own, and a Clock
+// from newClock starts on a line, so that no two of them share one.
+func TestLayout(t *testing.T) {
+	if got := unsafe.Sizeof(anchor{}); got != cacheLine {
+		t.Errorf("an anchor slot is %d bytes, want one line (%d)", got, cacheLine)
+	}
+	var c Clock
+	lines := map[string]uintptr{
+		"slots[0]": unsafe.Offsetof(c.slots),
+		"slots[1]": unsafe.Offsetof(c.slots) + cacheLine,
+		"cur":      unsafe.Offsetof(c.cur),
+		"mu":       unsafe.Offsetof(c.mu),
+	}
+	seen := map[uintptr]string{}
+	for name, off := range lines {
+		if off%cacheLine != 0 {
+			t.Errorf("%s at offset %d, not at a line's start", name, off)
+		}
+		if other, ok := seen[off/cacheLine]; ok {
+			t.Errorf("%s and %s share line %d", name, other, off/cacheLine)
+		}
+		seen[off/cacheLine] = name
+	}
+	if got := unsafe.Sizeof(c); got != 5*cacheLine {
+		t.Errorf("a Clock is %d bytes, want %d: a size class whose objects start on a line", got, 5*cacheLine)
+	}
+	w := &world{num: 2, den: 1, segs: []seg{{0, 0}}}
+	for i := 0; i < 64; i++ {
+		if p := uintptr(unsafe.Pointer(newClock(w.tick, w.mono))); p%cacheLine != 0 {
+			t.Fatalf("newClock returned a Clock at %#x, not on a line", p)
+		}
 	}
 }
