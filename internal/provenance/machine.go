@@ -251,7 +251,7 @@ func (m Machine) CounterLine() string {
 	if m.CounterClock {
 		return fmt.Sprintf("on (internal/tsc: clocksource %s, %s): keyed's system clock reads the timestamp counter", m.ClockSource, flags)
 	}
-	return fmt.Sprintf("off (internal/tsc: clocksource %s, %s; or the admit_purego build): keyed's system clock is time.Since", m.ClockSource, flags)
+	return fmt.Sprintf("off (internal/tsc: clocksource %s, %s; or the admit_purego or admit_nocounter build): keyed's system clock is the runtime's monotonic clock, what time.Since reads", m.ClockSource, flags)
 }
 
 // Lines returns the description as benchfmt configuration lines, in the

@@ -10,10 +10,6 @@ import (
 	"github.com/admit-go/admit/internal/tsc"
 )
 
-// start is the origin of the system clock here; time.Since on a Time that
-// carries a monotonic reading reads the monotonic clock only, once.
-var start = time.Now()
-
 // Clock adapts an admit.Clock to elapsed nanoseconds since a bucket's
 // creation, clamped to [0, Horizon]. The system clock is called directly
 // rather than through the interface so that the hot path can inline it.
@@ -55,7 +51,7 @@ func (c *Clock) raw() int64 {
 		return tsc.Now()
 	}
 	if c.c == nil {
-		return int64(time.Since(start))
+		return tsc.Mono() // the runtime's monotonic clock, what time.Since reads
 	}
 	return c.c.Now()
 }

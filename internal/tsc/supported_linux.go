@@ -1,4 +1,4 @@
-//go:build amd64 && !admit_purego
+//go:build amd64 && !admit_purego && !admit_nocounter
 
 package tsc
 

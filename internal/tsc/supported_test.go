@@ -2,8 +2,9 @@ package tsc
 
 import "testing"
 
-// TestSupported checks that Supported answers what Enable decides, in both
-// builds (make test runs this package with admit_purego too).
+// TestSupported checks that Supported answers what Enable decides, in all
+// builds (make test runs this package with admit_purego and admit_nocounter
+// too).
 func TestSupported(t *testing.T) {
 	s := Supported()
 	if s != supported() {

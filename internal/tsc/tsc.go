@@ -76,7 +76,8 @@
 //
 // # When it is used
 //
-// Only on linux/amd64 without the admit_purego build tag, on a processor
+// Only on linux/amd64 without the admit_purego or admit_nocounter build tag
+// (the latter turns off the counter and nothing else), on a processor
 // whose counter runs at a constant rate in every power state (CPUID's
 // invariant TSC bit) and has RDTSCP, in a process allowed to read it
 // (prctl PR_GET_TSC), and only if the kernel's clocksource is "tsc" when
@@ -325,12 +326,6 @@ func (c *Clock) turnOff() {
 	c.publish(0, 0, 0, 0)
 }
 
-// start is the origin of the monotonic readings: time.Since on a Time
-// with a monotonic reading reads the monotonic clock only.
-var start = time.Now()
-
-func monotonic() int64 { return int64(time.Since(start)) }
-
 var (
 	std     *Clock // nil where the counter is not used
 	stdOnce sync.Once
@@ -351,7 +346,9 @@ func Enable() bool {
 
 // Mono returns the monotonic clock's own reading on Now's scale (what Now
 // extrapolates from): the kernel's ordered read, for a caller that needs a
-// reading no earlier than any Now taken before it, in any goroutine.
+// reading no earlier than any Now taken before it, in any goroutine. It is
+// also the system clock of every limiter in this module where Now is not
+// used (see mono.go).
 func Mono() int64 { return monotonic() }
 
 // Now returns the monotonic clock in nanoseconds from an arbitrary origin

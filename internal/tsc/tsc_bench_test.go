@@ -1,11 +1,22 @@
 package tsc
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // BenchmarkNow compares a reading through the counter with the monotonic
-// clock's own (time.Since), on this machine's hardware.
+// clock's own, read directly (monotonic: mono.go) and through time.Since,
+// on this machine's hardware.
 func BenchmarkNow(b *testing.B) {
 	var sink int64
+	since := time.Now()
+	b.Run("impl=since", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sink += int64(time.Since(since))
+		}
+	})
 	b.Run("impl=monotonic", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
