@@ -88,7 +88,7 @@ func keyedReport(w io.Writer, goCmd, rawPath string) error {
 	}
 	clock := "on (internal/tsc: the timestamp counter, as the kernel's clocksource is tsc)"
 	if !tsc.Enable() {
-		clock = "off (time.Since: no invariant counter the kernel uses, another platform, or -tags admit_purego)"
+		clock = "off (the runtime's monotonic clock: no invariant counter the kernel uses, another platform, or -tags admit_nocounter or admit_purego)"
 	}
 	fmt.Fprintf(w, "\nkeyed at 10k held keys, -cpu 2, median of %d rounds; keyed's counter clock %s\n", keyedRounds, clock)
 	for _, mode := range []string{"serial", "parallel"} {
