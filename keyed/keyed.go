@@ -96,9 +96,10 @@
 // on assumptions that internal/tsc states (synchronised counters, a
 // constant counter rate, the kernel not slewing its clock by more than
 // 3906 ppm); every 16 µs of calls it checks that no reading was ahead, and
-// falls back to time.Since for good if one was (by at most 16 µs times the
-// excess rate). The admit_purego build tag, and every other platform, read
-// time.Since.
+// falls back to the runtime's monotonic clock (what time.Since reads) for
+// good if one was (by at most 16 µs times the excess rate). Every other
+// platform, and the admit_nocounter build tag, read that monotonic clock
+// on every call; the admit_purego tag reads it through time.Since.
 //
 // # Keys
 //

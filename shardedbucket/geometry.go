@@ -10,10 +10,10 @@ import (
 // shard is one cache line: z is written by admissions, cap and off are
 // read-only and ride along on the same line for free.
 type shard struct {
-	z   atomic.Int64 // empty point on this shard's stream: balance = min(cap, V_i(now) - z)
-	cap int64        // this shard's capacity in units; immutable
-	off int64        // (shards-1-i) << blockShift: see geometry.vi; immutable
-	_   [unsafe.Sizeof(cpu.CacheLinePad{}) - 24]byte
+	z   atomic.Int64                                          // empty point on this shard's stream: balance = min(cap, V_i(now) - z)
+	cap int64                                                 // this shard's capacity in units; immutable
+	off int64                                                 // (shards-1-i) << blockShift: see geometry.vi; immutable
+	_   [max(unsafe.Sizeof(cpu.CacheLinePad{}), 24) - 24]byte // to a line; nothing where the pad is empty (js/wasm)
 }
 
 // geometry is how the refill stream is dealt to the shards: in blocks of one

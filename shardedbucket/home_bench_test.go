@@ -25,7 +25,7 @@ func BenchmarkHome(b *testing.B) {
 	shards := 1 << bitsFor(runtime.GOMAXPROCS(0))
 	type line struct {
 		n atomic.Int64
-		_ [unsafe.Sizeof(cpu.CacheLinePad{}) - 8]byte
+		_ [max(unsafe.Sizeof(cpu.CacheLinePad{}), 8) - 8]byte
 	}
 	lines := make([]line, shards)
 	mask := uint(shards - 1)

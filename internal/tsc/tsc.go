@@ -20,9 +20,11 @@
 //
 //	m₀ + ⌊(x − x₀)·k / 2^32⌋
 //
-// and any other reading (past the span, before the anchor, or while the
-// anchor is being replaced) is the monotonic clock's own; the first such
-// caller that finds the anchor's lock free re-anchors at the present. No
+// and any other reading (past the span, or before the anchor) is the
+// monotonic clock's own; the first such caller that finds the anchor's lock
+// free re-anchors at the present, writing the new anchor beside the one in
+// use and then switching to it, so that readers keep extrapolating from the
+// old one meanwhile. No
 // goroutine runs in the background: the callers that step past a span pay
 // for the next anchor (three clock reads, about 100 ns, once per 16 µs of
 // calls: well under 1 ns a call in a busy loop).
@@ -152,7 +154,8 @@ const cacheLine = 64
 // then flips cur, so a core that keeps reading misses twice per anchor (on
 // cur's line and on the new slot's), however many stores the anchor takes,
 // and the lock, the baselines and ready, written while anchoring, are on
-// lines no reading loads. With one slot, the anchor's stores interleaved
+// lines no extrapolated reading loads (a reading past the span loads them
+// in slow). With one slot, the anchor's stores interleaved
 // with the other core's reads of the same line moved it back and forth
 // several times per anchor: at two cores that cost a keyed call 1.1–1.7 ns
 // of its 24 on the Intel machine (docs/benchmarks.md). A Clock is 320
@@ -206,8 +209,8 @@ func (c *Clock) at(x uint64) int64 {
 	s := a.seq.Load()
 	x0, m0, k, span := a.x0.Load(), a.m0.Load(), a.k.Load(), a.span.Load()
 	// d·k < span·k <= spanNS·2^32 < 2^47: no overflow. A slot rewritten
-	// since cur was read (this reader was descheduled for a span) shows a
-	// changed seq.
+	// since cur was read (two publishes since: this reader was descheduled,
+	// or the clock was turned off) shows a changed seq.
 	if d := x - x0; d < span && s&1 == 0 && a.seq.Load() == s {
 		return m0 + int64(d*k>>32)
 	}
@@ -305,8 +308,8 @@ func (c *Clock) anchor() {
 }
 
 // publish writes the slot not in use and then makes it the one in use.
-// Requires mu. A reader still on the slot written here (it read cur a
-// span or more ago) sees its seq change and does not use it.
+// Requires mu. A reader still on the slot written here (it read cur before
+// the publish before this one) sees its seq change and does not use it.
 func (c *Clock) publish(x0 uint64, m0 int64, k, span uint64) {
 	n := c.cur.Load() + 1
 	a := &c.slots[n&1]
@@ -320,8 +323,12 @@ func (c *Clock) publish(x0 uint64, m0 int64, k, span uint64) {
 }
 
 // turnOff makes every later reading the monotonic clock's. Requires mu.
+// Both slots are emptied: the one in use until now holds the anchor found
+// ahead, and a reader that loaded cur before the first publish would
+// still extrapolate from it.
 func (c *Clock) turnOff() {
 	c.off.Store(true)
+	c.publish(0, 0, 0, 0)
 	c.publish(0, 0, 0, 0)
 }
 
@@ -346,8 +353,8 @@ func Enable() bool {
 // Mono returns the monotonic clock's own reading on Now's scale (what Now
 // extrapolates from): the kernel's ordered read, for a caller that needs a
 // reading no earlier than any Now taken before it, in any goroutine. It is
-// also the system clock of every limiter in this module where Now is not
-// used (see mono.go).
+// also the system clock of every limiter built on internal/refill where
+// Now is not used (see mono.go).
 func Mono() int64 { return monotonic() }
 
 // Now returns the monotonic clock in nanoseconds from an arbitrary origin

@@ -69,7 +69,8 @@ func read(t *testing.T, w *world, c *Clock) (fast bool) {
 	t0 := w.t.Add(w.lat)
 	before := w.monoAt(t0)
 	x := w.counterAt(t0)
-	fast = c.live().span.Load() != 0 && x-c.live().x0.Load() < c.live().span.Load()
+	a := c.live()
+	fast = a.span.Load() != 0 && x-a.x0.Load() < a.span.Load()
 	r := c.at(x)
 	after := w.monoAt(w.t.Load())
 	if r > after {
@@ -266,6 +267,31 @@ func TestStaysOff(t *testing.T) {
 	c.mu.Unlock()
 	if c.live().span.Load() != 0 {
 		t.Fatal("anchored again after turning off")
+	}
+}
+
+// TestOffEmptiesBothSlots: turning the clock off leaves no anchor in
+// either slot, so that a reader that loaded cur before the switch, and
+// reads the slot that was in use, does not extrapolate from the anchor
+// that was found ahead.
+func TestOffEmptiesBothSlots(t *testing.T) {
+	w := &world{x0: 0, num: 3, den: 1, segs: []seg{{0, 0}}, lat: 10}
+	c := newClock(w.tick, w.mono)
+	for c.live().span.Load() == 0 {
+		w.t.Add(1000)
+		read(t, w, c)
+	}
+	held := c.live() // the slot a descheduled reader holds
+	c.mu.Lock()
+	c.turnOff()
+	c.mu.Unlock()
+	for i := range c.slots {
+		if a := &c.slots[i]; a.span.Load() != 0 || a.seq.Load()&1 != 0 {
+			t.Errorf("slot %d after turnOff: span %d, seq %d; want no anchor", i, a.span.Load(), a.seq.Load())
+		}
+	}
+	if held.span.Load() != 0 {
+		t.Fatal("the slot in use before turnOff still holds its anchor")
 	}
 }
 
