@@ -16,7 +16,7 @@
 //
 // The clock keeps one anchor: a counter value x₀, the monotonic reading m₀
 // taken just before it, and a scale k (nanoseconds per tick, 32.32 fixed
-// point). A reading x within span ticks of x₀ (16 µs) is
+// point). A reading x within span ticks of x₀ (32 µs) is
 //
 //	m₀ + ⌊(x − x₀)·k / 2^32⌋
 //
@@ -26,7 +26,7 @@
 // use and then switching to it, so that readers keep extrapolating from the
 // old one meanwhile. No
 // goroutine runs in the background: the callers that step past a span pay
-// for the next anchor (three clock reads, about 100 ns, once per 16 µs of
+// for the next anchor (three clock reads, about 100 ns, once per 32 µs of
 // calls: well under 1 ns a call in a busy loop).
 //
 // k is a lower bound of the counter's rate against the monotonic clock
@@ -44,9 +44,9 @@
 // # What a reading promises
 //
 // In steady state a reading is never ahead of the monotonic clock and at
-// most about 0.33 µs behind it (maxPair, the widest window allowed between
-// an anchor's two monotonic reads, plus 2·16 µs·2^-8 of drift; 30–50 ns on
-// average on the project's machine). A reading behind the true value is
+// most about 0.45 µs behind it (maxPair, the widest window allowed between
+// an anchor's two monotonic reads, plus 2·32 µs·2^-8 of drift; about 85 ns
+// on average on the Intel machine, 52 with spans of 16 µs). A reading behind the true value is
 // one taken a little earlier, which every limiter here already treats as
 // a stale reading that adds nothing. Readings are not monotonic, even in
 // one goroutine: one that reads the monotonic clock itself (past a span)
@@ -66,7 +66,7 @@
 // after a large offset is found.
 //
 // When an assumption fails, a reading can be ahead by at most a span times
-// the excess rate (16 µs × 8% ≈ 1.3 µs for a clock slewed 8% slower), and
+// the excess rate (32 µs × 8% ≈ 2.6 µs for a clock slewed 8% slower), and
 // the next re-anchoring finds it: it checks the old anchor's extrapolation
 // to the new counter value against a monotonic reading taken after it,
 // and if it is ahead, the clock turns itself off for good: every later
@@ -97,8 +97,14 @@ import (
 )
 
 const (
-	// spanNS is how long, in nanoseconds, one anchor serves.
-	spanNS = 16_000
+	// spanNS is how long, in nanoseconds, one anchor serves. Longer spans
+	// renew the anchor less often, and each renewal moves the lines every
+	// reading loads between the cores once; they also widen the lag (2·span
+	// of drift at 2^-biasShift) and how far ahead a failed assumption can
+	// take a reading (a span times the excess rate). 32 µs against 16: a
+	// keyed call 0.4–0.9 ns faster at two cores (of 23.6–23.9), the average
+	// lag about 30 ns longer (docs/benchmarks.md).
+	spanNS = 32_000
 	// biasShift lowers the scale by 2^-biasShift, for changes in the
 	// monotonic clock's rate since the baseline.
 	biasShift = 8
@@ -150,7 +156,7 @@ const cacheLine = 64
 // not usable: see newClock.
 //
 // Every reading loads cur and the slot it names; only a re-anchoring (once
-// a span, about 16 µs) writes. It writes the slot readers are not using,
+// a span, about 32 µs) writes. It writes the slot readers are not using,
 // then flips cur, so a core that keeps reading misses twice per anchor (on
 // cur's line and on the new slot's), however many stores the anchor takes,
 // and the lock, the baselines and ready, written while anchoring, are on
