@@ -82,6 +82,16 @@ func read(t *testing.T, w *world, c *Clock) (fast bool) {
 	return fast
 }
 
+// calibrate reads c every step nanoseconds of w's time, each reading
+// checked by read, until c has an anchor.
+func calibrate(t *testing.T, w *world, c *Clock, step int64) {
+	t.Helper()
+	for c.live().span.Load() == 0 {
+		w.t.Add(step)
+		read(t, w, c)
+	}
+}
+
 func TestBounds(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -195,10 +205,7 @@ func TestCalibration(t *testing.T) {
 	c = newClock(wide.tick, wide.mono)
 	wide.latM.Store(0)
 	wide.latX.Store(198)
-	for c.live().span.Load() == 0 {
-		wide.t.Add(500)
-		read(t, wide, c)
-	}
+	calibrate(t, wide, c, 500)
 	if k, want := c.live().k.Load(), uint64(1)<<31; k < want-2*(want>>biasShift) || k > want-want>>biasShift {
 		t.Fatalf("first scale %d, want within [%d, %d]", k, want-2*(want>>biasShift), want-want>>biasShift)
 	}
@@ -256,10 +263,7 @@ func TestTurnsOff(t *testing.T) {
 func TestStaysOff(t *testing.T) {
 	w := &world{x0: 0, num: 3, den: 1, segs: []seg{{0, 0}}, lat: 10}
 	c := newClock(w.tick, w.mono)
-	for c.live().span.Load() == 0 {
-		w.t.Add(1000)
-		read(t, w, c)
-	}
+	calibrate(t, w, c, 1000)
 	c.mu.Lock()
 	c.turnOff()
 	w.t.Add(spanNS)
@@ -277,10 +281,7 @@ func TestStaysOff(t *testing.T) {
 func TestOffEmptiesBothSlots(t *testing.T) {
 	w := &world{x0: 0, num: 3, den: 1, segs: []seg{{0, 0}}, lat: 10}
 	c := newClock(w.tick, w.mono)
-	for c.live().span.Load() == 0 {
-		w.t.Add(1000)
-		read(t, w, c)
-	}
+	calibrate(t, w, c, 1000)
 	held := c.live() // the slot a descheduled reader holds
 	c.mu.Lock()
 	c.turnOff()
