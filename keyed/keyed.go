@@ -87,8 +87,9 @@
 // with an invariant counter that the kernel's clock uses too; see
 // internal/tsc): 10.6 ns a reading instead of time.Since's 27–30 on the
 // developers' AMD machine, a third of a call (on the Intel machine 12.4
-// against 23.3 for the monotonic clock read directly: BenchmarkNow). In steady state a reading is never
-// ahead of the monotonic clock and at most about 0.45 µs behind it: it is
+// against 23.3 for the monotonic clock read directly: BenchmarkNow). In
+// steady state a reading is never ahead of the monotonic clock and at most
+// about 0.45 µs behind it: it is
 // what the monotonic clock read at most that long before, a stale reading,
 // which as above adds nothing (the bound is kept on the readings, as with
 // any clock). The one visible effect: a client that sleeps exactly

@@ -24,10 +24,9 @@
 // monotonic clock's own; the first such caller that finds the anchor's lock
 // free re-anchors at the present, writing the new anchor beside the one in
 // use and then switching to it, so that readers keep extrapolating from the
-// old one meanwhile. No
-// goroutine runs in the background: the callers that step past a span pay
-// for the next anchor (three clock reads, about 100 ns, once per 32 µs of
-// calls: well under 1 ns a call in a busy loop).
+// old one meanwhile. No goroutine runs in the background: the callers that
+// step past a span pay for the next anchor (three clock reads, about 100
+// ns, once per 32 µs of calls: well under 1 ns a call in a busy loop).
 //
 // k is a lower bound of the counter's rate against the monotonic clock
 // over a baseline (the monotonic clock advanced at least m − b.mb while
@@ -46,9 +45,9 @@
 // In steady state a reading is never ahead of the monotonic clock and at
 // most about 0.45 µs behind it (maxPair, the widest window allowed between
 // an anchor's two monotonic reads, plus 2·32 µs·2^-8 of drift; about 85 ns
-// on average on the Intel machine, 52 with spans of 16 µs). A reading behind the true value is
-// one taken a little earlier, which every limiter here already treats as
-// a stale reading that adds nothing. Readings are not monotonic, even in
+// on average on the Intel machine, 52 with spans of 16 µs). A reading
+// behind the true value is one taken a little earlier, which every limiter
+// here already treats as a stale reading that adds nothing. Readings are not monotonic, even in
 // one goroutine: one that reads the monotonic clock itself (past a span)
 // can be followed by an extrapolated one up to the lag earlier.
 //
@@ -161,12 +160,11 @@ const cacheLine = 64
 // cur's line and on the new slot's), however many stores the anchor takes,
 // and the lock, the baselines and ready, written while anchoring, are on
 // lines no extrapolated reading loads (a reading past the span loads them
-// in slow). With one slot, the anchor's stores interleaved
-// with the other core's reads of the same line moved it back and forth
-// several times per anchor: at two cores that cost a keyed call 1.1–1.7 ns
-// of its 24 on the Intel machine (docs/benchmarks.md). A Clock is 320
-// bytes, a size class whose objects start on a line; TestLayout checks
-// both.
+// in slow). With one slot, the anchor's stores interleaved with the other
+// core's reads of the same line moved it back and forth several times per
+// anchor: at two cores that cost a keyed call 1.1–1.7 ns of its 24 on the
+// Intel machine (docs/benchmarks.md). A Clock is 320 bytes, a size class
+// whose objects start on a line; TestLayout checks both.
 type Clock struct {
 	slots [2]anchor
 	// cur's low bit is the slot in use; it changes only under mu, after
