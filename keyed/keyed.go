@@ -89,10 +89,9 @@
 // developers' AMD machine, a third of a call (on the Intel machine 12.4
 // against 23.3 for the monotonic clock read directly: BenchmarkNow). In
 // steady state a reading is never ahead of the monotonic clock and at most
-// about 0.45 µs behind it: it is
-// what the monotonic clock read at most that long before, a stale reading,
-// which as above adds nothing (the bound is kept on the readings, as with
-// any clock). The one visible effect: a client that sleeps exactly
+// about 0.45 µs behind it: it is what the monotonic clock read at most that
+// long before, a stale reading, which as above adds nothing (the bound is
+// kept on the readings, as with any clock). The one visible effect: a client that sleeps exactly
 // RetryAfter may find its next reading up to that much short of the
 // promised point, and be told to wait that long again. The promise rests
 // on assumptions that internal/tsc states (synchronised counters, a
