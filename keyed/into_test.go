@@ -65,7 +65,7 @@ func TestIntoConformance(t *testing.T) {
 // methods, and compares every Decision and error: admissions, denials,
 // refusals for want of room, bad n, bad limits, peeks, several limits.
 func TestIntoMatchesReturn(t *testing.T) {
-	clk := buckettest.NewFakeClock(1 << 40)
+	clk := buckettest.NewFakeClock(fakeStart)
 	opts := []admit.Option{admit.WithClock(clk), keyed.WithMaxKeys(3), keyed.WithPolicy(keyed.RefuseNew)}
 	a, err := keyed.NewLimits([]admit.Limit{admit.Per(time.Second, 3).Named("s"), admit.Per(time.Minute, 5).Named("m")}, opts...)
 	if err != nil {

@@ -571,10 +571,10 @@ const (
 // decide runs one call: need units, 0 <= need <= Cap, from key's bucket.
 //
 // The hot path, for a held key: hash, probe the shard's tags and slots
-// without a lock, prefetch the entry for writing, read the clock, compare
-// the key, and decide on the entry's state word with one CAS
-// (take). Anything else (a key not found, an entry removed meanwhile) goes
-// to slow, under the shard's lock.
+// without a lock, prefetch the line of the entry's state word for writing,
+// read the clock, compare the key, and decide on the state word with one
+// CAS (take). Anything else (a key not found, an entry removed meanwhile)
+// goes to slow, under the shard's lock.
 func (l *Limiter) decide(key string, need int64) outcome {
 	if len(key) > maxKeyBytes {
 		var buf [digestBytes]byte

@@ -73,9 +73,7 @@ func BenchmarkBytesPerKey(b *testing.B) {
 	}
 	var perKey float64
 	for b.Loop() {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
+		before := heapNow()
 		l, err := keyed.New(1, 1e-6, keyed.WithMaxKeys(2*n))
 		if err != nil {
 			b.Fatal(err)
@@ -83,12 +81,11 @@ func BenchmarkBytesPerKey(b *testing.B) {
 		for _, k := range keys {
 			l.Allow(k)
 		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
+		after := heapNow()
 		if l.Len() != n {
 			b.Fatalf("%d keys held, want %d", l.Len(), n)
 		}
-		perKey = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+		perKey = float64(after-before) / n
 		runtime.KeepAlive(l)
 	}
 	b.ReportMetric(perKey, "B/key")

@@ -252,7 +252,7 @@ func TestFullMultiInUse(t *testing.T) {
 func TestFullMultiPeekedStorm(t *testing.T) {
 	ctx := context.Background()
 	two := []admit.Limit{{Name: "a", Capacity: 2, Rate: 1}, {Name: "b", Capacity: 4, Rate: 1}}
-	clk := buckettest.NewFakeClock(1 << 40)
+	clk := buckettest.NewFakeClock(fakeStart)
 	l, err := keyed.NewLimits(two, admit.WithClock(clk), keyed.WithMaxKeys(1), keyed.WithShards(1), keyed.WithPolicy(keyed.RefuseNew))
 	require.NoError(t, err)
 	d, err := l.AllowN(ctx, "k0", 1)
