@@ -88,17 +88,17 @@
 // internal/tsc): 10.6 ns a reading instead of time.Since's 27–30 on the
 // developers' AMD machine, a third of a call (on the Intel machine 12.4
 // against 23.3 for the monotonic clock read directly: BenchmarkNow). In
-// steady state a reading is never ahead of the monotonic clock and at most
-// about 0.45 µs behind it: it is what the monotonic clock read at most that
-// long before, a stale reading, which as above adds nothing (the bound is
+// steady state a reading is never ahead of the monotonic clock and behind
+// it by at most the lag internal/tsc states (under half a microsecond): it
+// is what the monotonic clock read at most that long before, a stale reading, which as above adds nothing (the bound is
 // kept on the readings, as with any clock). The one visible effect: a client that sleeps exactly
 // RetryAfter may find its next reading up to that much short of the
 // promised point, and be told to wait that long again. The promise rests
 // on assumptions that internal/tsc states (synchronised counters, a
 // constant counter rate, the kernel not slewing its clock by more than
-// 3906 ppm); every 32 µs of calls it checks that no reading was ahead, and
-// falls back to the runtime's monotonic clock (what time.Since reads) for
-// good if one was (by at most 32 µs times the excess rate). Every other
+// 3906 ppm); at every renewal of its anchor it checks that no reading was
+// ahead, and falls back to the runtime's monotonic clock (what time.Since
+// reads) for good if one was (by at most a span times the excess rate). Every other
 // platform, and the admit_nocounter build tag, read that monotonic clock
 // on every call; the admit_purego tag reads it through time.Since.
 //

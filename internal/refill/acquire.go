@@ -34,8 +34,8 @@ func NewClock(c admit.Clock) Clock {
 // every call (keyed): the system clock is read through the processor's
 // timestamp counter where package tsc supports it (linux/amd64 with an
 // invariant counter that the kernel uses too): in steady state never
-// ahead of the monotonic clock and at most about 0.45 µs behind it, under
-// the assumptions package tsc states and checks.
+// ahead of the monotonic clock and at most the lag package tsc states
+// behind it, under the assumptions it states and checks.
 // Any other clock, and the system clock elsewhere, is NewClock's.
 func NewCounterClock(c admit.Clock) Clock {
 	if c != nil && c != admit.SystemClock() || !tsc.Enable() {

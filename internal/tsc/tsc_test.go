@@ -282,7 +282,6 @@ func TestOffEmptiesBothSlots(t *testing.T) {
 	w := &world{x0: 0, num: 3, den: 1, segs: []seg{{0, 0}}, lat: 10}
 	c := newClock(w.tick, w.mono)
 	calibrate(t, w, c, 1000)
-	held := c.live() // the slot a descheduled reader holds
 	c.mu.Lock()
 	c.turnOff()
 	c.mu.Unlock()
@@ -290,9 +289,6 @@ func TestOffEmptiesBothSlots(t *testing.T) {
 		if a := &c.slots[i]; a.span.Load() != 0 || a.seq.Load()&1 != 0 {
 			t.Errorf("slot %d after turnOff: span %d, seq %d; want no anchor", i, a.span.Load(), a.seq.Load())
 		}
-	}
-	if held.span.Load() != 0 {
-		t.Fatal("the slot in use before turnOff still holds its anchor")
 	}
 }
 
