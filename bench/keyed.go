@@ -184,7 +184,7 @@ func KeyName(i int) string { return fmt.Sprintf("key-%012d", i) }
 
 // Walk makes count calls on l, one per key of keys in turn from index i,
 // goroutine g forwards when g is even and backwards when it is odd, and
-// returns how many were admitted.
+// returns how many were admitted and the index the next call would use.
 //
 // The directions alternate because two goroutines walking one order fall
 // into step, whatever their offsets: one runs a little faster until it
@@ -194,7 +194,7 @@ func KeyName(i int) string { return fmt.Sprintf("key-%012d", i) }
 // opposite directions they cross twice a turn and part at once, so every
 // key is still written by every core, but not by both at one instant,
 // which clients that are not pinned to cores do not do either.
-func Walk(l KeyedLimiter, keys []string, g, i, count int) (admitted int64) {
+func Walk(l KeyedLimiter, keys []string, g, i, count int) (admitted int64, next int) {
 	if g%2 == 0 {
 		for range count {
 			if l.Allow(keys[i]) {
@@ -204,7 +204,7 @@ func Walk(l KeyedLimiter, keys []string, g, i, count int) (admitted int64) {
 				i = 0
 			}
 		}
-		return admitted
+		return admitted, i
 	}
 	for range count {
 		if l.Allow(keys[i]) {
@@ -214,5 +214,5 @@ func Walk(l KeyedLimiter, keys []string, g, i, count int) (admitted int64) {
 			i = len(keys) - 1
 		}
 	}
-	return admitted
+	return admitted, i
 }

@@ -128,7 +128,8 @@ func benchKeyed(b *testing.B, im KeyedImpl, keys []string, parallel, measure boo
 		split(b, func(g, count int) {
 			// Goroutines start far apart, and Walk's directions
 			// alternate, so that they do not walk in step.
-			admitted.Add(Walk(l, keys, g, (g+1)*7919%len(keys), count))
+			n, _ := Walk(l, keys, g, (g+1)*7919%len(keys), count)
+			admitted.Add(n)
 		})
 	}
 	cpu1, _ := cpu()
@@ -309,7 +310,8 @@ func BenchmarkKeyedScaling(b *testing.B) {
 					if pattern == "walk" {
 						i = g * len(ks) / procs // far apart
 					}
-					admitted.Add(Walk(l, ks, g, i, count))
+					n, _ := Walk(l, ks, g, i, count)
+					admitted.Add(n)
 				})
 				b.StopTimer()
 				cpu1, _ := processCPU()

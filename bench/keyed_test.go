@@ -74,10 +74,10 @@ func TestWalkVisitsEveryKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := Walk(l, keys, g, from, len(keys)); got != int64(len(keys)) {
+			if got, _ := Walk(l, keys, g, from, len(keys)); got != int64(len(keys)) {
 				t.Errorf("goroutine %d from %d: a turn admitted %d of %d keys", g, from, got, len(keys))
 			}
-			if got := Walk(l, keys, g, from, 1); got != 0 {
+			if got, _ := Walk(l, keys, g, from, 1); got != 0 {
 				t.Errorf("goroutine %d from %d: a call past the turn admitted %d", g, from, got)
 			}
 		}

@@ -105,12 +105,7 @@ func run(keys []string, calls int, opposite bool) ([]gap, float64) {
 			for done := 0; done < calls/2; done += every {
 				lg = append(lg, int64(time.Since(start)))
 				m := min(every, calls/2-done)
-				bench.Walk(l, keys, dir, i, m)
-				if dir == 0 {
-					i = (i + m) % n
-				} else {
-					i = ((i-m)%n + n) % n
-				}
+				_, i = bench.Walk(l, keys, dir, i, m)
 			}
 			logs[g] = lg
 		}()
