@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -30,15 +31,16 @@ func TestBuildOutputIgnored(t *testing.T) {
 		}
 		patterns[line] = true
 	}
-	// Paths relative to rls/, and as the test (in cmd/admit-rls) names them.
-	ignored := map[string]string{"/admit-rls": "../../admit-rls", "/rlsbench": "../../rlsbench", "/cmd/admit-rls/admit-rls": "admit-rls", "/internal/cmd/rlsbench/rlsbench": "../../internal/cmd/rlsbench/rlsbench"}
-	tracked := map[string]string{"/cmd/admit-rls/main.go": "main.go", "/internal/cmd/rlsbench/main.go": "../../internal/cmd/rlsbench/main.go", "/go.mod": "../../go.mod"}
-	for p := range ignored {
+	// Paths relative to rls/; git is given them relative to this test's
+	// directory, cmd/admit-rls.
+	ignored := []string{"/admit-rls", "/rlsbench", "/cmd/admit-rls/admit-rls", "/internal/cmd/rlsbench/rlsbench"}
+	tracked := []string{"/cmd/admit-rls/main.go", "/internal/cmd/rlsbench/main.go", "/go.mod"}
+	for _, p := range ignored {
 		if !patterns[p] {
 			t.Errorf("rls%s is not ignored", p)
 		}
 	}
-	for p := range tracked {
+	for _, p := range tracked {
 		if patterns[p] {
 			t.Errorf("rls%s is ignored", p)
 		}
@@ -46,14 +48,21 @@ func TestBuildOutputIgnored(t *testing.T) {
 	if exec.Command("git", "rev-parse", "--show-toplevel").Run() != nil {
 		return // not in a git checkout: the patterns above are the whole check
 	}
-	for _, path := range ignored {
-		if out, err := exec.Command("git", "check-ignore", "--no-index", path).CombinedOutput(); err != nil {
-			t.Errorf("git: %s is not ignored: %v %s", path, err, strings.TrimSpace(string(out)))
+	fromHere := func(p string) string {
+		rel, err := filepath.Rel("cmd/admit-rls", p[1:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rel
+	}
+	for _, p := range ignored {
+		if out, err := exec.Command("git", "check-ignore", "--no-index", fromHere(p)).CombinedOutput(); err != nil {
+			t.Errorf("git: %s is not ignored: %v %s", fromHere(p), err, strings.TrimSpace(string(out)))
 		}
 	}
-	for _, path := range tracked {
-		if exec.Command("git", "check-ignore", "--no-index", path).Run() == nil {
-			t.Errorf("git: %s is ignored", path)
+	for _, p := range tracked {
+		if exec.Command("git", "check-ignore", "--no-index", fromHere(p)).Run() == nil {
+			t.Errorf("git: %s is ignored", fromHere(p))
 		}
 	}
 }
