@@ -190,10 +190,10 @@ func KeyName(i int) string { return fmt.Sprintf("key-%012d", i) }
 // into step, whatever their offsets: one runs a little faster until it
 // catches the other, and then it stays behind it, as each call then waits
 // for the line of a key the other has just written (a traffic jam;
-// cmd/walkgap, which walks with it, logs the two goroutines' distance and shows it). Walking in
-// opposite directions they cross twice a turn and part at once, so every
-// key is still written by every core, but not by both at one instant,
-// which clients that are not pinned to cores do not do either.
+// cmd/walkgap, which walks with it, logs the two goroutines' distance and
+// shows it). Walking in opposite directions they cross twice a turn and part
+// at once, so every key is still written by every core, but not by both at
+// one instant, which clients that are not pinned to cores do not do either.
 func Walk(l KeyedLimiter, keys []string, g, i, count int) (admitted int64, next int) {
 	if g%2 == 0 {
 		for range count {

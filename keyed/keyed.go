@@ -88,19 +88,20 @@
 // internal/tsc): 10.6 ns a reading instead of time.Since's 27–30 on the
 // developers' AMD machine, a third of a call (on the Intel machine 12.4
 // against 23.3 for the monotonic clock read directly: BenchmarkNow). In
-// steady state a reading is never ahead of the monotonic clock and behind
-// it by at most the lag internal/tsc states (under half a microsecond): it
-// is what the monotonic clock read at most that long before, a stale reading, which as above adds nothing (the bound is
-// kept on the readings, as with any clock). The one visible effect: a client that sleeps exactly
-// RetryAfter may find its next reading up to that much short of the
-// promised point, and be told to wait that long again. The promise rests
-// on assumptions that internal/tsc states (synchronised counters, a
-// constant counter rate, the kernel not slewing its clock by more than
-// 3906 ppm); at every renewal of its anchor it checks that no reading was
-// ahead, and falls back to the runtime's monotonic clock (what time.Since
-// reads) for good if one was (by at most a span times the excess rate). Every other
-// platform, and the admit_nocounter build tag, read that monotonic clock
-// on every call; the admit_purego tag reads it through time.Since.
+// steady state a reading is never ahead of the monotonic clock and behind it
+// by at most the lag internal/tsc states (under half a microsecond): it is
+// what the monotonic clock read at most that long before, a stale reading,
+// which as above adds nothing (the bound is kept on the readings, as with
+// any clock). The one visible effect: a client that sleeps exactly
+// RetryAfter may find its next reading up to that much short of the promised
+// point, and be told to wait that long again. The promise rests on
+// assumptions that internal/tsc states (synchronised counters, a constant
+// counter rate, the kernel not slewing its clock by more than 3906 ppm); at
+// every renewal of its anchor it checks that no reading was ahead, and falls
+// back to the runtime's monotonic clock (what time.Since reads) for good if
+// one was (by at most a span times the excess rate). Every other platform,
+// and the admit_nocounter build tag, read that monotonic clock on every
+// call; the admit_purego tag reads it through time.Since.
 //
 // # Keys
 //
@@ -347,13 +348,14 @@ const (
 
 // New returns a limiter whose every key holds a bucket of capacity tokens
 // refilling at refillPerSecond tokens per second (burst first, as every
-// bucket's New; rate.NewLimiter alone keeps x/time/rate's (rate, burst)): NewLimits with the one
-// limit {Name: "", Capacity: capacity, Rate: refillPerSecond}. It returns an
-// error wrapping admit.ErrInvalidConfig for a capacity below 1, a rate that
-// is negative, NaN or infinite, one the buckets cannot represent (above
-// 1e9/s, or too small for the capacity), or an invalid option; every
-// capacity in [1, 1e9] and every rate 0 or in [1e-6, 1e9] is accepted.
-// Options: admit.WithClock, WithMaxKeys, WithPolicy, WithShards.
+// bucket's New; rate.NewLimiter alone keeps x/time/rate's (rate, burst)):
+// NewLimits with the one limit {Name: "", Capacity: capacity, Rate:
+// refillPerSecond}. It returns an error wrapping admit.ErrInvalidConfig for
+// a capacity below 1, a rate that is negative, NaN or infinite, one the
+// buckets cannot represent (above 1e9/s, or too small for the capacity), or
+// an invalid option; every capacity in [1, 1e9] and every rate 0 or in
+// [1e-6, 1e9] is accepted. Options: admit.WithClock, WithMaxKeys,
+// WithPolicy, WithShards.
 func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Limiter, error) {
 	return NewLimits([]admit.Limit{{Capacity: capacity, Rate: refillPerSecond}}, opts...)
 }
@@ -581,19 +583,19 @@ func (l *Limiter) decide(key string, need int64) outcome {
 		key = l.digest(key, &buf) // its form (see form), here without a call for a short key
 	}
 	h := l.hash(key)
-	// The first entry whose tag matches, almost always the key's own, is
-	// found from the tags and slots alone, and the line of its state word
-	// is fetched for writing before anything on it is read: a load first
-	// would bring the line in shared, and the CAS would then need a second
-	// transfer to own it. (The state word's line, not the entry's first:
-	// an entry with a key of up to 16 bytes is 48, so a quarter of them
-	// start 48 bytes into a line, and their st and at lie in the next one;
-	// st and at, 16 bytes at offset 16 of a 16-byte-aligned object, never
-	// straddle two lines.) The clock is read while the line comes (the counter's read does
-	// not wait for a prefetch), and the key is compared after. The common
-	// case, a match among the eight slots from the home one on before any
-	// empty slot, is written out here (a call would cost more than it
-	// does); the rest (a longer run, a miss, a slot in flux) is probe's.
+	// The first entry whose tag matches, almost always the key's own, is found
+	// from the tags and slots alone, and the line of its state word is fetched
+	// for writing before anything on it is read: a load first would bring the
+	// line in shared, and the CAS would then need a second transfer to own it.
+	// (The state word's line, not the entry's first: an entry with a key of up
+	// to 16 bytes is 48, so a quarter of them start 48 bytes into a line, and
+	// their st and at lie in the next one; st and at, 16 bytes at offset 16 of
+	// a 16-byte-aligned object, never straddle two lines.) The clock is read
+	// while the line comes (the counter's read does not wait for a prefetch),
+	// and the key is compared after. The common case, a match among the eight
+	// slots from the home one on before any empty slot, is written out here (a
+	// call would cost more than it does); the rest (a longer run, a miss, a
+	// slot in flux) is probe's.
 	var e *entry
 	v := &l.views[l.shardIndex(h)]
 	if n := v.n.Load(); n != 0 {

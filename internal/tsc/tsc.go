@@ -45,11 +45,12 @@
 // In steady state a reading is never ahead of the monotonic clock and at
 // most about 0.45 µs behind it (maxPair, the widest window allowed between
 // an anchor's two monotonic reads, plus 2·32 µs·2^-8 of drift; about 85 ns
-// on average on the Intel machine, 52 with spans of 16 µs). A reading
-// behind the true value is one taken a little earlier, which every limiter
-// here already treats as a stale reading that adds nothing. Readings are not monotonic, even in
-// one goroutine: one that reads the monotonic clock itself (past a span)
-// can be followed by an extrapolated one up to the lag earlier.
+// on average on the Intel machine, 52 with spans of 16 µs). A reading behind
+// the true value is one taken a little earlier, which every limiter here
+// already treats as a stale reading that adds nothing. Readings are not
+// monotonic, even in one goroutine: one that reads the monotonic clock
+// itself (past a span) can be followed by an extrapolated one up to the lag
+// earlier.
 //
 // Why never ahead: m₀ is read before x₀ (the anchor's counter read is
 // ordered, RDTSCP), so the monotonic clock at x₀ is at least m₀, and from

@@ -30,10 +30,10 @@ const (
 // keyedReport runs the keyed benchmarks and writes their summary to w: the
 // median ns/op of keyed and of its fastest peer, serial and parallel, with
 // their ratio; and the scaling ratio (ns/op at -cpu 1 over ns/op at -cpu 2:
-// throughput at two cores over one; 2 is perfect, below 1 a second core
-// slows every call) of one keyed.Limiter walking all keys, visiting them
-// in random orders and walking disjoint halves, beside two separate Limiters and the fastest parallel
-// peer. The raw output goes to rawPath.
+// throughput at two cores over one; 2 is perfect, below 1 a second core slows
+// every call) of one keyed.Limiter walking all keys, visiting them in random
+// orders and walking disjoint halves, beside two separate Limiters and the
+// fastest parallel peer. The raw output goes to rawPath.
 func keyedReport(w io.Writer, goCmd, rawPath string) error {
 	var raw bytes.Buffer
 	run := func(bench, cpu string) error {

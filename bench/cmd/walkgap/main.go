@@ -1,13 +1,14 @@
 // Command walkgap shows why BenchmarkKeyedScaling's walk alternates
 // directions: two goroutines walk the same held keys of one keyed.Limiter
-// with the benchmarks' own loop (bench.Walk), either both forwards from offsets half the keys apart (the walk before)
-// or in opposite directions (the walk now), each logging the time every
-// 16 384 calls into its own slice (no goroutine samples them, which would
-// itself take a core). After the run it prints, at 40 moments, how far
-// apart the two were in keys (the distance around the ring, 0 to n/2), and
-// each run's ns per call. Forwards, the goroutines tend to fall into step
-// (the gap stays under a few hundred keys for long stretches, and a call
-// costs more); in opposite directions they cross and part.
+// with the benchmarks' own loop (bench.Walk), either both forwards from
+// offsets half the keys apart (the walk before) or in opposite directions
+// (the walk now), each logging the time every 16 384 calls into its own
+// slice (no goroutine samples them, which would itself take a core). After
+// the run it prints, at 40 moments, how far apart the two were in keys (the
+// distance around the ring, 0 to n/2), and each run's ns per call. Forwards,
+// the goroutines tend to fall into step (the gap stays under a few hundred
+// keys for long stretches, and a call costs more); in opposite directions
+// they cross and part.
 //
 //	go run ./cmd/walkgap -calls 20000000
 package main
