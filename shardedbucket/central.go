@@ -1,6 +1,10 @@
 package shardedbucket
 
-import "math"
+import (
+	"math"
+
+	"github.com/admit-go/admit/internal/refill"
+)
 
 // A dry bucket has nothing to shard. While it is dry the bucket keeps its
 // whole state in one central word, Bucket.c, a GCRA empty point on the
@@ -41,9 +45,9 @@ import "math"
 // balance of spreadAt > 0, which every reservation has come due before.
 //
 // Why it is cheaper. While central, a dry call loads its home shard (a
-// line no one writes while the shards are frozen, so it stays in every
-// core's cache), then c, and writes c only to admit: one shared line, and
-// a rejection writes nothing. The spread bucket's dry call instead read
+// line that only calls from its own processor write while the shards are
+// frozen, and only to stand aside, below), then c, and writes c only to
+// admit: one shared line, and a rejection writes nothing shared. The spread bucket's dry call instead read
 // every shard and took its token from whichever shard the refill had dealt
 // it to, so the shards' lines moved between the cores on every token.
 //
@@ -52,6 +56,41 @@ import "math"
 // few tokens per shard, at most half the capacity, at least two tokens or
 // the capacity), so that between two steps the refill has produced at
 // least spreadAt − 1 tokens more than the callers took.
+//
+// Standing aside. While two or more cores call a dry bucket flat out, they
+// race for each token as it appears: the core that takes it must fetch c's
+// line, and every other core must fetch it back to see the token gone, two
+// line transfers a token at the least, and they are the call's whole cost
+// (about 90 ns each on the 2-vCPU machine of docs/benchmarks.md, against a
+// token every 167 ns in bench/'s mixed case). A lock avoids them by making
+// the losing core wait while the winner admits a run of calls alone. This
+// bucket makes the losing core stand aside instead: a central call that
+// finds less than a token after losing c to another core (its CAS failed,
+// or, its home having lost before in this dry spell, c has moved since the
+// home last left it) marks its home shard, and until the stream has
+// advanced asideUnits past its reading (a microsecond of refill, at most 8
+// tokens, at most what the capacity holds above one token) dry
+// calls from that home are refused without loading c. The other core
+// admits a run of tokens with the line in its own cache, and the aside
+// core's refusals touch only its own home's line.
+//
+// What standing aside gives up and what it keeps. A refusal while aside is
+// not exact: the bucket may hold tokens (less than one more than asideUnits
+// of refill) that a call from another home would get. It admits nothing, so the window
+// bound is untouched. It discards no refill: a stand begins with less than
+// a token in the bucket and lasts at most what the capacity holds above one
+// token, so the bucket cannot fill up, and lose refill to its cap, before
+// the stand ends (undos aside, which give back a reservation's
+// tokens at any time); what the aside home did not take is still there
+// for the next call. A caller alone on the bucket never stands aside,
+// whichever processor it runs on: only a concurrent call can fail its CAS,
+// and only a home that has failed one counts c's moves as lost races, a
+// record every collapse clears. The blocking path is exact: a reservation
+// whose take was refused while aside reserves on c itself, and gets the
+// tokens at once if they are there. The price is fairness between cores at
+// the scale of microseconds: the tokens go to one core in runs, as under a
+// lock, and in three one-second runs of bench/'s mixed case the two cores'
+// shares were 26/74, 58/42 and 33/67 (mutexbucket's 48/52, 50/50, 53/47).
 const (
 	// spread is c's value while the shards hold the state. A central empty
 	// point is never below −Cap > MinInt64.
@@ -66,6 +105,11 @@ const (
 	// spreadTokens is how many tokens per shard the central word must hold
 	// before it is dealt out again (at most half the capacity).
 	spreadTokens = 16
+
+	// asideNanos and asideTokens bound how long a home stands aside: a
+	// microsecond of refill, and no more than eight tokens of it.
+	asideNanos  = 1000
+	asideTokens = 8
 )
 
 // spreadThreshold returns spreadAt for a bucket of capacity capUnits, one
@@ -79,24 +123,48 @@ func spreadThreshold(capUnits, one int64, n int) int64 {
 // caller loaded as c (an empty point, not spread), at stream value v. It
 // reports whether it did. An admission that leaves spreadAt or more spreads
 // the bucket again. If c turns to spread meanwhile, it takes from the
-// shards as a gather from start would.
+// shards as a gather from start would. A call that loses the word to
+// another core, or that has lost it before in this dry spell and finds it
+// moved again, stands its home aside (see "Standing aside" above).
 func (b *Bucket) takeCentral(need, v, c int64, start uint) bool {
+	h := &b.shards[start&b.mask]
+	lost := false
 	for {
 		base := max(c, v-b.p.Cap) // refill beyond the capacity is discarded
 		if v-base < need {
-			return false // loads only
+			if v-base < b.one {
+				if s := h.seen.Load(); lost || (s != spread && s != c) {
+					h.seen.Store(c)
+					h.aside.Store(v + b.asideUnits)
+				}
+			}
+			return false // loads only, unless standing aside
+		}
+		if testHookCentral != nil {
+			testHookCentral(b, v, start)
 		}
 		if b.c.CompareAndSwap(c, base+need) {
+			if lost || h.seen.Load() != spread {
+				h.seen.Store(base + need)
+			}
 			if v-base-need >= b.spreadAt {
 				b.spread(v)
 			}
 			return true
 		}
+		lost = true
 		if c = b.c.Load(); c == spread {
 			return b.gather(need, v, start)
 		}
 	}
 }
+
+// testHookCentral, set by tests only, runs in takeCentral just before its
+// CompareAndSwap, with the stream value and the start shard: a test takes
+// there from another home, as a concurrent caller on another core would, to
+// make the call lose the central word on demand. It costs an admission one
+// load of a word that is never written outside tests.
+var testHookCentral func(b *Bucket, v int64, start uint)
 
 // tryCollapse collapses the bucket if it is spread and resvMu is free; it
 // never waits for the mutex (a reservation, a put-back or another step
@@ -136,6 +204,10 @@ func (b *Bucket) collapse() int64 {
 		// After the swap no take can move z: a frozen shard holds nothing,
 		// and a take's CAS compares with the z it loaded.
 		zs[i] = b.shards[i].z.Swap(frozen)
+		// A new dry spell: no home has lost a race in it yet. Before c
+		// is stored, no call reaches takeCentral to write them again.
+		b.shards[i].seen.Store(spread)
+		b.shards[i].aside.Store(0)
 		if testHookStep != nil {
 			testHookStep(b, i)
 		}
@@ -206,4 +278,12 @@ func (b *Bucket) spread(v int64) {
 		}
 	}
 	b.epoch.Add(1)
+}
+
+// asideSpan returns how long a home stands aside, in units of the stream:
+// asideNanos of refill, at most asideTokens, and at most what the capacity
+// holds above one token, so that a bucket left with less than a token when
+// the stand begins cannot fill up before it ends.
+func asideSpan(p *refill.Params) int64 {
+	return max(0, min(p.V(asideNanos), p.Units(asideTokens), p.Cap-p.Units(1)))
 }

@@ -2,6 +2,7 @@ package shardedbucket
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -162,4 +163,140 @@ func TestReserveCollapses(t *testing.T) {
 	require.ErrorIs(t, <-done, context.Canceled)
 	assert.InDelta(t, 4+0.499*4, b.Tokens(), 1e-9, "the newest reservation's units came back")
 	assert.True(t, b.TryAcquireN(5))
+}
+
+// loseCentralTo stages, once, a concurrent caller from home other that
+// takes one token from the central word just before the next central
+// admission's CompareAndSwap, at the same reading: the call loses the word,
+// as it would to another core. It reports, through the returned function,
+// whether the staged take ran and admitted.
+func loseCentralTo(t *testing.T, other uint) func() bool {
+	t.Helper()
+	ran := false
+	testHookCentral = func(b *Bucket, v int64, start uint) {
+		testHookCentral = nil
+		ran = b.takeAt(b.p.Units(1), v, other)
+	}
+	t.Cleanup(func() { testHookCentral = nil })
+	return func() bool { return ran }
+}
+
+// TestStandAside walks two homes of a dry bucket through standing aside on
+// explicit fake-clock steps (central.go): at 4e6/s a stand lasts a
+// microsecond, 4 tokens of refill. A home that loses the central word to
+// the other and is left with less than a token refuses without reading c
+// until the stand ends, while the other home still admits and the tokens
+// stay in the bucket; after the stand it decides exactly again; a home
+// that has lost once stands aside again when it finds c moved by the other
+// home; a refusal that leaves a token or more never stands aside, and a
+// collapse clears the record.
+func TestStandAside(t *testing.T) {
+	clk := buckettest.NewFakeClock(0)
+	b, err := New(100, 4e6, WithShards(2), admit.WithClock(clk))
+	require.NoError(t, err)
+	require.Equal(t, b.p.Units(4), b.asideUnits, "a microsecond at 4e6/s")
+	home0, home1 := &b.shards[0], &b.shards[1]
+	take := func(home uint, n int64) bool { return b.takeAt(b.p.Units(n), b.p.V(clk.Now()), home) }
+	tokens := func() float64 { return b.Tokens() }
+
+	require.True(t, b.TryAcquireN(100))
+	clk.Advance(100 * time.Nanosecond) // 0.4 token
+	require.False(t, take(0, 1))
+	require.NotEqual(t, int64(spread), b.c.Load(), "the dry gather collapsed the bucket")
+
+	// 250 ns: one token. Home 1 takes it just before home 0's CAS.
+	clk.Set(250)
+	took := loseCentralTo(t, 1)
+	assert.False(t, take(0, 1), "home 0 lost the only token")
+	require.True(t, took(), "the staged take from home 1 admitted")
+	v := b.p.V(clk.Now())
+	assert.Equal(t, v+b.asideUnits, home0.aside.Load(), "home 0 stands aside for 4 tokens of refill")
+	assert.Zero(t, home1.aside.Load(), "home 1 won: it does not")
+
+	for _, step := range []struct {
+		at     int64 // ns
+		home   uint
+		n      int64
+		want   bool
+		tokens float64 // in the bucket after the call
+	}{
+		{at: 500, home: 0, n: 1, want: false, tokens: 1},      // aside: a token there, refused
+		{at: 1000, home: 0, n: 1, want: false, tokens: 3},     // still aside until 1250 ns
+		{at: 1000, home: 1, n: 2, want: true, tokens: 1},      // the other home admits
+		{at: 1249, home: 0, n: 1, want: false, tokens: 1.996}, // the last nanosecond of the stand
+		{at: 1250, home: 0, n: 2, want: true, tokens: 0},      // exact again: both tokens
+	} {
+		clk.Set(step.at)
+		assert.Equal(t, step.want, take(step.home, step.n), "home %d takes %d at %d ns", step.home, step.n, step.at)
+		assert.InDelta(t, step.tokens, tokens(), 1e-2, "at %d ns", step.at) // 1/256-token units
+	}
+
+	// Home 0 has lost in this dry spell: when home 1 moves c and home 0
+	// then finds less than a token, it stands aside again. Home 1, which
+	// never lost, refuses exactly and stays as it is.
+	clk.Set(1500) // one token
+	require.True(t, take(1, 1))
+	assert.False(t, take(0, 1))
+	assert.Equal(t, b.p.V(1500)+b.asideUnits, home0.aside.Load(), "home 0 found c moved by home 1")
+	assert.False(t, take(1, 1))
+	assert.Zero(t, home1.aside.Load(), "home 1 has lost no race")
+
+	// A refusal that leaves a token or more does not stand aside, even
+	// after c moved.
+	clk.Set(3000) // 6 tokens
+	require.True(t, take(1, 3))
+	assert.False(t, take(0, 5), "3 tokens, 5 asked")
+	assert.Equal(t, b.p.V(1500)+b.asideUnits, home0.aside.Load(), "unchanged: the bucket was not dry")
+
+	// Spread and collapse again: the record of lost races is cleared.
+	clk.Set(int64(time.Millisecond))
+	require.True(t, take(0, 1))
+	require.Equal(t, int64(spread), b.c.Load(), "spread again")
+	require.True(t, b.TryAcquireN(99))
+	clk.Advance(100 * time.Nanosecond)
+	require.False(t, take(0, 1))
+	require.NotEqual(t, int64(spread), b.c.Load(), "collapsed again")
+	clk.Advance(250 * time.Nanosecond)
+	require.True(t, take(1, 1))
+	clk.Advance(100 * time.Nanosecond)
+	assert.False(t, take(0, 1))
+	assert.Equal(t, []int64{spread, spread}, []int64{home0.seen.Load(), home1.seen.Load()}, "no home has lost since the collapse")
+	assert.Zero(t, home0.aside.Load(), "the collapse ended the stand")
+}
+
+// TestLoneCallerNeverStandsAside: one caller asking at every half token of
+// a bucket, from a random home each time (a goroutine that migrates between
+// processors), through many dry spells: while the bucket is dry, every
+// call decides exactly as the central word does, and no home ever stands
+// aside: only a concurrent call can make a home lose the central word.
+func TestLoneCallerNeverStandsAside(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	clk := buckettest.NewFakeClock(0)
+	b, err := New(8, 4e6, WithShards(4), admit.WithClock(clk))
+	require.NoError(t, err)
+	require.True(t, b.TryAcquireN(8))
+	var central, spells int
+	for range 100_000 {
+		clk.Advance(125 * time.Nanosecond) // half a token
+		if r.IntN(200) == 0 {
+			clk.Advance(time.Duration(r.IntN(4000))) // an idle gap, up to 16 tokens: some spread the bucket
+		}
+		start := uint(r.IntN(64))
+		need, v := b.p.Units(1), b.p.V(clk.Now())
+		want, dry := dryDecision(b, need, v, start)
+		wasSpread := b.c.Load() == spread
+		ok := b.takeAt(need, v, start)
+		if dry {
+			central++
+			require.Equal(t, want, ok, "a dry call at %d decides as the central word", clk.Now())
+		}
+		if wasSpread && b.c.Load() != spread {
+			spells++
+		}
+		for i := range b.shards {
+			require.Zero(t, b.shards[i].aside.Load(), "shard %d stood aside", i)
+		}
+	}
+	assert.Greater(t, spells, 100, "the bucket collapsed many times")
+	assert.Greater(t, central, 50_000, "most calls found the bucket dry")
 }

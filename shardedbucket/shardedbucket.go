@@ -48,14 +48,29 @@
 // one-word form, and freezes the shards; a central admission that leaves
 // enough tokens (16 a shard, at most half the capacity) deals them back to
 // the shards. While the bucket is dry a call loads its home shard, which
-// nobody writes while it is frozen, and the central word, and writes the
-// central word only to admit: one shared line, as gcra, where the shards'
-// dry path read every shard and took each new token from whichever shard
-// the refill had dealt it to, moving every shard's line between the cores.
-// Both steps are exact (the balance is carried over to the unit) and
-// happen under resvMu; central.go has the proof that the bound holds
-// across them. A blocked AcquireN reserves on the central word (collapsing
-// the bucket first), so waiters wake exactly when one bucket's would.
+// only its own processor's calls write while it is frozen, and the central
+// word, and writes the central word only to admit: one shared line, as
+// gcra, where the shards' dry path read every shard and took each new token
+// from whichever shard the refill had dealt it to, moving every shard's
+// line between the cores. Both steps are exact (the balance is carried over
+// to the unit) and happen under resvMu; central.go has the proof that the
+// bound holds across them. A blocked AcquireN reserves on the central word
+// (collapsing the bucket first), so waiters wake exactly when one bucket's
+// would.
+//
+// Standing aside. Cores that call a dry bucket flat out would race for
+// every token as it appears, and each race moves the central word's line
+// between them twice. A core that loses the central word to another and
+// finds less than a token left instead stands aside: for a microsecond of
+// refill (at most 8 tokens, and less than the capacity) its dry calls are
+// refused without reading the central word, and the winner admits a run of
+// tokens with the line in its own cache, as the holder of a lock would.
+// Those refusals are not exact (the tokens are there for other cores, and
+// for this one when the stand ends), but they admit nothing and discard no
+// refill, a caller alone on the bucket never stands aside, and AcquireN
+// still decides on the central word. The price is fairness between cores
+// over microseconds: the tokens go to one core in runs. central.go has the
+// rule and its proof.
 //
 // Lock order. One mutex, resvMu, serialises the steps between the two
 // representations, reservations (AcquireN when it must wait), their undos
@@ -127,9 +142,11 @@ type Bucket struct {
 	mask   uint    // len(shards) - 1
 	g      geometry
 
-	p        refill.Params // immutable after New
-	clk      refill.Clock  // immutable after New
-	spreadAt int64         // the central balance at which the bucket spreads again; immutable
+	p          refill.Params // immutable after New
+	clk        refill.Clock  // immutable after New
+	spreadAt   int64         // the central balance at which the bucket spreads again; immutable
+	one        int64         // units in a token; immutable
+	asideUnits int64         // how long a home stands aside, in stream units (central.go); immutable
 
 	// c is the central word (central.go): spread while the shards hold
 	// the state, or, while the bucket is dry, the empty point on the
@@ -210,11 +227,13 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket
 		return nil, fmt.Errorf("%w: WithShards(%d) exceeds the capacity %d", admit.ErrInvalidConfig, n, capacity)
 	}
 	b := &Bucket{
-		spreadAt: spreadThreshold(p.Cap, p.Units(1), n),
-		shards:   make([]shard, n),
-		mask:     uint(n - 1),
-		p:        p,
-		clk:      refill.NewClock(cfg.Clock),
+		spreadAt:   spreadThreshold(p.Cap, p.Units(1), n),
+		one:        p.Units(1),
+		asideUnits: asideSpan(&p),
+		shards:     make([]shard, n),
+		mask:       uint(n - 1),
+		p:          p,
+		clk:        refill.NewClock(cfg.Clock),
 	}
 	// Blocks of one token, or of a power of two at most a quarter of the
 	// smallest shard's capacity if that is less, and at least a unit.

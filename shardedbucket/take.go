@@ -14,6 +14,9 @@ func (b *Bucket) takeAt(need, v int64, start uint) bool {
 		// comes this way.
 		z := h.z.Load()
 		if z == frozen {
+			if v < h.aside.Load() {
+				return false // standing aside: see central.go
+			}
 			break
 		}
 		vi := b.g.vi(h, v)
