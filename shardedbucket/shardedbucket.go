@@ -103,14 +103,15 @@
 // When demand outruns the rate it behaves like gcra, one word written only
 // to admit: its dry path is 176 instructions a call with 2 shards or 8
 // (callgrind, bench/cmd/dryloop; gcra 107, mutexbucket 133; the shards'
-// dry path it replaced took 207–709 with 2 shards and about 1060 with 8),
-// and on a loaded 2-vCPU machine it took bench/'s mixed case from 101 to 63
-// ns a call on two cores. Whether that beats mutexbucket depends on what a
-// cache-line transfer costs on the machine, as it does for gcra; see
-// docs/benchmarks.md. Its costs are memory (a cache line per shard), one
+// dry path it replaced took 207–709 with 2 shards and about 1060 with 8).
+// With cores standing aside, bench/'s mixed case (a token every 167 ns, two
+// goroutines calling flat out) took 20.4 ns a call on two cores of a quiet
+// 2-vCPU machine, against 102 without standing aside, 47.8 for mutexbucket
+// and 112 for gcra's one word (docs/benchmarks.md). Its costs are memory (a cache line per shard), one
 // goroutine alone on a bucket of many shards while it is not dry (most of
 // its admissions come from other shards), a step between the two forms
-// when demand crosses the rate, and the burst caveat above.
+// when demand crosses the rate, fairness between cores over microseconds
+// while the bucket is dry, and the burst caveat above.
 package shardedbucket
 
 import (
