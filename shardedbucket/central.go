@@ -72,7 +72,11 @@ import (
 // tokens, at most what the capacity holds above one token) dry
 // calls from that home are refused without loading c. The other core
 // admits a run of tokens with the line in its own cache, and the aside
-// core's refusals touch only its own home's line.
+// core's refusals touch only its own home's line. So that the cores take
+// turns rather than one keeping the word while the other comes back to
+// find each token gone, a home that has lost in this dry spell and then
+// admits asideRun tokens in a row stands aside of its own accord after the
+// last of them, if it left less than a token.
 //
 // What standing aside gives up and what it keeps. A refusal while aside is
 // not exact: the bucket may hold tokens (less than one more than asideUnits
@@ -88,9 +92,10 @@ import (
 // record every collapse clears. The blocking path is exact: a reservation
 // whose take was refused while aside reserves on c itself, and gets the
 // tokens at once if they are there. The price is fairness between cores at
-// the scale of microseconds: the tokens go to one core in runs, as under a
-// lock, and in three one-second runs of bench/'s mixed case the two cores'
-// shares were 26/74, 58/42 and 33/67 (mutexbucket's 48/52, 50/50, 53/47).
+// the scale of microseconds: the tokens go to one core in runs of up to
+// asideRun, as under a lock. Over a second the shares even out
+// (bench/cmd/dryshare: 50/50 in each of three runs of bench/'s mixed case
+// on two cores; without the turns, 32/68, 13/87 and 79/21).
 const (
 	// spread is c's value while the shards hold the state. A central empty
 	// point is never below −Cap > MinInt64.
@@ -110,6 +115,11 @@ const (
 	// microsecond of refill, and no more than eight tokens of it.
 	asideNanos  = 1000
 	asideTokens = 8
+
+	// asideRun is how many central admissions in a row a home that has
+	// lost in this dry spell makes before it stands aside of its own
+	// accord.
+	asideRun = 16
 )
 
 // spreadThreshold returns spreadAt for a bucket of capacity capUnits, one
@@ -136,6 +146,7 @@ func (b *Bucket) takeCentral(need, v, c int64, start uint) bool {
 				if s := h.seen.Load(); lost || (s != spread && s != c) {
 					h.seen.Store(c)
 					h.aside.Store(v + b.asideUnits)
+					h.run.Store(0)
 				}
 			}
 			return false // loads only, unless standing aside
@@ -146,6 +157,15 @@ func (b *Bucket) takeCentral(need, v, c int64, start uint) bool {
 		if b.c.CompareAndSwap(c, base+need) {
 			if lost || h.seen.Load() != spread {
 				h.seen.Store(base + need)
+				// Only this home writes run (a plain load and store: a
+				// lost count between two processors sharing a home only
+				// delays a turn).
+				if r := h.run.Load() + 1; r < asideRun || v-base-need >= b.one {
+					h.run.Store(r)
+				} else {
+					h.run.Store(0)
+					h.aside.Store(v + b.asideUnits)
+				}
 			}
 			if v-base-need >= b.spreadAt {
 				b.spread(v)
@@ -208,6 +228,7 @@ func (b *Bucket) collapse() int64 {
 		// is stored, no call reaches takeCentral to write them again.
 		b.shards[i].seen.Store(spread)
 		b.shards[i].aside.Store(0)
+		b.shards[i].run.Store(0)
 		if testHookStep != nil {
 			testHookStep(b, i)
 		}

@@ -188,8 +188,9 @@ func loseCentralTo(t *testing.T, other uint) func() bool {
 // until the stand ends, while the other home still admits and the tokens
 // stay in the bucket; after the stand it decides exactly again; a home
 // that has lost once stands aside again when it finds c moved by the other
-// home; a refusal that leaves a token or more never stands aside, and a
-// collapse clears the record.
+// home, and of its own accord after asideRun admissions in a row; a refusal
+// that leaves a token or more never stands aside, and a collapse clears the
+// record.
 func TestStandAside(t *testing.T) {
 	clk := buckettest.NewFakeClock(0)
 	b, err := New(100, 4e6, WithShards(2), admit.WithClock(clk))
@@ -247,6 +248,38 @@ func TestStandAside(t *testing.T) {
 	require.True(t, take(1, 3))
 	assert.False(t, take(0, 5), "3 tokens, 5 asked")
 	assert.Equal(t, b.p.V(1500)+b.asideUnits, home0.aside.Load(), "unchanged: the bucket was not dry")
+
+	// Having lost, home 0 takes turns: after asideRun admissions in a row
+	// that each leave less than a token it stands aside of its own accord.
+	clk.Set(4000) // 7 tokens
+	require.True(t, take(0, 7))
+	for k := int64(1); k < asideRun; k++ {
+		clk.Set(4000 + 250*k) // a token each
+		require.True(t, take(0, 1), "admission %d in a row", k+1)
+		if k < asideRun-1 {
+			require.Equal(t, b.p.V(1500)+b.asideUnits, home0.aside.Load(), "admission %d in a row: no stand yet", k+1)
+		}
+	}
+	assert.Equal(t, b.p.V(clk.Now())+b.asideUnits, home0.aside.Load(), "the last of asideRun admissions in a row stands home 0 aside")
+	assert.Zero(t, home0.run.Load())
+	clk.Advance(250 * time.Nanosecond)
+	assert.False(t, take(0, 1), "home 0 is aside, a token there")
+	assert.True(t, take(1, 1), "home 1 takes its turn")
+
+	// A turn ends only where the bucket is left with less than a token:
+	// the asideRun-th admission in a row that leaves one does not stand
+	// aside, the next that leaves less does.
+	standAt := home0.aside.Load()
+	clk.Set(9000) // 4 tokens
+	require.True(t, take(0, 3))
+	for k := int64(1); k < asideRun; k++ {
+		clk.Set(9000 + 250*k)
+		require.True(t, take(0, 1), "admission %d in a row", k+1)
+	}
+	assert.Equal(t, standAt, home0.aside.Load(), "asideRun admissions in a row, each leaving a token: no stand")
+	clk.Set(9000 + 250*asideRun) // 2 tokens
+	require.True(t, take(0, 2))
+	assert.Equal(t, b.p.V(clk.Now())+b.asideUnits, home0.aside.Load(), "the next, leaving none, stands aside")
 
 	// Spread and collapse again: the record of lost races is cleared.
 	clk.Set(int64(time.Millisecond))

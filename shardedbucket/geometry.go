@@ -8,18 +8,19 @@ import (
 )
 
 // shard is one cache line: z is written by admissions, cap and off are
-// read-only and ride along on the same line for free. aside and seen belong
-// to the shard as a home rather than as a store of tokens: only dry calls
-// from the processor whose home it is write them (see central.go's
+// read-only and ride along on the same line for free. aside, seen and run
+// belong to the shard as a home rather than as a store of tokens: only dry
+// calls from the processor whose home it is write them (see central.go's
 // "Standing aside"), and only while the shard is frozen, when nobody else
-// writes the line.
+// writes the line but the collapse that clears them.
 type shard struct {
 	z     atomic.Int64                                          // empty point on this shard's stream: balance = min(cap, V_i(now) - z)
 	cap   int64                                                 // this shard's capacity in units; immutable
 	off   int64                                                 // (shards-1-i) << blockShift: see geometry.vi; immutable
 	aside atomic.Int64                                          // stream value before which a dry call from this home refuses without loading c
 	seen  atomic.Int64                                          // c as this home's callers last left or found it after a lost race; spread if they have lost none this dry spell
-	_     [max(unsafe.Sizeof(cpu.CacheLinePad{}), 40) - 40]byte // to a line; nothing where the pad is empty (js/wasm)
+	run   atomic.Int64                                          // central admissions in a row by this home since it last stood aside, counted once it has lost
+	_     [max(unsafe.Sizeof(cpu.CacheLinePad{}), 48) - 48]byte // to a line; nothing where the pad is empty (js/wasm)
 }
 
 // geometry is how the refill stream is dealt to the shards: in blocks of one

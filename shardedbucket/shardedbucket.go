@@ -69,8 +69,9 @@
 // for this one when the stand ends), but they admit nothing and discard no
 // refill, a caller alone on the bucket never stands aside, and AcquireN
 // still decides on the central word. The price is fairness between cores
-// over microseconds: the tokens go to one core in runs. central.go has the
-// rule and its proof.
+// over microseconds: the tokens go to one core in runs of up to 16, after
+// which it stands aside of its own accord, so that the cores take turns.
+// central.go has the rules and their proof.
 //
 // Lock order. One mutex, resvMu, serialises the steps between the two
 // representations, reservations (AcquireN when it must wait), their undos
