@@ -94,8 +94,8 @@ import (
 // tokens at once if they are there. The price is fairness between cores at
 // the scale of microseconds: the tokens go to one core in runs of up to
 // asideRun, as under a lock. Over a second the shares even out
-// (bench/cmd/dryshare: 50/50 in each of three runs of bench/'s mixed case
-// on two cores; without the turns, 32/68, 13/87 and 79/21).
+// (bench/cmd/dryshare, three runs of bench/'s mixed case on two cores:
+// 55/45, 50/50 and 50/50; without the turns, 32/68, 13/87 and 79/21).
 const (
 	// spread is c's value while the shards hold the state. A central empty
 	// point is never below −Cap > MinInt64.
