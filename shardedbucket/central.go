@@ -95,7 +95,8 @@ import (
 // the scale of microseconds: the tokens go to one core in runs of up to
 // asideRun, as under a lock. Over a second the shares even out
 // (bench/cmd/dryshare, three runs of bench/'s mixed case on two cores:
-// 55/45, 50/50 and 50/50; without the turns, 32/68, 13/87 and 79/21).
+// 55/45, 50/50 and 50/50; without the turns, in a throwaway measurement
+// not kept, 32/68, 13/87 and 79/21).
 const (
 	// spread is c's value while the shards hold the state. A central empty
 	// point is never below −Cap > MinInt64.
