@@ -64,39 +64,53 @@ import (
 // (about 90 ns each on the 2-vCPU machine of docs/benchmarks.md, against a
 // token every 167 ns in bench/'s mixed case). A lock avoids them by making
 // the losing core wait while the winner admits a run of calls alone. This
-// bucket makes the losing core stand aside instead: a central call that
-// finds less than a token after losing c to another core (its CAS failed,
-// or, its home having lost before in this dry spell, c has moved since the
-// home last left it) marks its home shard, and until the stream has
-// advanced asideUnits past its reading (a microsecond of refill, at most 8
-// tokens, at most what the capacity holds above one token) dry
-// calls from that home are refused without loading c. The other core
-// admits a run of tokens with the line in its own cache, and the aside
-// core's refusals touch only its own home's line. So that the cores take
-// turns rather than one keeping the word while the other comes back to
-// find each token gone, a home that has lost in this dry spell and then
-// admits asideRun tokens in a row stands aside of its own accord after the
-// last of them, if it left less than a token.
+// bucket makes the losing core stand aside instead. The rules, all kept in
+// the caller's home shard (see shard):
+//
+//   - A home loses when a central CAS from it fails: another processor
+//     moved c between its load and its CAS. For asideRecord stands' worth
+//     of stream after that (lostUntil), it counts c moving away from the
+//     value it last left or found (seen) as another lost race.
+//   - A central call from a home that lost, in this call or within its
+//     record, and that is left with less than a token stands the home
+//     aside: until the stream has advanced asideUnits past its reading (a
+//     microsecond of refill, at most 8 tokens, at most what the capacity
+//     holds above one token), dry calls from that home are refused without
+//     loading c. The other core admits a run of tokens with the line in
+//     its own cache; the aside core's refusals load only its own home's
+//     line.
+//   - Turns: once c has moved asideRun tokens since a home's run began
+//     (runFrom: the collapse, its last stand or its last look), the next
+//     admission from it that leaves less than a token looks at the other
+//     homes. If one stands aside, its processor is waiting, and this home
+//     stands aside to give it the next tokens; if none does, nobody is
+//     waiting, its record of losing is cleared and a new run begins. So the
+//     tokens go to one core in runs of about asideRun, whether or not that
+//     core ever lost a race.
 //
 // What standing aside gives up and what it keeps. A refusal while aside is
 // not exact: the bucket may hold tokens (less than one more than asideUnits
-// of refill) that a call from another home would get. It admits nothing, so the window
-// bound is untouched. It discards no refill: a stand begins with less than
-// a token in the bucket and lasts at most what the capacity holds above one
-// token, so the bucket cannot fill up, and lose refill to its cap, before
-// the stand ends (undos aside, which give back a reservation's
-// tokens at any time); what the aside home did not take is still there
-// for the next call. A caller alone on the bucket never stands aside,
-// whichever processor it runs on: only a concurrent call can fail its CAS,
-// and only a home that has failed one counts c's moves as lost races, a
-// record every collapse clears. The blocking path is exact: a reservation
-// whose take was refused while aside reserves on c itself, and gets the
-// tokens at once if they are there. The price is fairness between cores at
-// the scale of microseconds: the tokens go to one core in runs of up to
-// asideRun, as under a lock. Over a second the shares even out
-// (bench/cmd/dryshare, three runs of bench/'s mixed case on two cores:
-// 55/45, 50/50 and 50/50; without the turns, in a throwaway measurement
-// not kept, 32/68, 13/87 and 79/21).
+// of refill) that a call from another home would get. It admits nothing, so
+// the window bound is untouched. It discards no refill: a stand begins with
+// less than a token in the bucket and lasts at most what the capacity holds
+// above one token, so the bucket cannot fill up, and lose refill to its
+// cap, before the stand ends (unless a reservation's undo gives tokens back
+// meanwhile); what the aside home did not take is still there for the next
+// call. A caller alone on the bucket since its last collapse never stands
+// aside, whichever processor it runs on: only a concurrent call can fail
+// its CAS, and no other home stands aside to take a turn. A caller left
+// alone after contention stands aside only while a record of losing lasts:
+// on one processor at most twice (once on finding the others' last moves of
+// c, since its own are the ones it last left, and once to give a turn to a
+// core still aside as it left; the turn's look after that finds nobody and
+// clears the record), and on processors it migrates between, each finding
+// c moved by the others, until asideRecord stands after the last lost race. Every record is
+// cleared by a collapse. The blocking path is exact: a reservation whose
+// take was refused while aside reserves on c itself, and gets the tokens
+// at once if they are there. The price is fairness between cores at the
+// scale of microseconds (the runs); over a second the shares even out
+// (bench/cmd/dryshare, three runs of bench/'s mixed case on two cores).
+// Where homes are not the processors (admit_purego), nobody stands aside.
 const (
 	// spread is c's value while the shards hold the state. A central empty
 	// point is never below −Cap > MinInt64.
@@ -117,10 +131,14 @@ const (
 	asideNanos  = 1000
 	asideTokens = 8
 
-	// asideRun is how many central admissions in a row a home that has
-	// lost in this dry spell makes before it stands aside of its own
-	// accord.
+	// asideRun is how many tokens a home's run takes from the central
+	// word before it gives a turn to a home that stands aside
+	// (Bucket.asideRun, in units; tests lower it).
 	asideRun = 16
+
+	// asideRecord is how long, in stands, a home that lost the central
+	// word counts c's moves by others as lost races (shard.lostUntil).
+	asideRecord = 64
 )
 
 // spreadThreshold returns spreadAt for a bucket of capacity capUnits, one
@@ -134,21 +152,18 @@ func spreadThreshold(capUnits, one int64, n int) int64 {
 // caller loaded as c (an empty point, not spread), at stream value v. It
 // reports whether it did. An admission that leaves spreadAt or more spreads
 // the bucket again. If c turns to spread meanwhile, it takes from the
-// shards as a gather from start would. A call that loses the word to
-// another core, or that has lost it before in this dry spell and finds it
-// moved again, stands its home aside (see "Standing aside" above).
+// shards as a gather from start would. A call left with less than a token
+// after losing the word to another core, or after finding it moved since
+// its home last lost and left it, stands its home aside (see "Standing
+// aside" above).
 func (b *Bucket) takeCentral(need, v, c int64, start uint) bool {
 	h := &b.shards[start&b.mask]
 	lost := false
 	for {
 		base := max(c, v-b.p.Cap) // refill beyond the capacity is discarded
 		if v-base < need {
-			if v-base < b.one {
-				if s := h.seen.Load(); lost || (s != spread && s != c) {
-					h.seen.Store(c)
-					h.aside.Store(v + b.asideUnits)
-					h.run.Store(0)
-				}
+			if v-base < b.one && b.asideUnits > 0 && (lost || (v < h.lostUntil.Load() && h.seen.Load() != c)) {
+				b.standAside(h, v, c)
 			}
 			return false // loads only, unless standing aside
 		}
@@ -156,16 +171,11 @@ func (b *Bucket) takeCentral(need, v, c int64, start uint) bool {
 			testHookCentral(b, v, start)
 		}
 		if b.c.CompareAndSwap(c, base+need) {
-			if lost || h.seen.Load() != spread {
-				h.seen.Store(base + need)
-				// Only this home writes run (a plain load and store: a
-				// lost count between two processors sharing a home only
-				// delays a turn).
-				if r := h.run.Load() + 1; r < asideRun || v-base-need >= b.one {
-					h.run.Store(r)
-				} else {
-					h.run.Store(0)
-					h.aside.Store(v + b.asideUnits)
+			if b.asideUnits > 0 {
+				// admitted's common case, written out, loads only: a
+				// home with no record of losing, short of a turn's check.
+				if lost || v < h.lostUntil.Load() || base+need-h.runFrom.Load() >= b.asideRun {
+					b.admitted(h, v, base+need, lost)
 				}
 			}
 			if v-base-need >= b.spreadAt {
@@ -173,11 +183,56 @@ func (b *Bucket) takeCentral(need, v, c int64, start uint) bool {
 			}
 			return true
 		}
+		if !lost && b.asideUnits > 0 {
+			h.lostUntil.Store(v + asideRecord*b.asideUnits)
+		}
 		lost = true
 		if c = b.c.Load(); c == spread {
 			return b.gather(need, v, start)
 		}
 	}
+}
+
+// standAside stands home h aside from stream value v, its call having
+// found the central word at c with less than a token.
+func (b *Bucket) standAside(h *shard, v, c int64) {
+	h.seen.Store(c)
+	h.runFrom.Store(c)
+	h.aside.Store(v + b.asideUnits)
+}
+
+// admitted keeps home h's record after a central admission at stream value
+// v that left the central word at c; lost reports whether the call lost the
+// word first. Once the central word has moved asideRun units since h's run
+// began (while another home stands aside, by h's admissions alone), the
+// first admission that leaves less than a token looks at the other homes:
+// if one stands aside, its processor is waiting for a turn, and h stands
+// aside to give it one; if none does, nobody is waiting on h, h's record of
+// losing is cleared and a new run begins.
+func (b *Bucket) admitted(h *shard, v, c int64, lost bool) {
+	if lost || v < h.lostUntil.Load() {
+		h.seen.Store(c)
+	}
+	if c-h.runFrom.Load() < b.asideRun || v-c >= b.one {
+		return
+	}
+	if b.othersAside(h, v) {
+		b.standAside(h, v, c)
+		return
+	}
+	h.runFrom.Store(c)
+	h.lostUntil.Store(0)
+}
+
+// othersAside reports whether a home other than h stands aside at stream
+// value v. It loads every shard's line, lines written once a stand.
+func (b *Bucket) othersAside(h *shard, v int64) bool {
+	for i := range b.shards {
+		if s := &b.shards[i]; s != h && v < s.aside.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // testHookCentral, set by tests only, runs in takeCentral just before its
@@ -227,9 +282,8 @@ func (b *Bucket) collapse() int64 {
 		zs[i] = b.shards[i].z.Swap(frozen)
 		// A new dry spell: no home has lost a race in it yet. Before c
 		// is stored, no call reaches takeCentral to write them again.
-		b.shards[i].seen.Store(spread)
+		b.shards[i].lostUntil.Store(0)
 		b.shards[i].aside.Store(0)
-		b.shards[i].run.Store(0)
 		if testHookStep != nil {
 			testHookStep(b, i)
 		}
@@ -243,6 +297,9 @@ func (b *Bucket) collapse() int64 {
 		// Not clamped at zero: on a clock that runs backwards a take may
 		// have applied a later reading, and the sum must count it.
 		sum += vi - max(zs[i], vi-s.cap)
+	}
+	for i := range b.shards {
+		b.shards[i].runFrom.Store(v - sum) // every home's run begins here
 	}
 	b.c.Store(v - sum)
 	b.epoch.Add(1)
@@ -306,6 +363,16 @@ func (b *Bucket) spread(v int64) {
 // asideNanos of refill, at most asideTokens, and at most what the capacity
 // holds above one token, so that a bucket left with less than a token when
 // the stand begins cannot fill up before it ends.
+// It is 0, and no home ever stands aside, where homes are not the
+// processors (admit_purego: see home_purego.go).
 func asideSpan(p *refill.Params) int64 {
+	if !homeIsProcessor {
+		return 0
+	}
+	return spanOf(p)
+}
+
+// spanOf is asideSpan where homes are processors.
+func spanOf(p *refill.Params) int64 {
 	return max(0, min(p.V(asideNanos), p.Units(asideTokens), p.Cap-p.Units(1)))
 }

@@ -2,6 +2,7 @@ package shardedbucket
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -188,13 +189,15 @@ func loseCentralTo(t *testing.T, other uint) func() bool {
 // until the stand ends, while the other home still admits and the tokens
 // stay in the bucket; after the stand it decides exactly again; a home
 // that has lost once stands aside again when it finds c moved by the other
-// home, and of its own accord after asideRun admissions in a row; a refusal
+// home, and gives a turn to a home aside once its run has taken asideRun
+// tokens; a refusal
 // that leaves a token or more never stands aside, and a collapse clears the
 // record.
 func TestStandAside(t *testing.T) {
 	clk := buckettest.NewFakeClock(0)
 	b, err := New(100, 4e6, WithShards(2), admit.WithClock(clk))
 	require.NoError(t, err)
+	b.asideUnits = spanOf(&b.p) // as New sets it where homes are processors (not under admit_purego)
 	require.Equal(t, b.p.Units(4), b.asideUnits, "a microsecond at 4e6/s")
 	home0, home1 := &b.shards[0], &b.shards[1]
 	take := func(home uint, n int64) bool { return b.takeAt(b.p.Units(n), b.p.V(clk.Now()), home) }
@@ -212,6 +215,7 @@ func TestStandAside(t *testing.T) {
 	require.True(t, took(), "the staged take from home 1 admitted")
 	v := b.p.V(clk.Now())
 	assert.Equal(t, v+b.asideUnits, home0.aside.Load(), "home 0 stands aside for 4 tokens of refill")
+	assert.Equal(t, v+asideRecord*b.asideUnits, home0.lostUntil.Load(), "and counts c's moves as lost races for 64 stands")
 	assert.Zero(t, home1.aside.Load(), "home 1 won: it does not")
 
 	for _, step := range []struct {
@@ -249,37 +253,62 @@ func TestStandAside(t *testing.T) {
 	assert.False(t, take(0, 5), "3 tokens, 5 asked")
 	assert.Equal(t, b.p.V(1500)+b.asideUnits, home0.aside.Load(), "unchanged: the bucket was not dry")
 
-	// Having lost, home 0 takes turns: after asideRun admissions in a row
-	// that each leave less than a token it stands aside of its own accord.
+	// Turns: home 1 loses the last token to home 0 and keeps finding c
+	// moved by it, so it stands aside again each time its stand ends;
+	// once home 0's run has taken asideRun tokens, the admission that
+	// leaves less than a token finds home 1 aside, and home 0 stands aside
+	// itself: home 1's turn.
 	clk.Set(4000) // 7 tokens
-	require.True(t, take(0, 7))
+	require.True(t, take(0, 6))
+	assert.Equal(t, b.c.Load(), home0.seen.Load(), "a home that has lost keeps its record current")
+	took = loseCentralTo(t, 0)
+	assert.False(t, take(1, 1), "home 0 took the last token first")
+	require.True(t, took())
+	require.Equal(t, b.p.V(4000)+b.asideUnits, home1.aside.Load(), "home 1 stands aside")
+	home0.runFrom.Store(b.c.Load() - b.p.Units(1)) // home 0's run: the token it just took
 	for k := int64(1); k < asideRun; k++ {
 		clk.Set(4000 + 250*k) // a token each
-		require.True(t, take(0, 1), "admission %d in a row", k+1)
+		require.True(t, take(0, 1), "home 0's token %d of the run", k+1)
+		require.False(t, take(1, 1), "home 1 at %d ns", clk.Now())
 		if k < asideRun-1 {
-			require.Equal(t, b.p.V(1500)+b.asideUnits, home0.aside.Load(), "admission %d in a row: no stand yet", k+1)
+			require.Less(t, home0.aside.Load(), b.p.V(clk.Now()), "home 0's token %d of the run: no turn", k+1)
 		}
 	}
-	assert.Equal(t, b.p.V(clk.Now())+b.asideUnits, home0.aside.Load(), "the last of asideRun admissions in a row stands home 0 aside")
-	assert.Zero(t, home0.run.Load())
-	clk.Advance(250 * time.Nanosecond)
-	assert.False(t, take(0, 1), "home 0 is aside, a token there")
+	assert.Equal(t, b.p.V(clk.Now())+b.asideUnits, home0.aside.Load(), "home 0 gives home 1 a turn")
+	assert.Equal(t, b.c.Load(), home0.runFrom.Load(), "a new run begins")
+	clk.Set(clk.Now() + 500) // 2 tokens
+	assert.False(t, take(0, 1), "home 0 is aside, tokens there")
 	assert.True(t, take(1, 1), "home 1 takes its turn")
 
-	// A turn ends only where the bucket is left with less than a token:
-	// the asideRun-th admission in a row that leaves one does not stand
-	// aside, the next that leaves less does.
-	standAt := home0.aside.Load()
-	clk.Set(9000) // 4 tokens
-	require.True(t, take(0, 3))
-	for k := int64(1); k < asideRun; k++ {
-		clk.Set(9000 + 250*k)
-		require.True(t, take(0, 1), "admission %d in a row", k+1)
-	}
-	assert.Equal(t, standAt, home0.aside.Load(), "asideRun admissions in a row, each leaving a token: no stand")
-	clk.Set(9000 + 250*asideRun) // 2 tokens
+	// The edges of a turn, set up directly: the admission that completes
+	// a run of asideRun tokens but leaves a token gives no turn, the next
+	// that leaves less does; and with nobody aside, home 0's record is
+	// cleared instead.
+	clk.Set(20_000)
+	require.True(t, take(1, int64(tokens())-3))          // 3 tokens and a fraction left (below spreadAt: no spread)
+	home1.aside.Store(b.p.V(clk.Now()) + b.p.Units(100)) // home 1 aside for a long while
+	from := b.c.Load() - b.asideRun + b.p.Units(1)
+	home0.runFrom.Store(from)
+	require.True(t, take(0, 1))
+	assert.Less(t, home0.aside.Load(), b.p.V(clk.Now()), "the run is complete but left tokens: no turn")
+	assert.Equal(t, from, home0.runFrom.Load())
 	require.True(t, take(0, 2))
-	assert.Equal(t, b.p.V(clk.Now())+b.asideUnits, home0.aside.Load(), "the next, leaving none, stands aside")
+	assert.Equal(t, b.p.V(clk.Now())+b.asideUnits, home0.aside.Load(), "the next, leaving none, gives the turn")
+	home1.aside.Store(0)              // nobody aside now
+	clk.Advance(2 * time.Microsecond) // 8 tokens and the fraction; home 0's stand is over
+	home0.runFrom.Store(b.c.Load() - b.asideRun)
+	require.True(t, take(0, 8))
+	require.Less(t, tokens(), 1.0)
+	assert.Less(t, home0.aside.Load(), b.p.V(clk.Now()), "nobody to give a turn to")
+	assert.Equal(t, []int64{0, b.c.Load()}, []int64{home0.lostUntil.Load(), home0.runFrom.Load()}, "home 0's record of losing is cleared, a new run begins")
+
+	// A stand holds only while the shards are frozen: a home aside when
+	// the bucket spreads takes from its own shard at once.
+	home0.aside.Store(b.p.V(clk.Now()) + b.p.Units(1000))
+	clk.Advance(20 * time.Microsecond) // 80 tokens: an admission leaves more than spreadAt
+	require.True(t, take(1, 1))
+	require.Equal(t, int64(spread), b.c.Load(), "spread")
+	assert.True(t, take(0, 1), "home 0's shard holds tokens; its stand is for the central word only")
 
 	// Spread and collapse again: the record of lost races is cleared.
 	clk.Set(int64(time.Millisecond))
@@ -293,7 +322,7 @@ func TestStandAside(t *testing.T) {
 	require.True(t, take(1, 1))
 	clk.Advance(100 * time.Nanosecond)
 	assert.False(t, take(0, 1))
-	assert.Equal(t, []int64{spread, spread}, []int64{home0.seen.Load(), home1.seen.Load()}, "no home has lost since the collapse")
+	assert.Equal(t, []int64{0, 0}, []int64{home0.lostUntil.Load(), home1.lostUntil.Load()}, "no home has lost since the collapse")
 	assert.Zero(t, home0.aside.Load(), "the collapse ended the stand")
 }
 
@@ -307,6 +336,7 @@ func TestLoneCallerNeverStandsAside(t *testing.T) {
 	clk := buckettest.NewFakeClock(0)
 	b, err := New(8, 4e6, WithShards(4), admit.WithClock(clk))
 	require.NoError(t, err)
+	b.asideUnits = spanOf(&b.p) // as New sets it where homes are processors
 	require.True(t, b.TryAcquireN(8))
 	var central, spells int
 	for range 100_000 {
@@ -332,4 +362,66 @@ func TestLoneCallerNeverStandsAside(t *testing.T) {
 	}
 	assert.Greater(t, spells, 100, "the bucket collapsed many times")
 	assert.Greater(t, central, 50_000, "most calls found the bucket dry")
+}
+
+// TestCallerLeftAlone: two homes of a dry bucket lose the central word to
+// calls from two others, which then stop; one caller alone asks at every
+// half token, either on one processor (home 0) or alternating between the
+// two homes (a goroutine that migrates on every call, the worst case: each
+// home finds c moved by the other). Every call decides exactly as the
+// central word does, or is refused by a stand; on one processor it stands
+// aside at most twice, and migrating, not after the homes' records of
+// losing have run out (asideRecord stands after the last lost race).
+func TestCallerLeftAlone(t *testing.T) {
+	for _, migrating := range []bool{false, true} {
+		t.Run(fmt.Sprintf("migrating=%v", migrating), func(t *testing.T) {
+			clk := buckettest.NewFakeClock(0)
+			b, err := New(100, 4e6, WithShards(4), admit.WithClock(clk))
+			require.NoError(t, err)
+			b.asideUnits = spanOf(&b.p)
+			take := func(home uint) bool { return b.takeAt(b.p.Units(1), b.p.V(clk.Now()), home) }
+			require.True(t, b.TryAcquireN(100))
+			clk.Advance(100 * time.Nanosecond)
+			require.False(t, take(0))
+			require.NotEqual(t, int64(spread), b.c.Load(), "collapsed")
+			clk.Set(250)
+			took := loseCentralTo(t, 2) // homes 2 and 3 are the other cores, gone after this
+			require.False(t, take(0))
+			require.True(t, took())
+			clk.Set(500)
+			took = loseCentralTo(t, 3)
+			require.False(t, take(1))
+			require.True(t, took())
+			expiry := max(b.shards[0].lostUntil.Load(), b.shards[1].lostUntil.Load())
+			require.Positive(t, expiry, "both homes have lost")
+
+			stands, last := 0, int64(0)
+			for k := range 20_000 {
+				clk.Advance(125 * time.Nanosecond)
+				home := uint(0)
+				if migrating {
+					home = uint(k % 2)
+				}
+				h := &b.shards[home]
+				v := b.p.V(clk.Now())
+				want, dry := dryDecision(b, b.p.Units(1), v, home)
+				before := h.aside.Load()
+				ok := take(home)
+				if dry {
+					require.Equal(t, want, ok, "call %d decides as the central word, or as its stand", k)
+				}
+				if h.aside.Load() != before {
+					stands++
+					last = v
+				}
+			}
+			t.Logf("%d stands, the last at stream value %d; records ran out at %d", stands, last, expiry)
+			if migrating {
+				assert.Positive(t, stands, "the homes stood aside while their records held")
+				assert.Less(t, last, expiry, "no stand after the records ran out")
+			} else {
+				assert.LessOrEqual(t, stands, 2)
+			}
+		})
+	}
 }

@@ -8,19 +8,24 @@ import (
 )
 
 // shard is one cache line: z is written by admissions, cap and off are
-// read-only and ride along on the same line for free. aside, seen and run
-// belong to the shard as a home rather than as a store of tokens: only dry
-// calls from the processor whose home it is write them (see central.go's
-// "Standing aside"), and only while the shard is frozen, when nobody else
-// writes the line but the collapse that clears them.
+// read-only and ride along on the same line for free. aside, seen, lostUntil
+// and runFrom belong to the shard as a home rather than as a store of tokens
+// (see central.go's "Standing aside"): dry calls that start at the shard
+// write them, normally its own processor's alone, but several processors'
+// where shards are fewer than processors or a goroutine migrates, and a
+// collapse clears them; a call still inside takeCentral when a step runs
+// may write them after it. None of that matters to the bound: every stand
+// is decided on its own call's reading and central word, so shared or stale
+// writes change only who is refused when.
 type shard struct {
-	z     atomic.Int64                                          // empty point on this shard's stream: balance = min(cap, V_i(now) - z)
-	cap   int64                                                 // this shard's capacity in units; immutable
-	off   int64                                                 // (shards-1-i) << blockShift: see geometry.vi; immutable
-	aside atomic.Int64                                          // stream value before which a dry call from this home refuses without loading c
-	seen  atomic.Int64                                          // c as this home's callers last left or found it after a lost race; spread if they have lost none this dry spell
-	run   atomic.Int64                                          // central admissions in a row by this home since it last stood aside, counted once it has lost
-	_     [max(unsafe.Sizeof(cpu.CacheLinePad{}), 48) - 48]byte // to a line; nothing where the pad is empty (js/wasm)
+	z         atomic.Int64                                          // empty point on this shard's stream: balance = min(cap, V_i(now) - z)
+	cap       int64                                                 // this shard's capacity in units; immutable
+	off       int64                                                 // (shards-1-i) << blockShift: see geometry.vi; immutable
+	aside     atomic.Int64                                          // stream value before which a dry call from this home refuses without loading c
+	seen      atomic.Int64                                          // c as this home's calls last left or found it, while lostUntil holds
+	lostUntil atomic.Int64                                          // stream value until which this home counts c's moves by others as lost races
+	runFrom   atomic.Int64                                          // c when this home's run began: at the collapse, its last stand or its last turn's check
+	_         [max(unsafe.Sizeof(cpu.CacheLinePad{}), 56) - 56]byte // to a line; nothing where the pad is empty (js/wasm)
 }
 
 // geometry is how the refill stream is dealt to the shards: in blocks of one

@@ -25,3 +25,8 @@ func procPin() int
 
 //go:linkname procUnpin runtime.procUnpin
 func procUnpin()
+
+// homeIsProcessor reports that home names the caller's processor, so that
+// consecutive calls from one core start at one shard (standing aside, in
+// central.go, relies on it).
+const homeIsProcessor = true

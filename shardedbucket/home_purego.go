@@ -9,3 +9,7 @@ import "math/rand/v2"
 // on different shards, so under parallel load cache lines move between cores
 // more often than with the default build. See home.go.
 func home() uint { return uint(rand.Uint64()) }
+
+// homeIsProcessor reports that home does not name the caller's processor:
+// a home here is no core's, and standing aside (central.go) is off.
+const homeIsProcessor = false

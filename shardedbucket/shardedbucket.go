@@ -64,14 +64,17 @@
 // finds less than a token left instead stands aside: for a microsecond of
 // refill (at most 8 tokens, and less than the capacity) its dry calls are
 // refused without reading the central word, and the winner admits a run of
-// tokens with the line in its own cache, as the holder of a lock would.
-// Those refusals are not exact (the tokens are there for other cores, and
-// for this one when the stand ends), but they admit nothing and discard no
-// refill, a caller alone on the bucket never stands aside, and AcquireN
-// still decides on the central word. The price is fairness between cores
-// over microseconds: the tokens go to one core in runs of up to 16, after
-// which it stands aside of its own accord, so that the cores take turns.
-// central.go has the rules and their proof.
+// tokens with the line in its own cache, as the holder of a lock would;
+// after a run of 16 tokens the winner gives a core that stands aside its
+// turn. Those refusals are not exact (the tokens are there for other cores,
+// and for this one when the stand ends), but they admit nothing and discard
+// no refill (unless a cancelled reservation gives tokens back meanwhile), a
+// caller alone on the bucket since it last ran dry never stands aside, and
+// AcquireN still decides on the central word. The price is fairness between
+// cores over microseconds: the tokens go to one core in runs. Under
+// admit_purego, whose homes are not processors, nobody stands aside.
+// central.go has the rules, their proof and what a caller left alone after
+// contention may see.
 //
 // Lock order. One mutex, resvMu, serialises the steps between the two
 // representations, reservations (AcquireN when it must wait), their undos
@@ -149,6 +152,7 @@ type Bucket struct {
 	spreadAt   int64         // the central balance at which the bucket spreads again; immutable
 	one        int64         // units in a token; immutable
 	asideUnits int64         // how long a home stands aside, in stream units (central.go); immutable
+	asideRun   int64         // units a home's run takes before it gives a turn (central.go); immutable but in tests
 
 	// c is the central word (central.go): spread while the shards hold
 	// the state, or, while the bucket is dry, the empty point on the
@@ -232,6 +236,7 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket
 		spreadAt:   spreadThreshold(p.Cap, p.Units(1), n),
 		one:        p.Units(1),
 		asideUnits: asideSpan(&p),
+		asideRun:   p.Units(asideRun),
 		shards:     make([]shard, n),
 		mask:       uint(n - 1),
 		p:          p,
