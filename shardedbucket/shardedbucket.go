@@ -109,9 +109,9 @@
 // (callgrind, bench/cmd/dryloop; gcra 107, mutexbucket 133; the shards'
 // dry path it replaced took 207–709 with 2 shards and about 1060 with 8).
 // With cores standing aside, bench/'s mixed case (a token every 167 ns, two
-// goroutines calling flat out) took 19.7 ns a call on two cores of a quiet
-// 2-vCPU machine, against 104 without standing aside, 47.0 for mutexbucket
-// and 114 for gcra's one word (docs/benchmarks.md). Its costs are memory (a cache line per shard), one
+// goroutines calling flat out) took 22.2 ns a call on two cores of a quiet
+// 2-vCPU machine, against 85 without standing aside, 48.1 for mutexbucket
+// and 115 for gcra's one word (docs/benchmarks.md). Its costs are memory (a cache line per shard), one
 // goroutine alone on a bucket of many shards while it is not dry (most of
 // its admissions come from other shards), a step between the two forms
 // when demand crosses the rate, fairness between cores over microseconds
