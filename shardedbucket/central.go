@@ -47,9 +47,10 @@ import (
 // Why it is cheaper. While central, a dry call loads its home shard (a
 // line that only calls from its own processor write while the shards are
 // frozen, and only to stand aside, below), then c, and writes c only to
-// admit: one shared line, and a rejection writes nothing shared. The spread bucket's dry call instead read
-// every shard and took its token from whichever shard the refill had dealt
-// it to, so the shards' lines moved between the cores on every token.
+// admit: one shared line, and a rejection writes nothing shared. The spread
+// bucket's dry call instead read every shard and took its token from
+// whichever shard the refill had dealt it to, so the shards' lines moved
+// between the cores on every token.
 //
 // Hysteresis: a gather that finds less than a token in all the shards
 // collapses; a central admission that leaves spreadAt or more spreads (a
@@ -162,7 +163,8 @@ func (b *Bucket) takeCentral(need, v, c int64, start uint) bool {
 	for {
 		base := max(c, v-b.p.Cap) // refill beyond the capacity is discarded
 		if v-base < need {
-			if v-base < b.one && b.asideUnits > 0 && (lost || (v < h.lostUntil.Load() && h.seen.Load() != c)) {
+			if v-base < b.one && b.asideUnits > 0 &&
+				(lost || (v < h.lostUntil.Load() && h.seen.Load() != c)) {
 				b.standAside(h, v, c)
 			}
 			return false // loads only, unless standing aside
@@ -280,8 +282,9 @@ func (b *Bucket) collapse() int64 {
 		// After the swap no take can move z: a frozen shard holds nothing,
 		// and a take's CAS compares with the z it loaded.
 		zs[i] = b.shards[i].z.Swap(frozen)
-		// A new dry spell: no home has lost a race in it yet. Before c
-		// is stored, no call reaches takeCentral to write them again.
+		// A new dry spell: no home has lost a race in it yet. A call
+		// that loaded c in the last one may still write them: harmless,
+		// every stand being decided on its own reading and c (see shard).
 		b.shards[i].lostUntil.Store(0)
 		b.shards[i].aside.Store(0)
 		if testHookStep != nil {
