@@ -61,12 +61,12 @@ func TestLimitsAllocs(t *testing.T) {
 		if _, err := in(ctx, nil, info, handler); err != nil || len(sink.md.Get("ratelimit")) != 1 {
 			t.Fatalf("%v, header %v; want admitted with its fields", err, sink.md)
 		}
-		return testing.AllocsPerRun(100, func() { in(ctx, nil, info, handler) })
+		return leastAllocs(func() { in(ctx, nil, info, handler) })
 	}
 	bg := context.Background()
-	one := count(admitgrpc.UnaryServerInterceptor(k)) - testing.AllocsPerRun(100, func() { k.AllowN(bg, "192.0.2.1", 1) })
+	one := count(admitgrpc.UnaryServerInterceptor(k)) - leastAllocs(func() { k.AllowN(bg, "192.0.2.1", 1) })
 	own := func(limits []admit.Limit) float64 {
-		return testing.AllocsPerRun(100, func() { pl.AllowLimits(bg, "192.0.2.1", 1, limits...) })
+		return leastAllocs(func() { pl.AllowLimits(bg, "192.0.2.1", 1, limits...) })
 	}
 	in := admitgrpc.UnaryServerInterceptor(pl, admitgrpc.WithLimits(tier))
 	paid = true
@@ -75,7 +75,7 @@ func TestLimitsAllocs(t *testing.T) {
 	if got := count(in) - own(big); got != one {
 		t.Fatalf("%v allocations per call under WithLimits, %v under one limit (the limiters' own left out)", got, one)
 	}
-	alternating := testing.AllocsPerRun(100, func() {
+	alternating := leastAllocs(func() {
 		paid = false
 		in(ctx, nil, info, handler)
 		paid = true
@@ -85,4 +85,19 @@ func TestLimitsAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per two calls alternating tiers, want %v", alternating, 2*one)
 	}
 	t.Logf("%v allocations per admitted call, the limiter's own left out", one)
+}
+
+// leastAllocs is testing.AllocsPerRun(100, f) at its least over three
+// runs. AllocsPerRun counts every allocation the process makes while f
+// runs, and once in a clean-clone CI run a measurement here read 741 more
+// per call than any rerun (20 reruns of the package under load could not
+// repeat it): something else in the process allocated meanwhile. What f
+// allocates is the same in every run, so the least of three is f's own
+// count unless all three are disturbed; the assertions stay exact.
+func leastAllocs(f func()) float64 {
+	least := testing.AllocsPerRun(100, f)
+	for range 2 {
+		least = min(least, testing.AllocsPerRun(100, f))
+	}
+	return least
 }
