@@ -45,9 +45,9 @@ import (
 // balance of spreadAt > 0, which every reservation has come due before.
 //
 // Why it is cheaper. While central, a dry call loads its home shard (a
-// line that only calls from its own processor write while the shards are
-// frozen, and only to stand aside, below), then c, and writes c only to
-// admit: one shared line, and a rejection writes nothing shared. The spread
+// line that, while the shards are frozen, only calls from its own processor
+// write, and only standing aside's records, below), then c, and writes c
+// only to admit: one shared line, and a rejection writes nothing shared. The spread
 // bucket's dry call instead read every shard and took its token from
 // whichever shard the refill had dealt it to, so the shards' lines moved
 // between the cores on every token.
@@ -70,8 +70,9 @@ import (
 //
 //   - A home loses when a central CAS from it fails: another processor
 //     moved c between its load and its CAS. For asideRecord stands' worth
-//     of stream after that (lostUntil), it counts c moving away from the
-//     value it last left or found (seen) as another lost race.
+//     of stream after that (lostUntil), it counts c moving away from seen
+//     as another lost race: seen is c as the home's own calls last left
+//     it (admissions, reservations, undos) or as its last stand found it.
 //   - A central call from a home that lost, in this call or within its
 //     record, and that is left with less than a token stands the home
 //     aside: until the stream has advanced asideUnits past its reading (a
@@ -83,11 +84,13 @@ import (
 //   - Turns: once c has moved asideRun tokens since a home's run began
 //     (runFrom: the collapse, its last stand or its last look), the next
 //     admission from it that leaves less than a token looks at the other
-//     homes. If one stands aside, its processor is waiting, and this home
-//     stands aside to give it the next tokens; if none does, nobody is
-//     waiting, its record of losing is cleared and a new run begins. So the
-//     tokens go to one core in runs of about asideRun, whether or not that
-//     core ever lost a race.
+//     homes. If one stands aside after losing a race, its processor is
+//     waiting, and this home stands aside to give it the next tokens; if
+//     none does, nobody is waiting, its record of losing is cleared and a
+//     new run begins. A stand that gives a turn is owed none (the lowest
+//     unit of a stand's end says which kind it is), so turns do not chain
+//     once nobody loses. The tokens go to one core in runs of about
+//     asideRun, whether or not that core ever lost a race.
 //
 // What standing aside gives up and what it keeps. A refusal while aside is
 // not exact: the bucket may hold tokens (less than one more than asideUnits
@@ -96,16 +99,18 @@ import (
 // less than a token in the bucket and lasts at most what the capacity holds
 // above one token, so the bucket cannot fill up, and lose refill to its
 // cap, before the stand ends (unless a reservation's undo gives tokens back
-// meanwhile); what the aside home did not take is still there for the next
-// call. A caller alone on the bucket since its last collapse never stands
+// meanwhile, or the stand was decided in a dry spell that has ended and
+// written after the next collapse); what the aside home did not take is
+// still there for the next call. A caller alone on the bucket since its last collapse never stands
 // aside, whichever processor it runs on: only a concurrent call can fail
 // its CAS, and no other home stands aside to take a turn. A caller left
 // alone after contention stands aside only while a record of losing lasts:
-// on one processor at most twice (once on finding the others' last moves of
-// c, since its own are the ones it last left, and once to give a turn to a
-// core still aside as it left; the turn's look after that finds nobody and
-// clears the record), and on processors it migrates between, each finding
-// c moved by the others, until asideRecord stands after the last lost race. Every record is
+// on one processor at most twice, its own AcquireN calls included (once on
+// finding the others' last moves of c, since its own are the ones it last
+// left, and once to give a turn to a core still waiting as it left; the
+// turn's look after that finds nobody and clears the record), and on
+// processors it migrates between, each finding c moved by the others, not
+// after asideRecord stands past the last lost race. Every record is
 // cleared by a collapse. The blocking path is exact: a reservation whose
 // take was refused while aside reserves on c itself, and gets the tokens
 // at once if they are there. The price is fairness between cores at the
@@ -155,8 +160,9 @@ func spreadThreshold(capUnits, one int64, n int) int64 {
 // the bucket again. If c turns to spread meanwhile, it takes from the
 // shards as a gather from start would. A call left with less than a token
 // after losing the word to another core, or after finding it moved since
-// its home last lost and left it, stands its home aside (see "Standing
-// aside" above).
+// its home last lost and left it, stands its home aside, and an admission
+// that ends a run gives a waiting home its turn (see "Standing aside"
+// above).
 func (b *Bucket) takeCentral(need, v, c int64, start uint) bool {
 	h := &b.shards[start&b.mask]
 	lost := false
@@ -165,7 +171,7 @@ func (b *Bucket) takeCentral(need, v, c int64, start uint) bool {
 		if v-base < need {
 			if v-base < b.one && b.asideUnits > 0 &&
 				(lost || (v < h.lostUntil.Load() && h.seen.Load() != c)) {
-				b.standAside(h, v, c)
+				b.standAside(h, v, c, true)
 			}
 			return false // loads only, unless standing aside
 		}
@@ -196,11 +202,19 @@ func (b *Bucket) takeCentral(need, v, c int64, start uint) bool {
 }
 
 // standAside stands home h aside from stream value v, its call having
-// found the central word at c with less than a token.
-func (b *Bucket) standAside(h *shard, v, c int64) {
+// found the central word at c with less than a token. lost reports that the
+// stand follows a lost race, so that the home is owed a turn, rather than
+// giving one; the stand's end says which by its lowest unit, odd if owed
+// (a unit more or less, which the span's bound leaves room for: see
+// spanOf).
+func (b *Bucket) standAside(h *shard, v, c int64, lost bool) {
 	h.seen.Store(c)
 	h.runFrom.Store(c)
-	h.aside.Store(v + b.asideUnits)
+	end := (v + b.asideUnits) &^ 1
+	if lost {
+		end |= 1
+	}
+	h.aside.Store(end)
 }
 
 // admitted keeps home h's record after a central admission at stream value
@@ -218,20 +232,34 @@ func (b *Bucket) admitted(h *shard, v, c int64, lost bool) {
 	if c-h.runFrom.Load() < b.asideRun || v-c >= b.one {
 		return
 	}
-	if b.othersAside(h, v) {
-		b.standAside(h, v, c)
+	if b.othersWaiting(h, v) {
+		b.standAside(h, v, c, false)
 		return
 	}
 	h.runFrom.Store(c)
 	h.lostUntil.Store(0)
 }
 
-// othersAside reports whether a home other than h stands aside at stream
-// value v. It loads every shard's line, lines written once a stand.
-func (b *Bucket) othersAside(h *shard, v int64) bool {
+// leftBy records, for a home start whose record of losing holds at stream
+// value v, that its own call has just moved c (a reservation or its undo),
+// so that the home does not count the move as a lost race. Loaded after the
+// move, c may include another processor's too: that costs at most a stand
+// not taken.
+func (b *Bucket) leftBy(start uint, v int64) {
+	if h := &b.shards[start&b.mask]; v < h.lostUntil.Load() {
+		h.seen.Store(b.c.Load())
+	}
+}
+
+// othersWaiting reports whether a home other than h stands aside at
+// stream value v after losing a race: one that stands aside to give a turn
+// is owed none. It loads every shard's line.
+func (b *Bucket) othersWaiting(h *shard, v int64) bool {
 	for i := range b.shards {
-		if s := &b.shards[i]; s != h && v < s.aside.Load() {
-			return true
+		if s := &b.shards[i]; s != h {
+			if a := s.aside.Load(); v < a && a&1 != 0 {
+				return true
+			}
 		}
 	}
 	return false
@@ -375,7 +403,10 @@ func asideSpan(p *refill.Params) int64 {
 	return spanOf(p)
 }
 
-// spanOf is asideSpan where homes are processors.
+// spanOf is asideSpan where homes are processors. A stand's end may lie a
+// unit past its reading plus the span (its lowest unit marks its kind);
+// begun with at most a token less a unit, the bucket holds at most a token
+// plus the span, Cap, when the stand ends: it has not filled meanwhile.
 func spanOf(p *refill.Params) int64 {
 	return max(0, min(p.V(asideNanos), p.Units(asideTokens), p.Cap-p.Units(1)))
 }

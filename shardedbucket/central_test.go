@@ -3,6 +3,7 @@ package shardedbucket
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -201,6 +202,10 @@ func TestStandAside(t *testing.T) {
 	require.Equal(t, b.p.Units(4), b.asideUnits, "a microsecond at 4e6/s")
 	home0, home1 := &b.shards[0], &b.shards[1]
 	take := func(home uint, n int64) bool { return b.takeAt(b.p.Units(n), b.p.V(clk.Now()), home) }
+	// A stand's end from stream value v: odd if it follows a lost race
+	// (a turn is owed to it), even if it gives a turn.
+	owed := func(v int64) int64 { return (v+b.asideUnits)&^1 | 1 }
+	given := func(v int64) int64 { return (v + b.asideUnits) &^ 1 }
 	tokens := func() float64 { return b.Tokens() }
 
 	require.True(t, b.TryAcquireN(100))
@@ -214,7 +219,7 @@ func TestStandAside(t *testing.T) {
 	assert.False(t, take(0, 1), "home 0 lost the only token")
 	require.True(t, took(), "the staged take from home 1 admitted")
 	v := b.p.V(clk.Now())
-	assert.Equal(t, v+b.asideUnits, home0.aside.Load(), "home 0 stands aside for 4 tokens of refill")
+	assert.Equal(t, owed(v), home0.aside.Load(), "home 0 stands aside for 4 tokens of refill, owed a turn")
 	assert.Equal(t, v+asideRecord*b.asideUnits, home0.lostUntil.Load(), "and counts c's moves as lost races for 64 stands")
 	assert.Zero(t, home1.aside.Load(), "home 1 won: it does not")
 
@@ -225,15 +230,15 @@ func TestStandAside(t *testing.T) {
 		want   bool
 		tokens float64 // in the bucket after the call
 	}{
-		{at: 500, home: 0, n: 1, want: false, tokens: 1},      // aside: a token there, refused
-		{at: 1000, home: 0, n: 1, want: false, tokens: 3},     // still aside until 1250 ns
-		{at: 1000, home: 1, n: 2, want: true, tokens: 1},      // the other home admits
-		{at: 1249, home: 0, n: 1, want: false, tokens: 1.996}, // the last nanosecond of the stand
-		{at: 1250, home: 0, n: 2, want: true, tokens: 0},      // exact again: both tokens
+		{at: 500, home: 0, n: 1, want: false, tokens: 1},  // aside: a token there, refused
+		{at: 1000, home: 0, n: 1, want: false, tokens: 3}, // still aside until 1250 ns and a unit
+		{at: 1000, home: 1, n: 2, want: true, tokens: 1},  // the other home admits
+		{at: 1250, home: 0, n: 1, want: false, tokens: 2}, // the stand's last unit: owed a turn, it ends a unit late
+		{at: 1252, home: 0, n: 2, want: true, tokens: 0},  // exact again (a unit is 2 ns here): both tokens
 	} {
 		clk.Set(step.at)
 		assert.Equal(t, step.want, take(step.home, step.n), "home %d takes %d at %d ns", step.home, step.n, step.at)
-		assert.InDelta(t, step.tokens, tokens(), 1e-2, "at %d ns", step.at) // 1/256-token units
+		assert.InDelta(t, step.tokens, tokens(), 1e-2, "at %d ns", step.at) // 1/128-token units
 	}
 
 	// Home 0 has lost in this dry spell: when home 1 moves c and home 0
@@ -242,7 +247,7 @@ func TestStandAside(t *testing.T) {
 	clk.Set(1500) // one token
 	require.True(t, take(1, 1))
 	assert.False(t, take(0, 1))
-	assert.Equal(t, b.p.V(1500)+b.asideUnits, home0.aside.Load(), "home 0 found c moved by home 1")
+	assert.Equal(t, owed(b.p.V(1500)), home0.aside.Load(), "home 0 found c moved by home 1")
 	assert.False(t, take(1, 1))
 	assert.Zero(t, home1.aside.Load(), "home 1 has lost no race")
 
@@ -251,7 +256,7 @@ func TestStandAside(t *testing.T) {
 	clk.Set(3000) // 6 tokens
 	require.True(t, take(1, 3))
 	assert.False(t, take(0, 5), "3 tokens, 5 asked")
-	assert.Equal(t, b.p.V(1500)+b.asideUnits, home0.aside.Load(), "unchanged: the bucket was not dry")
+	assert.Equal(t, owed(b.p.V(1500)), home0.aside.Load(), "unchanged: the bucket was not dry")
 
 	// Turns: home 1 loses the last token to home 0 and keeps finding c
 	// moved by it, so it stands aside again each time its stand ends;
@@ -264,19 +269,26 @@ func TestStandAside(t *testing.T) {
 	took = loseCentralTo(t, 0)
 	assert.False(t, take(1, 1), "home 0 took the last token first")
 	require.True(t, took())
-	require.Equal(t, b.p.V(4000)+b.asideUnits, home1.aside.Load(), "home 1 stands aside")
+	require.Equal(t, owed(b.p.V(4000)), home1.aside.Load(), "home 1 stands aside")
 	home0.runFrom.Store(b.c.Load() - b.p.Units(1)) // home 0's run: the token it just took
+	restands := 0
 	for k := int64(1); k < asideRun; k++ {
-		clk.Set(4000 + 250*k) // a token each
+		clk.Set(4000 + 250*k) // a token each, home 0 takes it as it comes
 		require.True(t, take(0, 1), "home 0's token %d of the run", k+1)
-		require.False(t, take(1, 1), "home 1 at %d ns", clk.Now())
 		if k < asideRun-1 {
 			require.Less(t, home0.aside.Load(), b.p.V(clk.Now()), "home 0's token %d of the run: no turn", k+1)
 		}
+		clk.Set(4000 + 250*k + 125) // home 1 comes half a token later
+		before := home1.aside.Load()
+		require.False(t, take(1, 1), "home 1 at %d ns", clk.Now())
+		if home1.aside.Load() != before {
+			restands++
+		}
 	}
-	assert.Equal(t, b.p.V(clk.Now())+b.asideUnits, home0.aside.Load(), "home 0 gives home 1 a turn")
+	assert.Equal(t, 3, restands, "home 1 stood aside again each time its stand ended")
+	assert.Equal(t, given(b.p.V(7750)), home0.aside.Load(), "home 0's 16th token gives home 1 a turn")
 	assert.Equal(t, b.c.Load(), home0.runFrom.Load(), "a new run begins")
-	clk.Set(clk.Now() + 500) // 2 tokens
+	clk.Set(8700) // home 1's stand is over, home 0's not
 	assert.False(t, take(0, 1), "home 0 is aside, tokens there")
 	assert.True(t, take(1, 1), "home 1 takes its turn")
 
@@ -285,15 +297,26 @@ func TestStandAside(t *testing.T) {
 	// that leaves less does; and with nobody aside, home 0's record is
 	// cleared instead.
 	clk.Set(20_000)
-	require.True(t, take(1, int64(tokens())-3))          // 3 tokens and a fraction left (below spreadAt: no spread)
-	home1.aside.Store(b.p.V(clk.Now()) + b.p.Units(100)) // home 1 aside for a long while
+	require.True(t, take(1, int64(tokens())-3))                // 3 tokens and a fraction left (below spreadAt: no spread)
+	home1.aside.Store(owed(b.p.V(clk.Now()) + b.p.Units(100))) // home 1 aside, owed a turn, for a long while
 	from := b.c.Load() - b.asideRun + b.p.Units(1)
 	home0.runFrom.Store(from)
 	require.True(t, take(0, 1))
 	assert.Less(t, home0.aside.Load(), b.p.V(clk.Now()), "the run is complete but left tokens: no turn")
 	assert.Equal(t, from, home0.runFrom.Load())
 	require.True(t, take(0, 2))
-	assert.Equal(t, b.p.V(clk.Now())+b.asideUnits, home0.aside.Load(), "the next, leaving none, gives the turn")
+	assert.Equal(t, given(b.p.V(clk.Now())), home0.aside.Load(), "the next, leaving none, gives the turn")
+	// Home 1 aside to give a turn is owed none: home 0 gives it none, and
+	// clears its record instead. (Turns given to turns chained, long after
+	// any race was lost.)
+	clk.Advance(2 * time.Microsecond) // 8 tokens and the fraction; home 0's stand is over
+	home0.lostUntil.Store(b.p.V(clk.Now()) + b.p.Units(1000))
+	home1.aside.Store(given(b.p.V(clk.Now()) + b.p.Units(100)))
+	home0.runFrom.Store(b.c.Load() - b.asideRun)
+	require.True(t, take(0, 8))
+	require.Less(t, tokens(), 1.0)
+	assert.Less(t, home0.aside.Load(), b.p.V(clk.Now()), "home 1 gave a turn: none owed to it")
+	assert.Zero(t, home0.lostUntil.Load(), "home 0's record cleared")
 	home1.aside.Store(0)              // nobody aside now
 	clk.Advance(2 * time.Microsecond) // 8 tokens and the fraction; home 0's stand is over
 	home0.runFrom.Store(b.c.Load() - b.asideRun)
@@ -318,6 +341,7 @@ func TestStandAside(t *testing.T) {
 	clk.Advance(100 * time.Nanosecond)
 	require.False(t, take(0, 1))
 	require.NotEqual(t, int64(spread), b.c.Load(), "collapsed again")
+	assert.Equal(t, []int64{b.c.Load(), b.c.Load()}, []int64{home0.runFrom.Load(), home1.runFrom.Load()}, "every home's run begins at the collapse")
 	clk.Advance(250 * time.Nanosecond)
 	require.True(t, take(1, 1))
 	clk.Advance(100 * time.Nanosecond)
@@ -366,8 +390,8 @@ func TestLoneCallerNeverStandsAside(t *testing.T) {
 
 // TestCallerLeftAlone: two homes of a dry bucket lose the central word to
 // calls from two others, which then stop; one caller alone asks at every
-// half token, either on one processor (home 0) or alternating between the
-// two homes (a goroutine that migrates on every call, the worst case: each
+// half token, either on one processor (home 0, an AcquireN of its own every
+// tenth call, some of them cancelled) or alternating between the two homes (a goroutine that migrates on every call, the worst case: each
 // home finds c moved by the other). Every call decides exactly as the
 // central word does, or is refused by a stand; on one processor it stands
 // aside at most twice, and migrating, not after the homes' records of
@@ -414,6 +438,15 @@ func TestCallerLeftAlone(t *testing.T) {
 					stands++
 					last = v
 				}
+				if !migrating && k%10 == 9 {
+					// Its own AcquireN now and then: a reservation, or a
+					// take, that moves c from home 0 too; every third
+					// waiting one is cancelled.
+					if wait, undo := b.reserveAt(b.p.Units(1), math.MaxInt64, 0); undo != nil && k%30 == 29 {
+						require.Positive(t, wait)
+						require.True(t, undo())
+					}
+				}
 			}
 			t.Logf("%d stands, the last at stream value %d; records ran out at %d", stands, last, expiry)
 			if migrating {
@@ -423,5 +456,30 @@ func TestCallerLeftAlone(t *testing.T) {
 				assert.LessOrEqual(t, stands, 2)
 			}
 		})
+	}
+}
+
+// TestAsideSpan: New has homes stand aside for a microsecond of refill, at
+// most 8 tokens and at most the capacity less a token, where homes are
+// processors, and never under admit_purego (homes are random shards there).
+func TestAsideSpan(t *testing.T) {
+	for _, tc := range []struct {
+		capacity int64
+		rate     float64
+		tokens   int64
+	}{
+		{100, 4e6, 4}, // a microsecond of refill
+		{100, 1e9, 8}, // at most 8 tokens
+		{2, 1e9, 1},   // at most the capacity less a token
+		{1, 1e9, 0},
+		{100, 0, 0},
+	} {
+		b, err := New(tc.capacity, tc.rate, WithShards(1))
+		require.NoError(t, err)
+		want := b.p.Units(tc.tokens)
+		if !homeIsProcessor {
+			want = 0
+		}
+		assert.Equal(t, want, b.asideUnits, "%+v", tc)
 	}
 }

@@ -21,7 +21,7 @@ type shard struct {
 	z         atomic.Int64                                          // empty point on this shard's stream: balance = min(cap, V_i(now) - z)
 	cap       int64                                                 // this shard's capacity in units; immutable
 	off       int64                                                 // (shards-1-i) << blockShift: see geometry.vi; immutable
-	aside     atomic.Int64                                          // stream value before which a dry call from this home refuses without loading c
+	aside     atomic.Int64                                          // stream value before which a dry call from this home refuses without loading c; odd if the stand followed a lost race
 	seen      atomic.Int64                                          // c as this home's calls last left or found it, while lostUntil holds
 	lostUntil atomic.Int64                                          // stream value until which this home counts c's moves by others as lost races
 	runFrom   atomic.Int64                                          // c when this home's run began: at the collapse, its last stand or its last turn's check

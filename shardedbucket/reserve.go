@@ -15,8 +15,14 @@ package shardedbucket
 // held, and under it reserve only loads and swaps words, reads the clock
 // and allocates the undo.
 func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
+	return b.reserveAt(need, limit, home())
+}
+
+// reserveAt is reserve from home shard hm, which it tells leftBy about its
+// own moves of c (see central.go's "Standing aside"), the undo's included.
+func (b *Bucket) reserveAt(need, limit int64, hm uint) (int64, func() bool) {
 	now := b.clk.Now()
-	if b.takeAt(need, b.p.V(now), home()) {
+	if b.takeAt(need, b.p.V(now), hm) {
 		return 0, nil
 	}
 	b.resvMu.Lock()
@@ -29,16 +35,17 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 	// With resvMu held, c stays an empty point: only a spread, which needs
 	// resvMu, turns it back.
 	wait, z, end := b.p.ReserveWord(&b.c, &b.debtUntil, now, need, limit)
+	b.leftBy(hm, b.p.V(now))
 	if wait <= 0 || wait > limit {
 		return wait, nil
 	}
 	epoch := b.epoch.Load()
-	return wait, func() bool { return b.undo(z, end, epoch) }
+	return wait, func() bool { return b.undo(z, end, epoch, hm) }
 }
 
 // undo gives up a reservation that moved c from z to end while the bucket's
-// epoch was epoch, and reports whether it was still waiting (see
-// refill.Reserve).
+// epoch was epoch, made from home shard hm, and reports whether it was
+// still waiting (see refill.Reserve).
 //
 // The tail rule (internal/refill's reservation notes): c still holds
 // exactly end only if nothing was admitted or reserved after it, and then
@@ -49,14 +56,14 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 // clock that does not run backwards the epoch cannot have moved before the
 // wake: a spread needs the central balance at spreadAt, which the stream
 // reaches only after every reservation's end.
-func (b *Bucket) undo(z, end, epoch int64) bool {
+func (b *Bucket) undo(z, end, epoch int64, hm uint) bool {
 	b.resvMu.Lock()
 	defer b.resvMu.Unlock()
 	if b.p.V(b.clk.Now()) >= end {
 		return false // due: the tokens are the caller's
 	}
-	if b.epoch.Load() == epoch {
-		b.c.CompareAndSwap(end, z)
+	if b.epoch.Load() == epoch && b.c.CompareAndSwap(end, z) {
+		b.leftBy(hm, b.p.V(b.clk.Now()))
 	}
 	return true
 }

@@ -48,11 +48,11 @@
 // one-word form, and freezes the shards; a central admission that leaves
 // enough tokens (16 a shard, at most half the capacity) deals them back to
 // the shards. While the bucket is dry a call loads its home shard, which
-// only its own processor's calls write while it is frozen, and the central
-// word, and writes the central word only to admit: one shared line, as
-// gcra, where the shards' dry path read every shard and took each new token
-// from whichever shard the refill had dealt it to, moving every shard's
-// line between the cores. Both steps are exact (the balance is carried over
+// while it is frozen only its own processor's calls write (standing aside's
+// records, below), and the central word, and writes the central word only
+// to admit: one shared line, as gcra, where the shards' dry path read every
+// shard and took each new token from whichever shard the refill had dealt
+// it to, moving every shard's line between the cores. Both steps are exact (the balance is carried over
 // to the unit) and happen under resvMu; central.go has the proof that the
 // bound holds across them. A blocked AcquireN reserves on the central word
 // (collapsing the bucket first), so waiters wake exactly when one bucket's
