@@ -222,9 +222,9 @@ func (b *Bucket) standAside(h *shard, v, c int64, lost bool) {
 // word first. Once the central word has moved asideRun units since h's run
 // began (while another home stands aside, by h's admissions alone), the
 // first admission that leaves less than a token looks at the other homes:
-// if one stands aside, its processor is waiting for a turn, and h stands
-// aside to give it one; if none does, nobody is waiting on h, h's record of
-// losing is cleared and a new run begins.
+// if one stands aside after losing a race, its processor is waiting for a
+// turn, and h stands aside to give it one; if none does, nobody is waiting
+// on h, h's record of losing is cleared and a new run begins.
 func (b *Bucket) admitted(h *shard, v, c int64, lost bool) {
 	if lost || v < h.lostUntil.Load() {
 		h.seen.Store(c)
