@@ -169,7 +169,7 @@ func (b *Bucket) takeCentral(need, v, c int64, start uint) bool {
 	for {
 		base := max(c, v-b.p.Cap) // refill beyond the capacity is discarded
 		if v-base < need {
-			if v-base < b.one && b.asideUnits > 0 &&
+			if v-base < b.p.Units(1) && b.asideUnits > 0 &&
 				(lost || (v < h.lostUntil.Load() && h.seen.Load() != c)) {
 				b.standAside(h, v, c, true)
 			}
@@ -229,7 +229,7 @@ func (b *Bucket) admitted(h *shard, v, c int64, lost bool) {
 	if lost || v < h.lostUntil.Load() {
 		h.seen.Store(c)
 	}
-	if c-h.runFrom.Load() < b.asideRun || v-c >= b.one {
+	if c-h.runFrom.Load() < b.asideRun || v-c >= b.p.Units(1) {
 		return
 	}
 	if b.othersWaiting(h, v) {

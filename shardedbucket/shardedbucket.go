@@ -150,7 +150,6 @@ type Bucket struct {
 	p          refill.Params // immutable after New
 	clk        refill.Clock  // immutable after New
 	spreadAt   int64         // the central balance at which the bucket spreads again; immutable
-	one        int64         // units in a token; immutable
 	asideUnits int64         // how long a home stands aside, in stream units (central.go); immutable
 	asideRun   int64         // units a home's run takes before it gives a turn (central.go); immutable but in tests
 
@@ -234,7 +233,6 @@ func New(capacity int64, refillPerSecond float64, opts ...admit.Option) (*Bucket
 	}
 	b := &Bucket{
 		spreadAt:   spreadThreshold(p.Cap, p.Units(1), n),
-		one:        p.Units(1),
 		asideUnits: asideSpan(&p),
 		asideRun:   p.Units(asideRun),
 		shards:     make([]shard, n),
