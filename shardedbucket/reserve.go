@@ -59,11 +59,12 @@ func (b *Bucket) reserveAt(need, limit int64, hm uint) (int64, func() bool) {
 func (b *Bucket) undo(z, end, epoch int64, hm uint) bool {
 	b.resvMu.Lock()
 	defer b.resvMu.Unlock()
-	if b.p.V(b.clk.Now()) >= end {
+	v := b.p.V(b.clk.Now())
+	if v >= end {
 		return false // due: the tokens are the caller's
 	}
 	if b.epoch.Load() == epoch && b.c.CompareAndSwap(end, z) {
-		b.leftBy(hm, b.p.V(b.clk.Now()))
+		b.leftBy(hm, v)
 	}
 	return true
 }
