@@ -18,32 +18,22 @@ import (
 	"log"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/admit-go/admit"
-	"github.com/admit-go/admit/gcra"
+	"github.com/admit-go/admit/bench"
 	"github.com/admit-go/admit/internal/provenance"
-	"github.com/admit-go/admit/mutexbucket"
-	"github.com/admit-go/admit/shardedbucket"
 )
 
 // stretch is how many calls a goroutine makes between looks at the stop
 // flag, and the unit its stretches without an admission are counted in.
 const stretch = 512
 
-type impl struct {
-	name string
-	make func(capacity int64, rate float64) (admit.Limiter, error)
-}
-
-var impls = []impl{
-	{"mutexbucket", func(c int64, r float64) (admit.Limiter, error) { return mutexbucket.New(c, r) }},
-	{"shardedbucket", func(c int64, r float64) (admit.Limiter, error) { return shardedbucket.New(c, r) }},
-	{"gcra", func(c int64, r float64) (admit.Limiter, error) { return gcra.New(c, r) }},
-}
+// impls names, in bench.Impls, the implementations compared, in this order.
+var impls = []string{"mutexbucket", "shardedbucket", "gcra"}
 
 func main() {
 	rate := flag.Float64("rate", 6e6, "tokens per second (bench's mixedRate)")
@@ -58,8 +48,9 @@ func main() {
 	provenance.Write(os.Stdout, fmt.Sprintf("%s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH),
 		fmt.Sprintf("cd bench && go run ./cmd/dryshare -rate %g -capacity %d -dur %v -runs %d", *rate, *capacity, *dur, *runs))
 	for r := range *runs {
-		for _, im := range impls {
-			l, err := im.make(*capacity, *rate)
+		for _, name := range impls {
+			i := slices.IndexFunc(bench.Impls, func(im bench.Impl) bool { return im.Name == name })
+			l, err := bench.Impls[i].New(*capacity, *rate)
 			if err != nil {
 				log.Fatal(err)
 			}
@@ -75,7 +66,7 @@ func main() {
 				dries[g] = fmt.Sprintf("%.0f%%", 100*dry[g])
 			}
 			fmt.Printf("run %d %-13s  shares %s  %.2f M admitted/s  stretches of %d calls with none: %s\n",
-				r+1, im.name, strings.Join(shares, "/"), float64(total)/elapsed.Seconds()/1e6, stretch, strings.Join(dries, "/"))
+				r+1, name, strings.Join(shares, "/"), float64(total)/elapsed.Seconds()/1e6, stretch, strings.Join(dries, "/"))
 		}
 	}
 }
@@ -83,7 +74,7 @@ func main() {
 // run has procs goroutines call l.TryAcquire for d, and returns each one's
 // admissions and the fraction of its stretches without one, and how long
 // they ran. Each goroutine writes only its own slots, read after Wait.
-func run(l admit.Limiter, procs int, d time.Duration) (adm []int64, dry []float64, elapsed time.Duration) {
+func run(l bench.Limiter, procs int, d time.Duration) (adm []int64, dry []float64, elapsed time.Duration) {
 	adm, dry = make([]int64, procs), make([]float64, procs)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
