@@ -154,5 +154,5 @@ bench-otel: ## admitotel's cost over the bare call (a few minutes); saves result
 # adaptivelimiter (defaults and tuned) and adaptive. About 8.5 minutes;
 # saves results/overload-<date>-<host>-<commit>.txt and
 # results/plots/overload-*.svg. Run it on a quiet machine.
-bench-overload: ## adaptive vs failsafe-go and fixed limits under overload (~8.5 min); saves results/overload-*
+bench-overload: ## adaptive vs failsafe-go and fixed limits under overload (~12 min); saves results/overload-*
 	cd bench && $(GO) run ./cmd/overload -save ../results

@@ -10,12 +10,13 @@
 // 2c (chanpool, shedding at once); failsafe-go's adaptivelimiter with its
 // defaults, and tuned as its documentation's basic usage shows (limits 1 to
 // 100 from 20, recent window 1 s to 30 s with 50 samples, baseline window
-// 10, queueing 2 to 3); and admit's adaptive with its defaults (through
-// admithttp.Concurrency). Each sheds with 503. Both adaptive limiters learn
-// from the same outcomes: a request whose context ended while it ran (its
-// client gave up) or whose status is 429 or 5xx is a loss (failsafe-go's
-// Drop, admit's Dropped), any other a sample (Record, Success): the rule
-// admithttp.Concurrency applies, applied to failsafe-go by lost.
+// 10, queueing 2 to 3), each through failsafe-go's own executor; and
+// admit's adaptive with its defaults (through admithttp.Concurrency). Each
+// sheds with 503. Both adaptive limiters learn from the same outcomes: a
+// request whose context ended while it ran (its client gave up) is a loss
+// (failsafe-go's Drop, admit's Dropped), any other a sample (Record,
+// Success); admithttp would also count a 429 or 5xx as a loss, and this
+// backend answers neither to a call it serves.
 //
 // Two experiments: offered load 1× to 5× the capacity, for goodput (200s
 // within the deadline ÷ capacity) and the p50 and p99 of the requests not
@@ -54,6 +55,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
@@ -68,10 +70,12 @@ var (
 	service  = flag.Duration("service", 40*time.Millisecond, "each call's service time")
 	deadline = flag.Duration("deadline", 400*time.Millisecond, "the client's timeout")
 	duration = flag.Duration("duration", 10*time.Second, "length of each load run")
-	stepDur  = flag.Duration("step", 30*time.Second, "length of the capacity-step run")
+	stepDur  = flag.Duration("step", 30*time.Second, "length of the capacity-step run (0: none)")
+	longDur  = flag.Duration("sustained", 60*time.Second, "length of the sustained 2x run of the adaptive limiters (0: none)")
 	loadsArg = flag.String("loads", "1,2,3,4,5", "offered loads, multiples of the capacity")
 	save     = flag.String("save", "", "write the result and plots under this directory")
 	seed     = flag.Uint64("seed", 1, "the arrivals' seed")
+	only     = flag.String("impls", "", "comma-separated implementations to run (default: all)")
 )
 
 // backend is c workers serving FIFO: a call waits for a worker (Go's
@@ -128,28 +132,29 @@ func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // impl is one limiter in front of the backend; limit reports its current
 // limit (0 when it has none).
 type impl struct {
-	name string
-	mw   func() (func(http.Handler) http.Handler, func() int)
+	name     string
+	adaptive bool // learns its limit: runs the sustained experiment too
+	mw       func() (func(http.Handler) http.Handler, func() int)
 }
 
 var impls = []impl{
-	{"none", func() (func(http.Handler) http.Handler, func() int) {
+	{"none", false, func() (func(http.Handler) http.Handler, func() int) {
 		return func(h http.Handler) http.Handler { return h }, func() int { return 0 }
 	}},
-	{"fixed-c", func() (func(http.Handler) http.Handler, func() int) { return fixed(*workers) }},
-	{"fixed-2c", func() (func(http.Handler) http.Handler, func() int) { return fixed(2 * *workers) }},
-	{"failsafe-default", func() (func(http.Handler) http.Handler, func() int) {
-		return failsafe(adaptivelimiter.NewWithDefaults[any]())
+	{"fixed-c", false, func() (func(http.Handler) http.Handler, func() int) { return fixed(*workers) }},
+	{"fixed-2c", false, func() (func(http.Handler) http.Handler, func() int) { return fixed(2 * *workers) }},
+	{"failsafe-default", true, func() (func(http.Handler) http.Handler, func() int) {
+		return failsafeMW(adaptivelimiter.NewWithDefaults[any]())
 	}},
-	{"failsafe-tuned", func() (func(http.Handler) http.Handler, func() int) {
-		return failsafe(adaptivelimiter.NewBuilder[any]().
+	{"failsafe-tuned", true, func() (func(http.Handler) http.Handler, func() int) {
+		return failsafeMW(adaptivelimiter.NewBuilder[any]().
 			WithLimits(1, 100, 20).
 			WithRecentWindow(time.Second, 30*time.Second, 50).
 			WithBaselineWindow(10).
 			WithQueueing(2, 3).
 			Build())
 	}},
-	{"admit-adaptive", func() (func(http.Handler) http.Handler, func() int) {
+	{"admit-adaptive", true, func() (func(http.Handler) http.Handler, func() int) {
 		l, err := adaptive.New()
 		check(err)
 		return admithttp.Concurrency(l), l.Limit
@@ -172,40 +177,31 @@ func fixed(n int) (func(http.Handler) http.Handler, func() int) {
 	}, func() int { return n }
 }
 
-// failsafe is failsafe-go's limiter used as its standalone usage shows:
-// a permit, then Drop for a call that lost, Record for any other.
-func failsafe(l adaptivelimiter.AdaptiveLimiter[any]) (func(http.Handler) http.Handler, func() int) {
+// failsafeMW is failsafe-go's limiter used through its own executor, as
+// its policies are meant to be used (failsafehttp.NewHandler wraps a
+// handler the same way): failsafe.With(l) run with the request's context.
+// The executor acquires as the limiter's configuration says: built without
+// WithQueueing (the defaults) it rejects at once when the limit is full,
+// with WithQueueing it waits in the queue its rejection factors allow. It
+// then calls Drop when the request's context ended while the handler ran
+// (its client gave up) and Record otherwise: lost's rule, since this
+// backend answers 200 to every call it serves. (Calling the limiter's
+// blocking AcquirePermit directly instead, as this harness did until
+// 2026-12-07, makes the defaults queue without bound: not their
+// documented behaviour.)
+func failsafeMW(l adaptivelimiter.AdaptiveLimiter[any]) (func(http.Handler) http.Handler, func() int) {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			p, err := l.AcquirePermit(r.Context())
+			err := failsafe.With[any](l).WithContext(r.Context()).Run(func() error {
+				next.ServeHTTP(w, r)
+				return nil
+			})
 			if err != nil {
 				w.WriteHeader(http.StatusServiceUnavailable)
-				return
-			}
-			sw := &statusWriter{ResponseWriter: w}
-			next.ServeHTTP(sw, r)
-			if lost(r, sw.status) {
-				p.Drop()
-			} else {
-				p.Record()
 			}
 		})
 	}, l.Limit
 }
-
-// lost is admithttp.Concurrency's rule for a loss: the request's context
-// ended while it ran (its client gave up, or a deadline passed), or the
-// handler answered 429 or 5xx.
-func lost(r *http.Request, status int) bool {
-	return r.Context().Err() != nil || status == http.StatusTooManyRequests || status >= 500
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(c int) { w.status = c; w.ResponseWriter.WriteHeader(c) }
 
 // poissonPacer is a vegeta pacer of exponential gaps at rate per second,
 // from a seeded generator: the same arrivals for every implementation.
@@ -248,6 +244,7 @@ type run struct {
 	cpu            float64 // cores the process used, on average
 	wall           time.Duration
 	series         []sample
+	byTick         map[int][]time.Duration // latencies of the requests sent in each 100 ms tick
 }
 
 // sample is one tick of a run: the limiter's limit and the p99 of the
@@ -256,6 +253,7 @@ type sample struct {
 	t     time.Duration
 	limit int
 	p99   time.Duration
+	good  int // requests sent in the tick and answered 200 within the deadline
 }
 
 func attack(im impl, factor float64, dur time.Duration, steps bool) run {
@@ -304,6 +302,7 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 	var lat []time.Duration
 	var r run
 	perTick := map[int][]time.Duration{}
+	goodTick := map[int]int{}
 	for res := range atk.Attack(targeter, poisson(factor*capacity, *seed), dur, im.name) {
 		r.offered++
 		l := res.Latency
@@ -312,6 +311,7 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 			r.admitted++
 			if l <= *deadline {
 				r.goodput++
+				goodTick[int((res.Timestamp.Sub(start))/(100*time.Millisecond))]++
 			}
 		case res.Code == http.StatusServiceUnavailable:
 			r.shed++
@@ -337,8 +337,10 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 	for i := range series {
 		s := &series[i]
 		s.p99 = pct(perTick[int(s.t/(100*time.Millisecond))-1], 0.99)
+		s.good = goodTick[int(s.t/(100*time.Millisecond))-1]
 	}
 	r.series = series
+	r.byTick = perTick
 	return r
 }
 
@@ -387,6 +389,13 @@ func main() {
 	fmt.Fprintf(out, "backend: %d workers x %v (capacity %.0f/s), client deadline %v, Poisson arrivals seed %d\n\n",
 		*workers, *service, float64(*workers)/service.Seconds(), *deadline, *seed)
 
+	if *only != "" {
+		keep := strings.Split(*only, ",")
+		impls = slices.DeleteFunc(impls, func(im impl) bool { return !slices.Contains(keep, im.name) })
+		if len(impls) == 0 {
+			check(fmt.Errorf("-impls %q names no implementation", *only))
+		}
+	}
 	results := map[string][]run{}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "load\timpl\toffered\tadmitted\tshed\ttimeout\tgoodput\tp50\tp99\tp50/S\tp99/S\tcpu\t\n")
@@ -404,6 +413,9 @@ func main() {
 		*workers, *workers/2, *stepDur/3, *workers, 2**stepDur/3)
 	steps := map[string]run{}
 	for _, im := range impls {
+		if *stepDur <= 0 {
+			break // -step 0: no capacity-step run
+		}
 		r := attack(im, 2, *stepDur, true)
 		steps[im.name] = r
 		fmt.Fprintf(out, "%s: goodput %.3f p50 %s p99 %s cpu %.2f\n  limit:", im.name, r.goodput, fmtLat(r.p50, 0), fmtLat(r.p99, 0), r.cpu)
@@ -416,13 +428,55 @@ func main() {
 		}
 		fmt.Fprintln(out)
 	}
+	var sustained map[string]run
+	if *longDur > 0 {
+		sustained = map[string]run{}
+		seg := 10 * time.Second
+		fmt.Fprintf(out, "\nsustained 2x for %v, the adaptive limiters: goodput, p50 and p99 (of requests not shed) per %v, limit every 5 s\n", *longDur, seg)
+		for _, im := range impls {
+			if !im.adaptive {
+				continue
+			}
+			r := attack(im, 2, *longDur, false)
+			sustained[im.name] = r
+			fmt.Fprintf(out, "%s: goodput %.3f p50 %s p99 %s cpu %.2f\n  goodput:", im.name, r.goodput, fmtLat(r.p50, 0), fmtLat(r.p99, 0), r.cpu)
+			per := int(seg / (100 * time.Millisecond))
+			capSeg := float64(*workers) / service.Seconds() * seg.Seconds()
+			for i := 0; i+per <= len(r.series); i += per {
+				g := 0
+				for _, x := range r.series[i : i+per] {
+					g += x.good
+				}
+				fmt.Fprintf(out, " %.3f", float64(g)/capSeg)
+			}
+			fmt.Fprintf(out, "\n  p50/ms:")
+			var segs [][]time.Duration
+			for i := 0; i+per <= len(r.series); i += per {
+				var lat []time.Duration
+				for k := i; k < i+per; k++ {
+					lat = append(lat, r.byTick[k]...)
+				}
+				segs = append(segs, lat)
+				fmt.Fprintf(out, " %s", strings.TrimSuffix(fmtLat(pct(lat, 0.5).Round(time.Millisecond), 0), "ms"))
+			}
+			fmt.Fprintf(out, "\n  p99/ms:")
+			for _, lat := range segs {
+				fmt.Fprintf(out, " %s", strings.TrimSuffix(fmtLat(pct(lat, 0.99).Round(time.Millisecond), 0), "ms"))
+			}
+			fmt.Fprintf(out, "\n  limit:")
+			for i := 49; i < len(r.series); i += 50 {
+				fmt.Fprintf(out, " %d", r.series[i].limit)
+			}
+			fmt.Fprintln(out)
+		}
+	}
 	fmt.Fprintf(out, "\nloadavg-at-end: %s\nwall: %v\n", provenance.LoadAvg(), time.Since(began).Round(time.Second))
 	if *save != "" {
 		host, _ := os.Hostname()
 		path := filepath.Join(*save, fmt.Sprintf("overload-%s-%s-%s.txt", time.Now().Format("2006-01-02"), host, commit))
 		check(os.WriteFile(path, buf.Bytes(), 0o644))
 		fmt.Fprintln(os.Stderr, "overload: wrote", path)
-		check(plots(filepath.Join(*save, "plots"), loads, results, steps))
+		check(plots(filepath.Join(*save, "plots"), loads, results, steps, sustained))
 	}
 }
 

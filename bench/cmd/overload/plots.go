@@ -14,8 +14,9 @@ import (
 
 // plots writes overload-goodput.svg and overload-p99.svg (against the
 // offered load) and overload-step-limit.svg and overload-step-p99.svg
-// (over the capacity step's run) into dir.
-func plots(dir string, loads []float64, res map[string][]run, steps map[string]run) error {
+// (over the capacity step's run), and overload-sustained-limit.svg (over
+// the sustained 2x run, when there was one) into dir.
+func plots(dir string, loads []float64, res map[string][]run, steps, sustained map[string]run) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -47,31 +48,48 @@ func plots(dir string, loads []float64, res map[string][]run, steps map[string]r
 		return err
 	}
 	overTime := func(title, ylabel, file string, skipNone bool, y func(sample) float64) error {
-		p := plot.New()
-		p.Title.Text = title
-		p.X.Label.Text = "time (s)"
-		p.Y.Label.Text = ylabel
-		var args []any
-		for _, im := range impls {
-			if skipNone && im.name == "none" {
-				continue
-			}
-			var xy plotter.XYs
-			for _, s := range steps[im.name].series {
-				xy = append(xy, plotter.XY{X: s.t.Seconds(), Y: y(s)})
-			}
-			args = append(args, im.name, xy)
+		if len(steps) == 0 {
+			return nil // -step 0
 		}
-		if err := plotutil.AddLines(p, args...); err != nil {
-			return err
-		}
-		p.Legend.Top = true
-		return p.Save(7*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, file))
+		return overTimeOf(dir, steps, title, ylabel, file, skipNone, y)
 	}
 	if err := overTime(fmt.Sprintf("Limit through a capacity step (%d -> %d -> %d workers) at 2x", *workers, *workers/2, *workers),
 		"limit", "overload-step-limit.svg", true, func(s sample) float64 { return float64(s.limit) }); err != nil {
 		return err
 	}
-	return overTime("p99 of requests not shed per 100 ms through the step; a timeout at the deadline", "p99 (ms)", "overload-step-p99.svg", false,
-		func(s sample) float64 { return float64(min(s.p99, *deadline)) / float64(time.Millisecond) })
+	if err := overTime("p99 of requests not shed per 100 ms through the step; a timeout at the deadline", "p99 (ms)", "overload-step-p99.svg", false,
+		func(s sample) float64 { return float64(min(s.p99, *deadline)) / float64(time.Millisecond) }); err != nil {
+		return err
+	}
+	if len(sustained) == 0 {
+		return nil
+	}
+	return overTimeOf(dir, sustained, fmt.Sprintf("Limit through a sustained 2x overload (%d workers)", *workers),
+		"limit", "overload-sustained-limit.svg", true, func(s sample) float64 { return float64(s.limit) })
+}
+
+// overTimeOf plots y of each implementation's samples in runs over time;
+// implementations without a run are left out, and so is "none" if
+// skipNone.
+func overTimeOf(dir string, runs map[string]run, title, ylabel, file string, skipNone bool, y func(sample) float64) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "time (s)"
+	p.Y.Label.Text = ylabel
+	var args []any
+	for _, im := range impls {
+		if _, ok := runs[im.name]; !ok || skipNone && im.name == "none" {
+			continue
+		}
+		var xy plotter.XYs
+		for _, s := range runs[im.name].series {
+			xy = append(xy, plotter.XY{X: s.t.Seconds(), Y: y(s)})
+		}
+		args = append(args, im.name, xy)
+	}
+	if err := plotutil.AddLines(p, args...); err != nil {
+		return err
+	}
+	p.Legend.Top = true
+	return p.Save(7*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, file))
 }
