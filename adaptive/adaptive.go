@@ -405,7 +405,11 @@ func (l *Limiter) update(now int64) {
 //     the estimate is too low. (Compared with the first window after the
 //     first cut, not the one before: work queued before a cut delays the
 //     calls after it for a while. And over the run, not cut by cut: cuts
-//     of a tenth each, at the edge of the band, add up to a collapse.);
+//     of a tenth each, at the edge of the band, add up to a collapse. But
+//     read only in a window that follows a cut: a window that held the
+//     limit brings no new in-flight to compare, only another noisy draw of
+//     the same comparison, and enough draws of a noisy backend's latency
+//     and throughput satisfy it by chance.);
 //   - a raise of the in-flight by a tenth or more that the latency
 //     followed by two thirds or more while it read below the estimate: a
 //     queue reads as no load, the estimate is too high;
@@ -421,6 +425,14 @@ func (l *Limiter) estimate(w *window, valid bool) bool {
 		l.below |= 1
 	}
 	l.below &= 7
+	if l.probing {
+		// A probe's window reads below the estimate it re-measures by
+		// design (it runs at half the limit), and the estimate it leaves
+		// makes earlier readings moot: none of them is doubt. (Counted,
+		// the start-up probe's two windows set off a second probe at
+		// once, another window below the knee.)
+		l.below = 0
+	}
 	if !valid || l.base > 0 && l.lossless < 2 {
 		if l.base > 0 {
 			l.baseAge++
@@ -452,7 +464,7 @@ func (l *Limiter) estimate(w *window, valid bool) bool {
 		return false
 	}
 	return bits.OnesCount8(l.below) >= 2 ||
-		w.ci > 0 && w.ci <= 0.8 && w.cm >= 1-(1-w.ci)/2 && w.cx <= 1-(1-w.ci)/2 && r > 1+gradHigh ||
+		w.moved < 0 && w.ci > 0 && w.ci <= 0.8 && w.cm >= 1-(1-w.ci)/2 && w.cx <= 1-(1-w.ci)/2 && r > 1+gradHigh ||
 		w.moved > 0 && w.di >= 1.1 && w.dm-1 >= (w.di-1)*2/3 && r < 1
 }
 

@@ -30,8 +30,14 @@ var simModels = []model{
 	{name: "ps/lognormal", ps: true, workers: 8, d: distLognormal},
 }
 
-// simSeeds are the seeds each load of targets 1 to 3 runs with.
-var simSeeds = []uint64{1, 2, 3}
+// loadSeeds are the seeds each load of targets 1 to 3 runs with, and
+// simSeeds those of the slower scenarios (targets 5, the latency step).
+// Targets 1 to 3 hold for every one of twelve; docs/adaptive.md says how
+// many of twelve the others hold for.
+var (
+	loadSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	simSeeds  = []uint64{1, 2, 3}
+)
 
 var (
 	backlogN    = 64
@@ -89,7 +95,7 @@ func eachOverload(t *testing.T, check func(t *testing.T, seed uint64, me metrics
 	for _, m := range simModels {
 		for _, f := range []float64{2, 3, 5} {
 			t.Run(fmt.Sprintf("model=%s/load=%gx", m.name, f), func(t *testing.T) {
-				for _, seed := range simSeeds {
+				for _, seed := range loadSeeds {
 					me := cachedLoad(m, f, seed)
 					t.Logf("seed %d: %v", seed, me)
 					check(t, seed, me)
@@ -111,7 +117,7 @@ func TestTarget1Goodput(t *testing.T) {
 			t.Errorf("seed %d: goodput %.3f of capacity, want >= 0.90", seed, me.goodput)
 		}
 	}, func(t *testing.T, m model, f float64) {
-		base := noLimit(m, f, simSeeds[0])
+		base := noLimit(m, f, loadSeeds[0])
 		t.Logf("no limiter: %v", base)
 		if base.goodput > 0.5 {
 			t.Errorf("without a limiter goodput is %.3f: the scenario does not overload", base.goodput)
@@ -135,7 +141,7 @@ func TestTarget2Latency(t *testing.T) {
 func TestTarget3LightLoad(t *testing.T) {
 	for _, m := range simModels {
 		t.Run("model="+m.name, func(t *testing.T) {
-			for _, seed := range simSeeds {
+			for _, seed := range loadSeeds {
 				me := cachedLoad(m, 0.5, seed)
 				base := noLimit(m, 0.5, seed)
 				t.Logf("seed %d: %v; no limiter p99 %v", seed, me, time.Duration(base.rawP99).Round(time.Millisecond))
@@ -563,5 +569,30 @@ func TestTarget6RecoversFromTimeouts(t *testing.T) {
 	t.Logf("final limit %d; from 20s on %v", s.l.Limit(), me)
 	if me.goodput < 0.9 || me.p50 > 2 || me.p99 > 2.5 {
 		t.Errorf("goodput %.3f p50 %.2fx p99 %.2fx from 20s on; want >= 0.9, <= 2x, <= 2.5x", me.goodput, me.p50, me.p99)
+	}
+}
+
+// The start-up probe is the only probe while the backend stays as it is:
+// its own windows, which read below the estimate they re-measure by
+// design, are not doubt. (They were: two of the three windows after the
+// probe "read below 0.9 of the estimate", and a second probe followed at
+// once in 45 of 72 runs of 20 s, each a window at half the limit, below
+// the knee.) Every model, at 2×, 3× and 5×, three seeds, 20 s: fewer than
+// 200 windows, so no periodic probe is due.
+func TestStartupProbeOnce(t *testing.T) {
+	models := append([]model{{name: "fifo/fixed 40ms", workers: 8, d: fixedDist{40 * ms}}}, simModels...)
+	for _, m := range models {
+		for _, f := range []float64{2, 3, 5} {
+			for _, seed := range simSeeds {
+				sc := &scenario{m: m, classes: []classLoad{{factor: f}}, duration: int64(20 * time.Second), deadline: simDeadline, seed: seed}
+				s := runSim(sc)
+				if len(s.updates) >= probeEvery {
+					t.Fatalf("%s %gx seed %d: %d windows, a periodic probe may be due", m.name, f, seed, len(s.updates))
+				}
+				if s.l.probes != 1 {
+					t.Errorf("%s %gx seed %d: %d probes in 20 s of a steady backend, want the start-up probe alone", m.name, f, seed, s.l.probes)
+				}
+			}
+		}
 	}
 }
