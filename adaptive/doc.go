@@ -51,9 +51,12 @@
 // contradicts b: above the knee the latency follows the calls in flight
 // and the throughput does not, below it the reverse, so a run of cuts that
 // lowered the throughput and not the latency says b is too low (the
-// backend got slower), and a raise the latency followed while it read
-// below b, or windows reading below 0.9·b while the limit bound, say it is
-// too high (the backend got faster).
+// backend got slower; read in the window after a cut, not again in every
+// window that holds the limit, where noise alone would satisfy it in
+// time), and a raise the latency followed while it read below b, or
+// windows reading below 0.9·b while the limit bound, say it is too high
+// (the backend got faster). A probe's own windows, below the knee by
+// design, are no such evidence.
 //
 // Gradient (the default) reads r = latency/b. Above 1.5 with the limit
 // binding, it cuts the limit in one step towards the knee the queue
