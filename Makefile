@@ -150,9 +150,10 @@ bench-otel: ## admitotel's cost over the bare call (a few minutes); saves result
 # The adaptive limiters side by side on the wall clock: a loopback net/http
 # server whose handler is 8 workers of 40 ms, Poisson load at 1x to 5x its
 # capacity (200 to 1,000 requests a second: a quarter of a core), then a
-# capacity step; no limiter, fixed limits (chanpool), failsafe-go's
-# adaptivelimiter (defaults and tuned) and adaptive. About 8.5 minutes;
+# capacity step, then a sustained 2x overload of the adaptive ones; no
+# limiter, fixed limits (chanpool), failsafe-go's adaptivelimiter (defaults
+# and tuned) and adaptive. About 11 minutes;
 # saves results/overload-<date>-<host>-<commit>.txt and
 # results/plots/overload-*.svg. Run it on a quiet machine.
-bench-overload: ## adaptive vs failsafe-go and fixed limits under overload (~12 min); saves results/overload-*
+bench-overload: ## adaptive vs failsafe-go and fixed limits under overload (~11 min); saves results/overload-*
 	cd bench && $(GO) run ./cmd/overload -save ../results

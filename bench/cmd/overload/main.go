@@ -12,18 +12,21 @@
 // 100 from 20, recent window 1 s to 30 s with 50 samples, baseline window
 // 10, queueing 2 to 3), each through failsafe-go's own executor; and
 // admit's adaptive with its defaults (through admithttp.Concurrency). Each
-// sheds with 503. Both adaptive limiters learn from the same outcomes: a
-// request whose context ended while it ran (its client gave up) is a loss
-// (failsafe-go's Drop, admit's Dropped), any other a sample (Record,
-// Success); admithttp would also count a 429 or 5xx as a loss, and this
+// sheds with 503. Both adaptive limiters are told the same outcomes: a
+// request whose context ended while it ran (its client gave up) ends with
+// failsafe-go's Drop (which releases the permit and discards the sample) or
+// admit's Dropped (a loss, which may cut the limit), any other with Record
+// or Success; admithttp would also count a 429 or 5xx as a loss, and this
 // backend answers neither to a call it serves.
 //
-// Two experiments: offered load 1× to 5× the capacity, for goodput (200s
-// within the deadline ÷ capacity) and the p50 and p99 of the requests not
-// shed (a timed-out one counts as infinitely slow, as in the package's
-// simulator); and a capacity step at 2× the full capacity (c → c/2 after a
-// third of the run, back to c after two thirds), for the limit and the p99
-// over time. Each run reports the CPU the whole process
+// Three experiments: offered load 1× to 5× the capacity, for goodput (200s
+// within the deadline ÷ capacity, counted by the requests sent during the
+// run, and by those that also finished during it) and the p50 and p99 of
+// the requests not shed (a timed-out one counts as infinitely slow, as in
+// the package's simulator); a capacity step at 2× the full capacity (c →
+// c/2 after a third of the run, back to c after two thirds), for the limit
+// and the p99 over time; and a sustained 2× overload of the adaptive
+// limiters alone. Each run reports the CPU the whole process
 // used (server, backend and load generator), in cores: well under the
 // machine's, what is measured is the limiters. At the end of a run the
 // backend drops the calls still waiting for a worker, so that a collapsed
@@ -178,17 +181,19 @@ func fixed(n int) (func(http.Handler) http.Handler, func() int) {
 }
 
 // failsafeMW is failsafe-go's limiter used through its own executor, as
-// its policies are meant to be used (failsafehttp.NewHandler wraps a
-// handler the same way): failsafe.With(l) run with the request's context.
-// The executor acquires as the limiter's configuration says: built without
-// WithQueueing (the defaults) it rejects at once when the limit is full,
-// with WithQueueing it waits in the queue its rejection factors allow. It
-// then calls Drop when the request's context ended while the handler ran
-// (its client gave up) and Record otherwise: lost's rule, since this
-// backend answers 200 to every call it serves. (Calling the limiter's
-// blocking AcquirePermit directly instead, as this harness did until
-// 2026-12-07, makes the defaults queue without bound: not their
-// documented behaviour.)
+// its policies are meant to be used: failsafe.With(l) run with the
+// request's context. The executor acquires as the limiter's configuration
+// says: built without WithQueueing (the defaults) it rejects at once when
+// the limit is full, with WithQueueing it waits in the queue its rejection
+// factors allow (here until the client gives up). It then calls Drop when
+// the request's context ended while the handler ran (its client gave up)
+// and Record otherwise. This departs from failsafehttp.NewHandler, whose
+// executor runs on context.Background(): there a client that gave up is
+// Recorded with its whole duration, and a queued waiter stays queued after
+// its client left; the request's context gives failsafe-go what admithttp
+// gives admit. (Calling the limiter's blocking AcquirePermit directly, as
+// this harness did until 2026-12-07, makes the defaults queue without
+// bound: not their documented behaviour.)
 func failsafeMW(l adaptivelimiter.AdaptiveLimiter[any]) (func(http.Handler) http.Handler, func() int) {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -237,6 +242,8 @@ func (p *poissonPacer) Rate(time.Duration) float64 { return p.rate }
 // infinitely slow (timedOut) as in the package's simulator.
 type run struct {
 	goodput        float64
+	doneIn         float64 // as goodput, counting only requests that also finished within the run
+	limitMed       int     // the median of the limit sampled every 100 ms
 	p50, p99       time.Duration
 	admitted, shed int
 	timeouts       int
@@ -312,6 +319,9 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 			if l <= *deadline {
 				r.goodput++
 				goodTick[int((res.Timestamp.Sub(start))/(100*time.Millisecond))]++
+				if res.Timestamp.Add(l).Sub(start) <= dur {
+					r.doneIn++
+				}
 			}
 		case res.Code == http.StatusServiceUnavailable:
 			r.shed++
@@ -333,6 +343,15 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 		capWork = capacity * dur.Seconds() * (1.0/3 + 0.5/3 + 1.0/3)
 	}
 	r.goodput /= capWork
+	r.doneIn /= capWork
+	var lims []int
+	for _, x := range series {
+		lims = append(lims, x.limit)
+	}
+	if len(lims) > 0 {
+		slices.Sort(lims)
+		r.limitMed = lims[len(lims)/2]
+	}
 	r.p50, r.p99 = pct(lat, 0.5), pct(lat, 0.99)
 	for i := range series {
 		s := &series[i]
@@ -398,13 +417,13 @@ func main() {
 	}
 	results := map[string][]run{}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "load\timpl\toffered\tadmitted\tshed\ttimeout\tgoodput\tp50\tp99\tp50/S\tp99/S\tcpu\t\n")
+	fmt.Fprintf(tw, "load\timpl\toffered\tadmitted\tshed\ttimeout\tgoodput\tin-run\tp50\tp99\tp50/S\tp99/S\tlimit\tcpu\t\n")
 	for _, f := range loads {
 		for _, im := range impls {
 			r := attack(im, f, *duration, false)
 			results[im.name] = append(results[im.name], r)
-			fmt.Fprintf(tw, "%gx\t%s\t%d\t%d\t%d\t%d\t%.3f\t%s\t%s\t%s\t%s\t%.2f\t\n", f, im.name, r.offered, r.admitted, r.shed, r.timeouts, r.goodput,
-				fmtLat(r.p50, 0), fmtLat(r.p99, 0), fmtLat(r.p50, *service), fmtLat(r.p99, *service), r.cpu)
+			fmt.Fprintf(tw, "%gx\t%s\t%d\t%d\t%d\t%d\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%d\t%.2f\t\n", f, im.name, r.offered, r.admitted, r.shed, r.timeouts, r.goodput, r.doneIn,
+				fmtLat(r.p50, 0), fmtLat(r.p99, 0), fmtLat(r.p50, *service), fmtLat(r.p99, *service), r.limitMed, r.cpu)
 			fmt.Fprintf(os.Stderr, "overload: %gx %s took %v\n", f, im.name, r.wall.Round(time.Millisecond))
 		}
 	}
@@ -432,7 +451,7 @@ func main() {
 	if *longDur > 0 {
 		sustained = map[string]run{}
 		seg := 10 * time.Second
-		fmt.Fprintf(out, "\nsustained 2x for %v, the adaptive limiters: goodput, p50 and p99 (of requests not shed) per %v, limit every 5 s\n", *longDur, seg)
+		fmt.Fprintf(out, "\nsustained 2x for %v, the adaptive limiters: goodput, p50 and p99 (of requests not shed) and the lowest limit (sampled every 100 ms) per %v, the limit every 5 s\n", *longDur, seg)
 		for _, im := range impls {
 			if !im.adaptive {
 				continue
@@ -462,6 +481,14 @@ func main() {
 			fmt.Fprintf(out, "\n  p99/ms:")
 			for _, lat := range segs {
 				fmt.Fprintf(out, " %s", strings.TrimSuffix(fmtLat(pct(lat, 0.99).Round(time.Millisecond), 0), "ms"))
+			}
+			fmt.Fprintf(out, "\n  lowest limit:")
+			for i := 0; i+per <= len(r.series); i += per {
+				lo := r.series[i].limit
+				for _, x := range r.series[i : i+per] {
+					lo = min(lo, x.limit)
+				}
+				fmt.Fprintf(out, " %d", lo)
 			}
 			fmt.Fprintf(out, "\n  limit:")
 			for i := 49; i < len(r.series); i += 50 {
