@@ -63,6 +63,13 @@ type Limiter struct {
 	probeBase float64 // the no-load estimate before the probe step
 	restore   float64 // the limit to go back to after the probe
 	lossless  int     // windows since the last one with drops
+	// A probe that found the estimate more than 15% high reads a second
+	// window at the same limit before it ends: confirm is 1 when the
+	// first asks for it, 2 in the second; probeM and probeN are the
+	// first's latency and successes.
+	confirm int8
+	probeM  float64
+	probeN  int
 
 	// The previous window's average in-flight, latency and throughput
 	// (calls ended per ns), 0 when its latency was not worth reading, and
@@ -446,11 +453,23 @@ func (l *Limiter) estimate(w *window, valid bool) bool {
 		l.baseAge = probeEvery - 1
 	case l.probing:
 		// The start-up probe's steps set the estimate, and so does any
-		// probe that finds it more than 15% off; otherwise a probe moves
-		// it a third of the way, to average out the noise of one window.
-		if l.probes == 0 || l.probeStep > 0 || math.Abs(r-1) > 0.15 {
+		// probe that finds it more than 15% low; one that finds it more
+		// than 15% high reads a second window at the same limit and sets
+		// it to the two windows' pooled latency (one noisy window of a
+		// backend that got faster can be a fifth off). Otherwise a probe
+		// moves it a third of the way, to average out the noise of one
+		// window.
+		switch {
+		case l.confirm == 2:
+			l.base = (l.probeM*float64(l.probeN) + m*float64(w.successes)) / float64(l.probeN+w.successes)
+		case l.probes == 0 || l.probeStep > 0:
 			l.base = m
-		} else {
+		case r < 1-0.15:
+			l.base = m
+			l.confirm, l.probeM, l.probeN = 1, m, w.successes
+		case r > 1+0.15:
+			l.base = m
+		default:
 			l.base += (m - l.base) / 3
 		}
 		l.baseAge = 0
@@ -475,15 +494,23 @@ func (l *Limiter) estimate(w *window, valid bool) bool {
 // cost (the backend's workers stay busy; only its queue empties). A probe
 // whose latency fell nearly as much as its limit did ran above the knee
 // and halves again, as the start-up probe always does once (the window
-// before it was the first, ramping up from nothing, not a reference).
-// After a probe the limit goes back to where it was, but no further than
-// twice the probe's. A probe starts when doubt says so, or when the
+// before it was the first, ramping up from nothing, not a reference). A
+// probe that read more than 15% below the estimate (estimate sets confirm)
+// reads one more window at the same limit before it ends, and the
+// estimate becomes the two windows' pooled latency: one window of a noisy
+// backend can read a fifth low. After a probe the limit goes back to
+// where it was, but no further than twice the probe's. A probe starts when doubt says so, or when the
 // estimate has gone probeEvery windows without one and the limit binds.
 // Requires mu.
 func (l *Limiter) probe(w *window, next float64, doubt bool) float64 {
 	m := w.latency
+	confirm := l.confirm
+	l.confirm = 0
 	switch {
-	case l.probing && !w.lossy && m > 0 && w.limit > float64(l.cfg.minLimit) &&
+	case l.probing && confirm == 1 && !w.lossy && m > 0 && !(m < 0.6*l.probeFrom && m < 0.85*l.probeBase):
+		l.confirm = 2
+		return w.limit
+	case l.probing && confirm != 2 && !w.lossy && m > 0 && w.limit > float64(l.cfg.minLimit) &&
 		(l.probes == 0 && l.probeStep == 0 || m < 0.6*l.probeFrom && (l.probes == 0 || m < 0.85*l.probeBase)):
 		l.probeFrom, l.probeBase = m, l.base
 		l.probeStep++
