@@ -43,19 +43,20 @@
 // compared with the no-load latency b. The first window sets b; then only
 // probes measure it: one window at half the limit, below the knee when the
 // limit binds, where the latency is b by construction (at start-up, and
-// whenever a probe's latency halved with its limit, it halves again). A
-// long overload, whose windows all read slow, cannot drag b up (the
-// failure of a baseline that averages recent latencies: it climbs toward
-// the overloaded latency and the limiter stops shedding). A probe comes
-// every 200 windows in which the limit bound, and at once when a window
-// contradicts b: above the knee the latency follows the calls in flight
-// and the throughput does not, below it the reverse, so a run of cuts that
-// lowered the throughput and not the latency says b is too low (the
-// backend got slower; read in the window after a cut, not again in every
-// window that holds the limit, where noise alone would satisfy it in
-// time), and a raise the latency followed while it read below b, or
-// windows reading below 0.9·b while the limit bound, say it is too high
-// (the backend got faster). A probe's own windows, below the knee by
+// whenever a probe's latency halved with its limit, it halves again; one
+// that reads more than 15% below b reads a second window, and b becomes the
+// two windows' pooled latency). A long overload, whose windows all read
+// slow, cannot drag b up (the failure of a baseline that averages recent
+// latencies: it climbs toward the overloaded latency and the limiter stops
+// shedding). A probe comes every 200 windows in which the limit bound, and
+// at once when a window contradicts b: above the knee the latency follows
+// the calls in flight and the throughput does not, below it the reverse, so
+// a run of cuts that lowered the throughput and not the latency says b is
+// too low (the backend got slower; read in the window after a cut, not
+// again in every window that holds the limit, where noise alone would
+// satisfy it in time), and a raise the latency followed while it read below
+// b, or windows reading below 0.9·b while the limit bound, say it is too
+// high (the backend got faster). A probe's own windows, below the knee by
 // design, are no such evidence.
 //
 // Gradient (the default) reads r = latency/b. Above 1.5 with the limit
