@@ -428,8 +428,10 @@ func main() {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(out, "\ncapacity step at 2x: %d workers, %d from %v, %d from %v; limit and p99 (of requests not shed) per second\n",
-		*workers, *workers/2, *stepDur/3, *workers, 2**stepDur/3)
+	if *stepDur > 0 {
+		fmt.Fprintf(out, "\ncapacity step at 2x: %d workers, %d from %v, %d from %v; limit and p99 (of requests not shed) per second\n",
+			*workers, *workers/2, *stepDur/3, *workers, 2**stepDur/3)
+	}
 	steps := map[string]run{}
 	for _, im := range impls {
 		if *stepDur <= 0 {
