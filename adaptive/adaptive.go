@@ -462,13 +462,11 @@ func (l *Limiter) estimate(w *window, valid bool) bool {
 		switch {
 		case l.confirm == 2:
 			l.base = (l.probeM*float64(l.probeN) + m*float64(w.successes)) / float64(l.probeN+w.successes)
-		case l.probes == 0 || l.probeStep > 0:
+		case l.probes == 0 || l.probeStep > 0 || r > 1+0.15:
 			l.base = m
 		case r < 1-0.15:
 			l.base = m
 			l.confirm, l.probeM, l.probeN = 1, m, w.successes
-		case r > 1+0.15:
-			l.base = m
 		default:
 			l.base += (m - l.base) / 3
 		}
@@ -488,20 +486,20 @@ func (l *Limiter) estimate(w *window, valid bool) bool {
 }
 
 // probe runs the probes of the no-load latency and returns the next limit,
-// given the algorithm's choice next after window w. A probe runs one
-// window at half the limit: when the limit binds, half of it is below the
-// knee, so its latency is the no-load latency by construction, at little
-// cost (the backend's workers stay busy; only its queue empties). A probe
-// whose latency fell nearly as much as its limit did ran above the knee
-// and halves again, as the start-up probe always does once (the window
-// before it was the first, ramping up from nothing, not a reference). A
-// probe that read more than 15% below the estimate (estimate sets confirm)
-// reads one more window at the same limit before it ends, and the
-// estimate becomes the two windows' pooled latency: one window of a noisy
-// backend can read a fifth low. After a probe the limit goes back to
-// where it was, but no further than twice the probe's. A probe starts when doubt says so, or when the
-// estimate has gone probeEvery windows without one and the limit binds.
-// Requires mu.
+// given the algorithm's choice next after window w. A probe runs one window
+// at half the limit: when the limit binds, half of it is below the knee, so
+// its latency is the no-load latency by construction, at little cost (the
+// backend's workers stay busy; only its queue empties). A probe whose
+// latency fell nearly as much as its limit did ran above the knee and
+// halves again, as the start-up probe always does once (the window before
+// it was the first, ramping up from nothing, not a reference). A probe that
+// read more than 15% below the estimate (estimate sets confirm) reads one
+// more window at the same limit before it ends, and the estimate becomes
+// the two windows' pooled latency: one window of a noisy backend can read a
+// fifth low. After a probe the limit goes back to where it was, but no
+// further than twice the probe's. A probe starts when doubt says so, or
+// when the estimate has gone probeEvery windows without one and the limit
+// binds. Requires mu.
 func (l *Limiter) probe(w *window, next float64, doubt bool) float64 {
 	m := w.latency
 	confirm := l.confirm
