@@ -260,7 +260,6 @@ type sample struct {
 	t     time.Duration
 	limit int
 	p99   time.Duration
-	good  int // requests sent in the tick and answered 200 within the deadline
 }
 
 func attack(im impl, factor float64, dur time.Duration, steps bool) run {
@@ -309,7 +308,6 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 	var lat []time.Duration
 	var r run
 	perTick := map[int][]time.Duration{}
-	goodTick := map[int]int{}
 	for res := range atk.Attack(targeter, poisson(factor*capacity, *seed), dur, im.name) {
 		r.offered++
 		l := res.Latency
@@ -318,7 +316,6 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 			r.admitted++
 			if l <= *deadline {
 				r.goodput++
-				goodTick[int((res.Timestamp.Sub(start))/(100*time.Millisecond))]++
 				if res.Timestamp.Add(l).Sub(start) <= dur {
 					r.doneIn++
 				}
@@ -356,7 +353,6 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 	for i := range series {
 		s := &series[i]
 		s.p99 = pct(perTick[int(s.t/(100*time.Millisecond))-1], 0.99)
-		s.good = goodTick[int(s.t/(100*time.Millisecond))-1]
 	}
 	r.series = series
 	r.byTick = perTick
@@ -460,39 +456,22 @@ func main() {
 			}
 			r := attack(im, 2, *longDur, false)
 			sustained[im.name] = r
-			fmt.Fprintf(out, "%s: goodput %.3f p50 %s p99 %s cpu %.2f\n  goodput:", im.name, r.goodput, fmtLat(r.p50, 0), fmtLat(r.p99, 0), r.cpu)
-			per := int(seg / (100 * time.Millisecond))
+			fmt.Fprintf(out, "%s: goodput %.3f p50 %s p99 %s cpu %.2f\n", im.name, r.goodput, fmtLat(r.p50, 0), fmtLat(r.p99, 0), r.cpu)
+			segs := segments(r, seg)
+			row := func(name string, f func(segment) string) {
+				fmt.Fprintf(out, "  %s:", name)
+				for _, sg := range segs {
+					fmt.Fprintf(out, " %s", f(sg))
+				}
+				fmt.Fprintln(out)
+			}
+			ms := func(d time.Duration) string { return strings.TrimSuffix(fmtLat(d.Round(time.Millisecond), 0), "ms") }
 			capSeg := float64(*workers) / service.Seconds() * seg.Seconds()
-			for i := 0; i+per <= len(r.series); i += per {
-				g := 0
-				for _, x := range r.series[i : i+per] {
-					g += x.good
-				}
-				fmt.Fprintf(out, " %.3f", float64(g)/capSeg)
-			}
-			fmt.Fprintf(out, "\n  p50/ms:")
-			var segs [][]time.Duration
-			for i := 0; i+per <= len(r.series); i += per {
-				var lat []time.Duration
-				for k := i; k < i+per; k++ {
-					lat = append(lat, r.byTick[k]...)
-				}
-				segs = append(segs, lat)
-				fmt.Fprintf(out, " %s", strings.TrimSuffix(fmtLat(pct(lat, 0.5).Round(time.Millisecond), 0), "ms"))
-			}
-			fmt.Fprintf(out, "\n  p99/ms:")
-			for _, lat := range segs {
-				fmt.Fprintf(out, " %s", strings.TrimSuffix(fmtLat(pct(lat, 0.99).Round(time.Millisecond), 0), "ms"))
-			}
-			fmt.Fprintf(out, "\n  lowest limit:")
-			for i := 0; i+per <= len(r.series); i += per {
-				lo := r.series[i].limit
-				for _, x := range r.series[i : i+per] {
-					lo = min(lo, x.limit)
-				}
-				fmt.Fprintf(out, " %d", lo)
-			}
-			fmt.Fprintf(out, "\n  limit:")
+			row("goodput", func(sg segment) string { return fmt.Sprintf("%.3f", float64(sg.good)/capSeg) })
+			row("p50/ms", func(sg segment) string { return ms(pct(sg.lat, 0.5)) })
+			row("p99/ms", func(sg segment) string { return ms(pct(sg.lat, 0.99)) })
+			row("lowest limit", func(sg segment) string { return fmt.Sprint(sg.lowest) })
+			fmt.Fprintf(out, "  limit:")
 			for i := 49; i < len(r.series); i += 50 {
 				fmt.Fprintf(out, " %d", r.series[i].limit)
 			}
@@ -507,6 +486,35 @@ func main() {
 		fmt.Fprintln(os.Stderr, "overload: wrote", path)
 		check(plots(filepath.Join(*save, "plots"), loads, results, steps, sustained))
 	}
+}
+
+// segment is what a run saw over one stretch of its ticks: the requests
+// sent in it answered within the deadline, the latencies of those not
+// shed, and the lowest limit sampled.
+type segment struct {
+	good   int
+	lat    []time.Duration
+	lowest int
+}
+
+// segments cuts r into whole stretches of length seg.
+func segments(r run, seg time.Duration) []segment {
+	per := int(seg / (100 * time.Millisecond))
+	var out []segment
+	for i := 0; i+per <= len(r.series); i += per {
+		sg := segment{lowest: r.series[i].limit}
+		for k := i; k < i+per; k++ {
+			sg.lowest = min(sg.lowest, r.series[k].limit)
+			for _, l := range r.byTick[k] {
+				if l <= *deadline {
+					sg.good++
+				}
+			}
+			sg.lat = append(sg.lat, r.byTick[k]...)
+		}
+		out = append(out, sg)
+	}
+	return out
 }
 
 func maxP99(s []sample) time.Duration {

@@ -21,10 +21,6 @@ func plots(dir string, loads []float64, res map[string][]run, steps, sustained m
 		return err
 	}
 	byLoad := func(title, ylabel, file string, y func(run) float64) error {
-		p := plot.New()
-		p.Title.Text = title
-		p.X.Label.Text = "offered load (x capacity)"
-		p.Y.Label.Text = ylabel
 		var args []any
 		for _, im := range impls {
 			var xy plotter.XYs
@@ -33,11 +29,7 @@ func plots(dir string, loads []float64, res map[string][]run, steps, sustained m
 			}
 			args = append(args, im.name, xy)
 		}
-		if err := plotutil.AddLinePoints(p, args...); err != nil {
-			return err
-		}
-		p.Legend.Top = true
-		return p.Save(7*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, file))
+		return savePlot(filepath.Join(dir, file), title, "offered load (x capacity)", ylabel, plotutil.AddLinePoints, args)
 	}
 	if err := byLoad("Goodput: 200s within the deadline / capacity", "goodput", "overload-goodput.svg",
 		func(r run) float64 { return r.goodput }); err != nil {
@@ -72,10 +64,6 @@ func plots(dir string, loads []float64, res map[string][]run, steps, sustained m
 // implementations without a run are left out, and so is "none" if
 // skipNone.
 func overTimeOf(dir string, runs map[string]run, title, ylabel, file string, skipNone bool, y func(sample) float64) error {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = "time (s)"
-	p.Y.Label.Text = ylabel
 	var args []any
 	for _, im := range impls {
 		if _, ok := runs[im.name]; !ok || skipNone && im.name == "none" {
@@ -87,9 +75,19 @@ func overTimeOf(dir string, runs map[string]run, title, ylabel, file string, ski
 		}
 		args = append(args, im.name, xy)
 	}
-	if err := plotutil.AddLines(p, args...); err != nil {
+	return savePlot(filepath.Join(dir, file), title, "time (s)", ylabel, plotutil.AddLines, args)
+}
+
+// savePlot draws the named series in args (plotutil's name, XYs pairs) with
+// add and writes the plot to path.
+func savePlot(path, title, xlabel, ylabel string, add func(*plot.Plot, ...any) error, args []any) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xlabel
+	p.Y.Label.Text = ylabel
+	if err := add(p, args...); err != nil {
 		return err
 	}
 	p.Legend.Top = true
-	return p.Save(7*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, file))
+	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
 }
