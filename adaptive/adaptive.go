@@ -71,14 +71,13 @@ type Limiter struct {
 	probeM  float64
 	probeN  int
 
-	// The previous window's average in-flight, latency and throughput
-	// (calls ended per ns), 0 when its latency was not worth reading, and
-	// which way the update after it moved the limit: the next window
-	// shows whether the latency and the throughput followed the
-	// in-flight, which tells above the knee from below it.
-	prevIn, prevLat, prevX float64
-	moved                  int8
-	below                  uint8 // bit i: the window i updates ago bound yet read below 0.9·base
+	// The previous window's average in-flight and latency, 0 when its
+	// latency was not worth reading, and which way the update after it
+	// moved the limit: the next window shows whether the latency followed
+	// the in-flight, which tells above the knee from below it.
+	prevIn, prevLat float64
+	moved           int8
+	below           uint8 // bit i: the window i updates ago bound yet read below 0.9·base
 	// A run of cuts, not broken by a raise or a probe, and the first
 	// window after its first cut, which later windows of the run are
 	// compared with: cutRun is 0 outside a run, 1 until that window is
@@ -146,15 +145,16 @@ func (l *Limiter) InFlight() int { return int(l.inflightA.Load()) }
 
 // Acquire takes a permit for one call at the priority ctx carries
 // (ContextWithPriority; Normal by default). It returns at once with a
-// permit if fewer than the limit are out (a little less for Low and
-// Sheddable, see the package doc) and no caller of the same or higher
-// priority waits. Otherwise, without a backlog, or with a full one that
+// permit if fewer than the limit are out (a little less for a priority
+// below the highest that asked lately, when there is no backlog: see the
+// package doc) and no caller of the same or higher priority waits. Otherwise, without a backlog, or with a full one that
 // holds nobody of lower priority, it returns at once an error wrapping
 // admit.ErrOverloaded. With room in the backlog it waits, until a permit is
 // handed to it, until the backlog's maxWait has passed (admit.ErrOverloaded),
 // until a caller of higher priority takes its place (admit.ErrOverloaded),
-// or until ctx ends: then it returns ctx.Err() unchanged. A ctx already
-// ended returns ctx.Err() at once.
+// or until ctx ends: then it returns ctx.Err() unchanged, even if a permit
+// was handed to it as ctx ended (the permit goes to the next waiter). A
+// ctx already ended returns ctx.Err() at once.
 //
 // The caller must end the permit exactly once, with Success, Dropped or
 // Ignore, when the call is done; further calls are no-ops. Acquire
@@ -173,10 +173,12 @@ func (l *Limiter) Acquire(ctx context.Context) (*Permit, error) {
 // admitted. With a backlog it is the limit for every priority: the backlog
 // orders them. Without one, a priority below the highest seen in this
 // update window or the last leaves an eighth of the limit per level to
-// those above it (never less than one permit for itself), so that under
-// load the lower classes are shed first and the higher ones find room;
-// the highest priority present may use the whole limit, so traffic of a
-// single priority, whichever it is, has all of it. Requires mu.
+// those above it, rounded up (so at least one permit, whatever the limit,
+// while it has more than one), and keeps at least one permit for itself,
+// so that under load the lower classes are shed first and the higher ones
+// find room; the highest priority present may use the whole limit, so
+// traffic of a single priority, whichever it is, has all of it. Requires
+// mu.
 func (l *Limiter) threshold(p Priority) int {
 	if l.cfg.backlog > 0 {
 		return l.limit
@@ -185,7 +187,7 @@ func (l *Limiter) threshold(p Priority) int {
 	if levels <= 0 {
 		return l.limit
 	}
-	return max(1, l.limit-l.limit*levels/8)
+	return max(1, l.limit-(l.limit*levels+7)/8)
 }
 
 // acquire fills p, which must be zero, or returns why not. p is never
@@ -254,6 +256,12 @@ const (
 func (l *Limiter) end(p *Permit, o outcome) {
 	now := l.clk.Now()
 	l.mu.Lock()
+	l.endLocked(p, o, now)
+	l.mu.Unlock()
+}
+
+// endLocked is end with the time read. Requires mu.
+func (l *Limiter) endLocked(p *Permit, o outcome, now int64) {
 	l.advance(now)
 	l.inflight--
 	l.ends++
@@ -272,10 +280,10 @@ func (l *Limiter) end(p *Permit, o outcome) {
 			l.drops++
 		}
 		// A window closes with enough outcomes (see full), or as soon
-		// as minSamples were drops: losses need no statistics, and a
-		// limit far too high must come down before its long windows
-		// would end.
-		if l.full(l.hist.n+l.drops, now) || l.drops >= l.cfg.minSamples {
+		// as minSamples were drops (two at least: one caller that went
+		// away is no loss): losses need no statistics, and a limit far
+		// too high must come down before its long windows would end.
+		if l.full(l.hist.n+l.drops, now) || l.drops >= max(l.cfg.minSamples, 2) {
 			l.update(now)
 		}
 	}
@@ -283,7 +291,6 @@ func (l *Limiter) end(p *Permit, o outcome) {
 		l.grant(now)
 	}
 	l.inflightA.Store(int64(l.inflight))
-	l.mu.Unlock()
 }
 
 // full reports whether the window holds enough outcomes, n, to close at
@@ -334,7 +341,7 @@ func (l *Limiter) update(now int64) {
 		x = float64(l.ends) / float64(d)
 	}
 	if valid && l.prevLat > 0 {
-		w.moved, w.di, w.dm, w.dx = l.moved, w.inflight/l.prevIn, w.latency/l.prevLat, x/l.prevX
+		w.moved, w.di, w.dm = l.moved, w.inflight/l.prevIn, w.latency/l.prevLat
 	}
 	switch {
 	case valid && l.cutRun == 1:
@@ -348,9 +355,9 @@ func (l *Limiter) update(now int64) {
 	}
 	w.base = l.base
 	next := l.probe(&w, l.cfg.alg.next(&w), doubt)
-	l.prevIn, l.prevLat, l.prevX = 0, 0, 0
+	l.prevIn, l.prevLat = 0, 0
 	if valid {
-		l.prevIn, l.prevLat, l.prevX = w.inflight, w.latency, x
+		l.prevIn, l.prevLat = w.inflight, w.latency
 	}
 	next = math.Max(float64(l.cfg.minLimit), math.Min(float64(l.cfg.maxLimit), next))
 	l.lim = next

@@ -38,29 +38,32 @@ const (
 // Gradient is the default algorithm. It compares the window's latency
 // with the no-load latency b: r = latency/b. Above r = 1.5, when callers
 // were shed or waited, it cuts the limit in one step to the knee the queue
-// implies (in flight ÷ r, plus 15% and one call), by at most 30% per
-// window; below r = 1.15, when callers were shed or waited, it raises it,
-// by a quarter if no queue is visible (r <= 1.05), else by what would bring
-// r to 1.15; in between it holds. Drops of permits taken since the last
-// change cut the limit by a tenth, whatever the latency, and a window whose
-// every call was dropped halves it. Its target is the knee it measures,
-// not the current limit plus a queue term, so a modest overload cannot
-// raise it a little every window.
+// implies, in flight ÷ r, raised to the middle of the band (× 1.325) plus
+// one call, by at most 30% per window; below r = 1.15, when callers were
+// shed or waited, it raises it, by a quarter if no queue is visible (r <=
+// 1.05), else by what would bring r to 1.15; in between it holds. A window
+// whose drops (of permits taken since the last change) are more than 5% of
+// its outcomes, and more than one, cuts the limit by a tenth, whatever the
+// latency, and one whose calls were all lost, two or more, halves it. Its
+// target is the knee it measures, not the current limit plus a queue term,
+// so a modest overload cannot raise it a little every window.
 func Gradient() Algorithm { return Algorithm{kind: kindGradient, backoff: 0.9} }
 
 // Vegas is the delay-based algorithm of TCP Vegas: it estimates the queue
-// as I·(1 − b/latency), I the average calls in flight, and moves the limit by max(1, log10 L) per window, up
-// below the queue α = max(3, 3·log10 L) and down above β = max(6,
-// 6·log10 L), with Gradient's drop rules. It reacts more slowly than
+// as I·(1 − b/latency), I the average calls in flight, and moves the
+// limit by max(1, log10 L) per window, up below the queue α = max(3,
+// 3·log10 L) and down above β = max(6, 6·log10 L), with Gradient's drop
+// rules. It reacts more slowly than
 // Gradient to a change of capacity and keeps a queue of α to β calls.
 func Vegas() Algorithm { return Algorithm{kind: kindVegas, backoff: 0.9} }
 
 // AIMD ignores latency and learns from drops alone: it adds one to the
-// limit each window in which callers were shed or waited and nothing was
-// dropped, and multiplies it by 0.9 in a window with drops (halves it when
-// every call was dropped). Use it where
-// latency says nothing about load (a backend whose work varies widely) and
-// the backend reports overload explicitly, or calls time out.
+// limit each window in which callers were shed or waited and drops were
+// within the tolerance (at most 5% of the outcomes, or one), and
+// multiplies it by 0.9 in a window with more (halves it when every call,
+// two or more, was dropped). Use it where latency says nothing about load
+// (a backend whose work varies widely) and the backend reports overload
+// explicitly, or calls time out.
 func AIMD() Algorithm { return Algorithm{kind: kindAIMD, backoff: 0.9} }
 
 // String names the algorithm.
@@ -90,8 +93,8 @@ type window struct {
 	// How the window answered the last change of the limit: its
 	// direction, and the ratios of this window's in-flight and latency to
 	// the last one's (0 when either window had drops or no latency).
-	moved      int8
-	di, dm, dx float64 // and throughput (calls ended per time)
+	moved  int8
+	di, dm float64
 	// In a run of cuts, the ratios to the first window after its first
 	// cut (0 outside one).
 	ci, cm, cx float64
@@ -102,9 +105,9 @@ type window struct {
 func (a Algorithm) next(w *window) float64 {
 	L := w.limit
 	lossy := w.lossy
-	if w.drops > 0 && w.successes == 0 {
-		// Every call was lost (timeouts of a limit far too high, a backend
-		// refusing everything): halve.
+	if w.lossy && w.successes == 0 {
+		// Every call was lost, and more than one (timeouts of a limit far
+		// too high, a backend refusing everything): halve.
 		return L / 2
 	}
 	switch a.kind {

@@ -104,10 +104,24 @@ func (l *Limiter) wait(ctx context.Context, prio Priority, p *Permit) error {
 
 	slept := l.clk.Sleep(wctx, l.cfg.maxWait)
 	cancel()
+	now := l.clk.Now()
 
 	l.mu.Lock()
 	switch w.state {
 	case waitGranted:
+		if err := ctx.Err(); err != nil {
+			// Granted as ctx ended: as golang.org/x/sync/semaphore does,
+			// the caller's context decides. The permit was never used, so
+			// it is no outcome: it goes to the next waiter.
+			l.advance(now)
+			l.inflight--
+			l.stats.Waited--
+			l.stats.Cancelled++
+			l.grant(now)
+			l.inflightA.Store(int64(l.inflight))
+			l.mu.Unlock()
+			return err
+		}
 		l.inflightA.Store(int64(l.inflight))
 		l.mu.Unlock()
 		p.l, p.start = l, w.start

@@ -31,7 +31,8 @@
 // (about two round trips when the limit binds), or eight round trips'
 // worth (by Little's law, as many per round trip as calls in flight), at
 // least 10, so that at a low rate of calls the limit still moves every
-// second or so; or at 40 drops. Permits taken before the last change are
+// second or so; or at 40 drops (WithMinSamples sets the 40 and the 10).
+// Permits taken before the last change are
 // not samples: they saw another limit, and their drops (a deadline after
 // admission) were already answered. Drops count as a loss only above 5% of
 // a window's outcomes: callers that go away on their own, and calls that
@@ -40,16 +41,21 @@
 // The latency of a window is the mean of its fastest 80% of successes:
 // robust to a heavy tail, and unlike a quantile it moves smoothly with the
 // queueing delay that every call of a saturated backend shares. It is
-// compared with the no-load latency b. The first window sets b; then only
+// compared with the no-load latency b. The first window sets b; then
 // probes measure it: one window at half the limit, below the knee when the
 // limit binds, where the latency is b by construction (at start-up, and
 // whenever a probe's latency halved with its limit, it halves again; one
 // that reads more than 15% below b reads a second window, and b becomes the
-// two windows' pooled latency). A long overload, whose windows all read
-// slow, cannot drag b up (the failure of a baseline that averages recent
-// latencies: it climbs toward the overloaded latency and the limiter stops
-// shedding). A probe comes every 200 windows in which the limit bound, and
-// at once when a window contradicts b: above the knee the latency follows
+// two windows' pooled latency). Besides probes, only a window in which
+// nobody was shed or waited, and which used at most half the limit or read
+// below b, moves b, an eighth of the way: there no queue of this
+// limiter's making is in the reading. A long overload, whose windows all
+// read slow and shed, cannot drag b up (the failure of a baseline that
+// averages recent latencies: it climbs toward the overloaded latency and
+// the limiter stops shedding), and no window with drops beyond the
+// tolerance, or just after one, moves b at all. A probe comes when b has gone 200 windows without a
+// measurement and the limit binds, and at once when a window contradicts
+// b: above the knee the latency follows
 // the calls in flight and the throughput does not, below it the reverse, so
 // a run of cuts that lowered the throughput and not the latency says b is
 // too low (the backend got slower; read in the window after a cut, not
@@ -94,10 +100,11 @@
 // A caller's priority (ContextWithPriority: Critical, High, Normal by
 // default, Low, Sheddable) decides who is shed first. Without a backlog,
 // each priority below the highest that asked in the current or the last
-// update window leaves an eighth of the limit per level to those above it
-// (Normal keeps out of the last eighth when High callers are about, Low
-// out of the last quarter), while traffic of a single priority has the
-// whole limit. WithBacklog lets callers wait instead, for at most its
+// update window leaves an eighth of the limit per level to those above it,
+// rounded up (Normal keeps out of the last eighth when High callers are
+// about, Low out of the last quarter; at a limit of 2, Normal keeps out of
+// the last permit), but keeps one permit for itself, while traffic of a
+// single priority has the whole limit. WithBacklog lets callers wait instead, for at most its
 // maxWait and never past their context: every priority may then use the
 // whole limit, waiters are served highest priority first, and a full
 // backlog makes room for a higher priority by shedding its newest lowest
@@ -110,6 +117,7 @@
 // window under the same mutex. The path that admits at once allocates
 // nothing (the Permit lives in the caller's frame when it does not escape
 // it); shedding allocates its error, waiting a context and a waiter. A
-// Limiter holds two fixed histograms, about 8 KiB in all, and its backlog
-// at most WithBacklog's n waiters. It starts no goroutine.
+// Limiter is about 4.5 KiB, most of it one fixed histogram of the window's
+// latencies, and its backlog holds at most WithBacklog's n waiters. It
+// starts no goroutine.
 package adaptive

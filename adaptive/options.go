@@ -2,7 +2,6 @@ package adaptive
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/admit-go/admit"
@@ -126,11 +125,12 @@ func WithAlgorithm(a Algorithm) Option {
 	}
 }
 
-// WithMinSamples sets the fewest outcomes (successes and drops of permits
-// taken since the limit last changed) an update window needs before the
-// limit is updated, 40 by default. A window also needs twice the limit's
-// worth of outcomes, so that it spans about two round trips when the
-// limiter is saturated. n below 1 or above 1<<20 is a configuration error.
+// WithMinSamples sets the outcomes (successes and drops of permits taken
+// since the limit last changed) an update window gathers, 40 by default:
+// a window closes with max(n, 2·limit) of them, about two round trips when
+// the limiter is saturated; sooner, when the limit bound, with eight round
+// trips' worth and at least a quarter of n; or at n drops (two at least).
+// n below 1 or above 1<<20 is a configuration error.
 func WithMinSamples(n int) Option {
 	return func(cfg *config) {
 		if n < 1 || n > 1<<20 {
@@ -169,6 +169,5 @@ func newConfig(opts []Option) (config, error) {
 	if cfg.clock == nil {
 		cfg.clock = admit.SystemClock()
 	}
-	_ = math.MaxInt
 	return cfg, nil
 }

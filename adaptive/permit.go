@@ -19,10 +19,11 @@ func (p *Permit) Success() { p.finish(success) }
 
 // Dropped ends the call as a loss: it timed out, its caller gave up while
 // it was in flight (a client timeout is how overload usually shows), or the
-// backend said it is overloaded (an HTTP 503 or 429 from it, a gRPC
-// ResourceExhausted or Unavailable). Drops beyond 5% of an update window's
-// outcomes lower the limit, whatever the latency says; fewer are taken for
-// callers that went away on their own.
+// backend said it is overloaded or failed (an HTTP 429 or 5xx from it, a
+// gRPC ResourceExhausted, Unavailable or Internal). Drops beyond 5% of an
+// update window's outcomes, and more than one, lower the limit, whatever
+// the latency says; fewer are taken for callers that went away on their
+// own.
 func (p *Permit) Dropped() { p.finish(dropped) }
 
 // Ignore ends the call without a sample: it ended for a reason that says
