@@ -1,7 +1,9 @@
 package admithttp
 
 import (
+	"bufio"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -36,9 +38,16 @@ import (
 //     Retry-After too (the client is probably gone; nothing else is
 //     written).
 //
-// The status is read from the handler's WriteHeader or first Write through
-// a wrapper whose Unwrap gives http.ResponseController the original
-// ResponseWriter. Concurrency panics if l is nil or an option is invalid;
+// The status is read from the handler's WriteHeader, first Write or first
+// Flush (an implicit 200) through a wrapper that has http.Flusher and
+// http.Hijacker exactly when the server's writer has them (gRPC's
+// ServeHTTP, server-sent events and websocket upgrades check for them),
+// and whose Unwrap gives http.ResponseController the original writer. A
+// hijacked connection's permit is held until the handler returns, its
+// outcome a Success unless the handler wrote a 429 or 5xx before: give
+// long-lived connections their own limiter, or none, since their duration
+// is not a latency. A gRPC server served through its ServeHTTP answers 200
+// whatever its code: classify gRPC with admitgrpc's interceptors instead. Concurrency panics if l is nil or an option is invalid;
 // the middleware is safe for concurrent use.
 func Concurrency(l *adaptive.Limiter, opts ...ConcurrencyOption) func(http.Handler) http.Handler {
 	if l == nil {
@@ -109,7 +118,11 @@ func WithRetryAfterHint(d time.Duration) ConcurrencyOption {
 			c.err = fmt.Sprintf("WithRetryAfterHint(%v): not positive", d)
 			return
 		}
-		c.retryAfter = strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
+		secs := d / time.Second // rounded up below, without overflowing near MaxInt64
+		if d%time.Second != 0 {
+			secs++
+		}
+		c.retryAfter = strconv.FormatInt(int64(secs), 10)
 	}
 }
 
@@ -138,8 +151,8 @@ func (h *concurrencyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A panicking handler ends the permit here; a normal return ends it
 	// below first, and this is then a no-op.
 	defer p.Dropped()
-	sw := statusWriter{ResponseWriter: w}
-	h.next.ServeHTTP(&sw, r)
+	sw := &statusWriter{ResponseWriter: w}
+	h.next.ServeHTTP(sw.wrap(), r)
 	if r.Context().Err() != nil || sw.status == http.StatusTooManyRequests || sw.status >= 500 {
 		p.Dropped()
 	} else {
@@ -167,6 +180,52 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// Unwrap lets http.ResponseController reach the original writer (Flush,
-// Hijack, deadlines).
+// Unwrap lets http.ResponseController reach the original writer for what
+// statusWriter does not implement (deadlines, full duplex).
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// wrap returns w as the handler's writer: with Flush and FlushError if a
+// writer below can flush, with Hijack if one can hijack, so that a type
+// assertion on the handler's writer answers as it would on the server's.
+// Each variant holds only w, so storing it in the interface allocates
+// nothing more.
+func (w *statusWriter) wrap() http.ResponseWriter {
+	f, h := below(w.ResponseWriter, canFlush) != nil, below(w.ResponseWriter, canHijack) != nil
+	switch {
+	case f && h:
+		return flushHijackWriter{w}
+	case f:
+		return flushWriter{w}
+	case h:
+		return hijackWriter{w}
+	}
+	return w
+}
+
+// flushError flushes through the writer below; a flush commits the
+// implicit 200 if no status was written.
+func (w *statusWriter) flushError() error {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+type flushWriter struct{ *statusWriter }
+
+func (w flushWriter) Flush()            { _ = w.flushError() }
+func (w flushWriter) FlushError() error { return w.flushError() }
+
+type hijackWriter struct{ *statusWriter }
+
+func (w hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) { return w.hijack() }
+
+type flushHijackWriter struct{ *statusWriter }
+
+func (w flushHijackWriter) Flush()                                       { _ = w.flushError() }
+func (w flushHijackWriter) FlushError() error                            { return w.flushError() }
+func (w flushHijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) { return w.hijack() }

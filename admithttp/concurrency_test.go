@@ -1,8 +1,11 @@
 package admithttp_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -200,4 +203,116 @@ func TestConcurrencyMisuse(t *testing.T) {
 	require.Panics(t, func() { admithttp.Concurrency(l, admithttp.WithShedHandler(nil)) })
 	require.Panics(t, func() { admithttp.Concurrency(l, admithttp.WithRetryAfterHint(0)) })
 	require.Panics(t, func() { admithttp.Concurrency(l)(nil) })
+}
+
+// The Retry-After hint is rounded up to whole seconds, up to the largest
+// duration, whose rounding must not overflow into a negative header.
+func TestConcurrencyRetryAfterRounding(t *testing.T) {
+	l, err := adaptive.New(adaptive.WithInitialLimit(1))
+	require.NoError(t, err)
+	p, err := l.Acquire(context.Background())
+	require.NoError(t, err)
+	defer p.Ignore()
+	for _, tc := range []struct {
+		hint time.Duration
+		want string
+	}{
+		{1, "1"},
+		{time.Second, "1"},
+		{1500 * time.Millisecond, "2"},
+		{math.MaxInt64, "9223372037"},
+	} {
+		srv := httptest.NewServer(admithttp.Concurrency(l, admithttp.WithRetryAfterHint(tc.hint))(http.NotFoundHandler()))
+		code, hdr := getStatus(t, srv.URL)
+		srv.Close()
+		require.Equal(t, http.StatusServiceUnavailable, code)
+		require.Equal(t, tc.want, hdr.Get("Retry-After"), "hint %v", tc.hint)
+	}
+}
+
+// The handler's writer has http.Flusher and http.Hijacker exactly when the
+// server's has them, and they work through it: a flushed chunk reaches the
+// client while the handler still runs, a hijacked HTTP/1.1 connection
+// carries the handler's own response; over HTTP/2, which cannot hijack,
+// the writer is a Flusher and no Hijacker. Each permit is released with
+// the handler.
+func TestConcurrencyWriterInterfaces(t *testing.T) {
+	l, err := adaptive.New()
+	require.NoError(t, err)
+	read := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/interfaces", func(w http.ResponseWriter, r *http.Request) {
+		_, f := w.(http.Flusher)
+		_, h := w.(http.Hijacker)
+		fmt.Fprintf(w, "flusher=%v hijacker=%v", f, h)
+	})
+	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "first\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-read: // the client has the first line: the flush went through
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, "second\n")
+	})
+	mux.HandleFunc("/hijack", func(w http.ResponseWriter, r *http.Request) {
+		conn, rw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer conn.Close()
+		_, _ = rw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nhijacked")
+		_ = rw.Flush()
+	})
+	h := admithttp.Concurrency(l)(mux)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a broken flush would hang
+	defer cancel()
+	get := func(c *http.Client, url string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		require.NoError(t, err)
+		return c.Do(req)
+	}
+	body := func(c *http.Client, url string) string {
+		resp, err := get(c, url)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(b)
+	}
+
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	require.Equal(t, "flusher=true hijacker=true", body(srv.Client(), srv.URL+"/interfaces"))
+	resp, err := get(srv.Client(), srv.URL+"/stream")
+	require.NoError(t, err)
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "first\n", line)
+	close(read)
+	rest, err := io.ReadAll(br)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, "second\n", string(rest))
+	require.Equal(t, "hijacked", body(srv.Client(), srv.URL+"/hijack"))
+
+	tls := httptest.NewUnstartedServer(h)
+	tls.EnableHTTP2 = true
+	tls.StartTLS()
+	defer tls.Close()
+	resp, err = get(tls.Client(), tls.URL+"/interfaces")
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, 2, resp.ProtoMajor)
+	require.Equal(t, "flusher=true hijacker=false", string(b))
+
+	require.Eventually(t, func() bool { return l.InFlight() == 0 }, 5*time.Second, time.Millisecond)
+	s := l.Stats()
+	require.Equal(t, uint64(4), s.Successes)
+	require.Zero(t, s.Drops)
 }

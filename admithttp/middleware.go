@@ -413,6 +413,10 @@ func (d *deniedWriter) FlushError() error {
 	return http.NewResponseController(d.ResponseWriter).Flush()
 }
 
+// Flush makes deniedWriter an http.Flusher, for handlers that assert it
+// rather than use http.ResponseController; see FlushError.
+func (d *deniedWriter) Flush() { _ = d.FlushError() }
+
 // Hijack is what http.ResponseController.Hijack calls. Without a status
 // written, it makes the 429 a complete response (no body, the connection
 // closed after it), which the server sends before handing the connection
