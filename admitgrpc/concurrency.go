@@ -21,16 +21,26 @@ import (
 // A shed call fails with codes.Unavailable and the limiter's message. A
 // call whose context ended while it waited in the backlog fails with the
 // code of its context's error (DeadlineExceeded or Canceled). The handler's
-// result ends the permit: codes DeadlineExceeded, Canceled, Unavailable
-// and ResourceExhausted, and a context that ended during the call (its
-// caller gave up, or its deadline passed), are Dropped (losses: the call
-// took too long, or something behind it is overloaded); any other result,
-// OK or an application error, is a Success whose latency is a sample. This
-// is admithttp.Concurrency's rule: a caller that gives up is a loss,
-// since a client timeout is how overload usually shows, and the limiter
-// tolerates the few percent of callers that go away for reasons of their
-// own. A handler that panics ends its permit Dropped and the panic goes
-// on.
+// result ends the permit, by the code grpc-go sends for it (a status's
+// own; DeadlineExceeded or Canceled for a plain or wrapped context error,
+// such as the handler's own timeout on a call behind it; Unknown for any
+// other error). It is Dropped, a loss, when the call's context ended while
+// it ran (its caller gave up, or its deadline passed), and for the codes
+// that the standard mapping of gRPC codes to HTTP statuses (as
+// grpc-gateway applies it) sends as 429 or 5xx, with Canceled (a caller
+// gone, HTTP's 499): Canceled, Unknown, DeadlineExceeded,
+// ResourceExhausted, Unimplemented, Internal, Unavailable and DataLoss.
+// Any other, OK or a client's error (InvalidArgument, NotFound, ...), is a
+// Success whose latency is a sample. This is admithttp.Concurrency's rule
+// (429 and 5xx, and a caller that gave up), so a service served over both
+// is classified alike: return a client's error with its code, since a
+// plain error is Unknown, a 500. A caller that gives up is a loss since a
+// client timeout is how overload usually shows; the limiter tolerates the
+// few percent of callers that go away for reasons of their own. Put
+// per-client rate limits (UnaryServerInterceptor) in front of the
+// concurrency interceptor, so that their ResourceExhausted denials never
+// reach it. A handler that panics ends its permit Dropped and the panic
+// goes on.
 //
 // # Unavailable and the client's retries
 //
@@ -39,14 +49,17 @@ import (
 // method's retryPolicy.retryableStatusCodes retries a shed call after an
 // exponential, jittered backoff (initialBackoff, backoffMultiplier,
 // maxBackoff), up to maxAttempts, and a call shed before any response
-// header is sent is always safe to retry: the handler never ran. Every
-// failed attempt also spends one token of the client's retryThrottling
-// bucket (maxTokens, tokenRatio per success): when a server sheds most
-// calls, a throttled client stops retrying at once, so retries cannot
-// multiply the load that caused the shedding. Configure both on clients of
-// a server that sheds; without a retry policy the client sees the
-// Unavailable error. The shed status carries no pushback
-// (grpc-retry-pushback-ms), so clients keep their own backoff.
+// header is sent is always safe to retry: the handler never ran. A shed
+// call's answer is trailers-only (no header, no message), and grpc-go
+// (v1.85) counts such an answer whose code is among the retryable codes
+// as a failure of the client's retryThrottling (each costs one of its
+// maxTokens; each success gives back tokenRatio): while the tokens are at
+// or below half of maxTokens the client retries nothing, so when a server
+// sheds most calls, retries stop instead of multiplying the load that
+// caused the shedding. Configure both on clients of a server that sheds;
+// without a retry policy the client sees the Unavailable error. The shed
+// status carries no pushback (grpc-retry-pushback-ms), so clients keep
+// their own backoff.
 //
 // The priority comes from opts' WithCallPriority function, or from the
 // context (an outer interceptor's adaptive.ContextWithPriority), Normal by
@@ -150,12 +163,24 @@ func end(ctx context.Context, p *adaptive.Permit, err error) {
 		p.Dropped()
 		return
 	}
-	switch status.Code(err) {
-	case codes.DeadlineExceeded, codes.Canceled, codes.Unavailable, codes.ResourceExhausted:
+	switch sentCode(err) {
+	case codes.Canceled, codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted,
+		codes.Unimplemented, codes.Internal, codes.Unavailable, codes.DataLoss:
 		p.Dropped()
 	default:
 		p.Success()
 	}
+}
+
+// sentCode is the code grpc-go's server sends for a handler's error: a
+// status's own (OK for nil), the code of a plain or wrapped context error,
+// Unknown for any other error.
+func sentCode(err error) codes.Code {
+	s, ok := status.FromError(err)
+	if !ok {
+		s = status.FromContextError(err)
+	}
+	return s.Code()
 }
 
 // priorityStream carries the context with the call's priority to the

@@ -2,22 +2,32 @@ package admitgrpc_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/admit-go/admit/adaptive"
 	"github.com/admit-go/admit/admitgrpc"
+	"github.com/admit-go/admit/admithttp"
 )
 
 // faulty puts, behind the interceptor under test, a handler that fails
-// with the code a call's "fail" metadata names, or, with "block", waits
-// for the call's context to end.
+// with the code a call's "fail" metadata names, or with a plain error
+// ("plain"), or with its own timeout's or cancellation's context error,
+// wrapped, while the call's context is live ("own-deadline",
+// "own-cancel"); or, with "block", waits for the call's context to end.
 func faulty(in grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		return in(ctx, req, info, func(ctx context.Context, req any) (any, error) {
@@ -27,6 +37,19 @@ func faulty(in grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 				return nil, status.FromContextError(ctx.Err()).Err()
 			}
 			if v := md.Get("fail"); len(v) == 1 {
+				switch v[0] {
+				case "plain":
+					return nil, errors.New("injected")
+				case "own-deadline":
+					own, cancel := context.WithTimeout(ctx, time.Millisecond)
+					defer cancel()
+					<-own.Done()
+					return nil, fmt.Errorf("the call behind: %w", own.Err())
+				case "own-cancel":
+					own, cancel := context.WithCancel(ctx)
+					cancel()
+					return nil, fmt.Errorf("the call behind: %w", own.Err())
+				}
 				var c codes.Code
 				if err := c.UnmarshalJSON([]byte(`"` + v[0] + `"`)); err != nil {
 					return nil, err
@@ -63,22 +86,44 @@ func TestUnaryConcurrency(t *testing.T) {
 	}
 	held.Ignore()
 
+	// Every code, by the code the client receives: Dropped where the
+	// standard mapping to HTTP gives 429 or 5xx, and for Canceled, as
+	// admithttp drops 429, 5xx and callers gone.
 	for _, tc := range []struct {
 		fail string
+		want codes.Code
 		drop bool
 	}{
-		{"", false},
-		{"NOT_FOUND", false},
-		{"INVALID_ARGUMENT", false},
-		{"DEADLINE_EXCEEDED", true},
-		{"CANCELLED", true},
-		{"UNAVAILABLE", true},
-		{"RESOURCE_EXHAUSTED", true},
+		{"", codes.OK, false},
+		{"CANCELLED", codes.Canceled, true},
+		{"UNKNOWN", codes.Unknown, true},
+		{"INVALID_ARGUMENT", codes.InvalidArgument, false},
+		{"DEADLINE_EXCEEDED", codes.DeadlineExceeded, true},
+		{"NOT_FOUND", codes.NotFound, false},
+		{"ALREADY_EXISTS", codes.AlreadyExists, false},
+		{"PERMISSION_DENIED", codes.PermissionDenied, false},
+		{"RESOURCE_EXHAUSTED", codes.ResourceExhausted, true},
+		{"FAILED_PRECONDITION", codes.FailedPrecondition, false},
+		{"ABORTED", codes.Aborted, false},
+		{"OUT_OF_RANGE", codes.OutOfRange, false},
+		{"UNIMPLEMENTED", codes.Unimplemented, true},
+		{"INTERNAL", codes.Internal, true},
+		{"UNAVAILABLE", codes.Unavailable, true},
+		{"DATA_LOSS", codes.DataLoss, true},
+		{"UNAUTHENTICATED", codes.Unauthenticated, false},
+		// What grpc-go sends for errors that are not statuses.
+		{"plain", codes.Unknown, true},
+		{"own-deadline", codes.DeadlineExceeded, true},
+		{"own-cancel", codes.Canceled, true},
 	} {
 		before := l.Stats()
-		_, err := check(t, c, metadata.AppendToOutgoingContext(ctx, "fail", tc.fail))
-		if tc.fail != "" && status.Code(err).String() == "OK" {
-			t.Fatalf("%s: no error", tc.fail)
+		cctx := ctx
+		if tc.fail != "" {
+			cctx = metadata.AppendToOutgoingContext(ctx, "fail", tc.fail)
+		}
+		_, err := check(t, c, cctx)
+		if got := status.Code(err); got != tc.want {
+			t.Fatalf("%q: the client got %v, want %v", tc.fail, got, tc.want)
 		}
 		after := l.Stats()
 		if got := after.Drops - before.Drops; got != map[bool]uint64{true: 1, false: 0}[tc.drop] {
@@ -216,5 +261,45 @@ func TestConcurrencyMisuse(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+// A gRPC server served through its ServeHTTP behind admithttp.Concurrency
+// (one limiter for a mux of HTTP and gRPC handlers) works: grpc-go's
+// handler transport needs an http.Flusher, which Concurrency's writer keeps.
+// There the permit's outcome is read from the HTTP status, which is 200
+// for every gRPC answer: classify gRPC by its codes with the interceptors
+// instead.
+func TestServeHTTPBehindConcurrency(t *testing.T) {
+	l := newAdaptive(t)
+	gs := grpc.NewServer()
+	healthpb.RegisterHealthServer(gs, health.NewServer())
+	defer gs.Stop()
+	srv := httptest.NewUnstartedServer(admithttp.Concurrency(l)(gs))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	cc, err := grpc.NewClient("passthrough:///"+srv.Listener.Addr().String(),
+		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: roots, ServerName: "example.com"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	resp, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatalf("Check through ServeHTTP behind Concurrency: %v", err)
+	}
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("status %v", resp.GetStatus())
+	}
+	// The handler returns, and ends its permit, after the client has the
+	// answer.
+	for i := 0; l.InFlight() != 0 && i < 10000; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	if st := l.Stats(); st.Successes != 1 || st.Drops != 0 || st.InFlight != 0 {
+		t.Fatalf("%+v, want one success", st)
 	}
 }
