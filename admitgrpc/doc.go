@@ -11,9 +11,9 @@
 // exact wait until the call would be admitted (never early), and an
 // errdetails.QuotaFailure naming the policy. Every decided call carries the
 // IETF RateLimit and RateLimit-Policy fields (ratelimit, ratelimit-policy,
-// with the values admithttp writes): an admitted call in its response
-// header metadata, a denial, with retry-after in whole seconds rounded up,
-// in its trailer metadata. Every refusal is sent trailers-only, so a
+// with the values admithttp writes): an admitted call that gets a response
+// in its header metadata, a denial (with retry-after in whole seconds
+// rounded up) and an admitted call that fails in its trailer metadata. Every refusal is sent trailers-only, so a
 // client's retryPolicy on RESOURCE_EXHAUSTED retries it (a header frame
 // would commit the call to its first attempt), and carries gRFC A6's
 // grpc-retry-pushback-ms so that the retry comes when the token is due:

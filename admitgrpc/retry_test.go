@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/adaptive"
 	"github.com/admit-go/admit/admitgrpc"
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/keyed"
@@ -317,5 +318,96 @@ func TestStreamPushback(t *testing.T) {
 	// The first stream is still open: only the denied one has ended.
 	if got := seen.pushbacks(); !slices.Equal(got, []string{"-1"}) {
 		t.Fatalf("the denied stream's attempts' pushback %q; want [-1]", got)
+	}
+}
+
+// shedConfig retries UNAVAILABLE, as a client of a server that sheds should.
+const shedConfig = `{"methodConfig": [{
+	"name": [{"service": "grpc.health.v1.Health"}],
+	"retryPolicy": {
+		"maxAttempts": 5,
+		"initialBackoff": "0.01s",
+		"maxBackoff": "0.01s",
+		"backoffMultiplier": 1,
+		"retryableStatusCodes": ["UNAVAILABLE"]
+	}
+}]}`
+
+// TestRetryBehindRateLimit: with the documented chain, a per-client rate
+// limit in front of the concurrency interceptor, a call the rate limit
+// admits and the concurrency limit sheds is still trailers-only, its rate
+// fields in the trailer, so the client's retryPolicy retries it: the
+// second attempt, with the permit free again, succeeds and carries the
+// fields in its header. (Set before the handler ran, the admitted call's
+// header metadata went out with the shed status and committed the call:
+// one attempt, no retry.) For unary calls and streams.
+func TestRetryBehindRateLimit(t *testing.T) {
+	for _, kind := range []string{"unary", "stream"} {
+		rl, err := keyed.New(100, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		al, err := adaptive.New(adaptive.WithInitialLimit(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var addr string
+		var n *atomic.Int64
+		// The test holds the only permit until the first attempt is shed.
+		held, err := al.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var once sync.Once
+		if kind == "unary" {
+			shed := admitgrpc.UnaryServerConcurrency(al)
+			chain := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				resp, err := shed(ctx, req, info, h)
+				if status.Code(err) == codes.Unavailable {
+					once.Do(held.Ignore)
+				}
+				return resp, err
+			}
+			rate := admitgrpc.UnaryServerInterceptor(rl)
+			addr, n = attempts(t, func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				return rate(ctx, req, info, func(ctx context.Context, req any) (any, error) { return chain(ctx, req, info, h) })
+			}, nil, nil)
+		} else {
+			shed := admitgrpc.StreamServerConcurrency(al)
+			chain := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+				err := shed(srv, ss, info, h)
+				if status.Code(err) == codes.Unavailable {
+					once.Do(held.Ignore)
+				}
+				return err
+			}
+			rate := admitgrpc.StreamServerInterceptor(rl)
+			addr, n = attempts(t, nil, func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+				return rate(srv, ss, info, func(srv any, ss grpc.ServerStream) error { return chain(srv, ss, info, h) })
+			}, nil)
+		}
+		c := dial(t, addr, grpc.WithDefaultServiceConfig(shedConfig))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var hd metadata.MD
+		if kind == "unary" {
+			_, err = c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&hd))
+		} else {
+			var w healthpb.Health_WatchClient
+			w, err = c.Watch(ctx, &healthpb.HealthCheckRequest{})
+			if err == nil {
+				_, err = w.Recv()
+				hd, _ = w.Header()
+			}
+		}
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v after %d attempt(s); want the shed attempt retried", kind, err, n.Load())
+		}
+		if got := n.Load(); got != 2 {
+			t.Fatalf("%s: %d attempts; want 2 (one shed, one admitted)", kind, got)
+		}
+		if len(hd.Get("ratelimit")) != 1 || len(hd.Get("ratelimit-policy")) != 1 {
+			t.Fatalf("%s: header %v; want the rate fields", kind, hd)
+		}
 	}
 }

@@ -60,9 +60,15 @@ import (
 // Every refusal is sent trailers-only: no header metadata, its fields (if
 // any) in the trailer metadata, so that the call is not committed and a
 // client's retryPolicy (grpc-go's, gRFC A6) may retry it; a refusal with
-// header metadata would end every retry at the first attempt. So a client
-// reads the fields from the header metadata of an admitted call and from
-// the trailer of a refused one.
+// header metadata would end every retry at the first attempt. An admitted
+// call's fields go out with its response's header metadata, set when the
+// handler has returned without error (for a stream: merged into its header
+// when the handler first sends), so that a failure from behind the
+// interceptor, such as a call shed by UnaryServerConcurrency, is still
+// trailers-only and retryable; a call that fails, or a stream that ends
+// before sending anything, carries them in its trailer. So a client reads
+// the fields from the header metadata of a call that got a response, and
+// from the trailer of one that did not.
 //
 // A ResourceExhausted refusal also tells the retryPolicy when to come back,
 // with gRFC A6's grpc-retry-pushback-ms trailer, which grpc-go obeys in
@@ -120,10 +126,16 @@ func UnaryServerInterceptor(l admit.KeyedLimiter, opts ...Option) grpc.UnaryServ
 			}
 			return nil, err
 		}
+		resp, err := handler(ctx, req)
 		if md != nil {
-			_ = grpc.SetHeader(ctx, md)
+			// Unary headers go out with the response, after the
+			// interceptors return. A handler that sent its own first
+			// makes SetHeader fail: the trailer then.
+			if err != nil || grpc.SetHeader(ctx, md) != nil {
+				_ = grpc.SetTrailer(ctx, md)
+			}
 		}
-		return handler(ctx, req)
+		return resp, err
 	}
 }
 
@@ -131,8 +143,10 @@ func UnaryServerInterceptor(l admit.KeyedLimiter, opts ...Option) grpc.UnaryServ
 // stream against l once, when it opens, as UnaryServerInterceptor admits a
 // unary call: a denied stream ends with the same status before the handler
 // runs, trailers-only, and the messages of an admitted stream are not
-// counted. An admitted stream's headers are set with the stream's
-// SetHeader, so the handler may add its own.
+// counted. An admitted stream's fields are merged into its header metadata
+// when the handler first sends (SendHeader or SendMsg), so the handler may
+// add its own with SetHeader before; a stream that ends before sending
+// anything carries them in its trailer, and stays trailers-only.
 func StreamServerInterceptor(l admit.KeyedLimiter, opts ...Option) grpc.StreamServerInterceptor {
 	in := newInterceptor(l, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
@@ -143,11 +157,44 @@ func StreamServerInterceptor(l admit.KeyedLimiter, opts ...Option) grpc.StreamSe
 			}
 			return err
 		}
-		if md != nil {
-			_ = ss.SetHeader(md) // fails only once headers were sent, which nothing did yet
+		if md == nil {
+			return handler(srv, ss)
 		}
-		return handler(srv, ss)
+		hs := &headerStream{ServerStream: ss, md: md}
+		err = handler(srv, hs)
+		if !hs.inHeader {
+			ss.SetTrailer(md)
+		}
+		return err
 	}
+}
+
+// headerStream holds an admitted stream's fields until its handler first
+// sends: header metadata set earlier would commit the stream even if it
+// then failed with nothing sent. grpc-go allows no concurrent sends on a
+// stream, so the flags need no lock.
+type headerStream struct {
+	grpc.ServerStream
+	md       metadata.MD
+	tried    bool // at the first send
+	inHeader bool // SetHeader took md: false if the handler had sent headers another way (grpc.SendHeader on the stream's context)
+}
+
+func (s *headerStream) commit() {
+	if !s.tried {
+		s.tried = true
+		s.inHeader = s.ServerStream.SetHeader(s.md) == nil
+	}
+}
+
+func (s *headerStream) SendHeader(md metadata.MD) error {
+	s.commit()
+	return s.ServerStream.SendHeader(md)
+}
+
+func (s *headerStream) SendMsg(m any) error {
+	s.commit()
+	return s.ServerStream.SendMsg(m)
 }
 
 type interceptor struct {
