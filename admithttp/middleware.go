@@ -506,6 +506,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := m.decide(r, key, n, limits)
+	if err == nil && d.Limit < 1 {
+		// No decision at all (admit.Decision's contract), from a limiter
+		// that breaks it: no fields from it, as for a failure.
+		err = fmt.Errorf("admithttp: the limiter's Decision has Limit %d and no error: %w", d.Limit, errNoDecision)
+	}
 	alone := false
 	if err != nil {
 		m.report(r, err)
@@ -537,6 +542,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(tooManyBody)
 	}
 }
+
+// errNoDecision is wrapped by the error that WithOnError is given for a
+// Decision with Limit 0 that came without an error.
+var errNoDecision = errors.New("no decision")
 
 // badRequest answers an error of the key or limits function: 403 Forbidden
 // for a client the server does not serve (err wraps admit.ErrUnknownClient),

@@ -2,6 +2,7 @@ package admithttp_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -480,6 +482,37 @@ func TestLimiterError(t *testing.T) {
 				t.Fatalf("once there is room: %+v, want 200 with r=2", f)
 			}
 		})
+	}
+}
+
+// noDecision is a limiter that breaks admit.Decision's contract: its
+// Decisions have Limit 0, and no error comes with them.
+type noDecision struct{ allowed bool }
+
+func (n noDecision) AllowN(context.Context, string, int64) (admit.Decision, error) {
+	return admit.Decision{Allowed: n.allowed, RetryAfter: 3 * time.Second}, nil
+}
+
+// TestNoDecision: a Decision with Limit 0 is no decision, whatever it says
+// and even without an error: 503 with Retry-After and no RateLimit fields,
+// or with WithFailOpen the next handler, and the breach reported to
+// WithOnError.
+func TestNoDecision(t *testing.T) {
+	for _, allowed := range []bool{false, true} {
+		for _, open := range []bool{false, true} {
+			var reported atomic.Int64
+			opts := []admithttp.Option{admithttp.WithOnError(func(_ *http.Request, err error) { reported.Add(1) })}
+			if open {
+				opts = append(opts, admithttp.WithFailOpen())
+			}
+			srv := serve(t, admithttp.Middleware(noDecision{allowed}, opts...)(ok200))
+			f := get(t, srv)
+			want := map[bool]int{false: 503, true: 200}[open]
+			if f.status != want || f.hasPolicy || f.hasRate || (!open && f.retryAfter != 3) || reported.Load() != 1 {
+				t.Fatalf("allowed=%v failOpen=%v: %+v, %d reported; want %d, no fields, Retry-After 3 when refused, 1 reported",
+					allowed, open, f, reported.Load(), want)
+			}
+		}
 	}
 }
 
