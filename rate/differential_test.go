@@ -45,6 +45,16 @@ type exactModel struct {
 	last      time.Time
 	lastEvent time.Time
 	evented   bool // lastEvent has been set (before, it is unobservable)
+	// The sound model's bookkeeping for a cancel across changes of the
+	// limit or burst, as the Limiter keeps it: tokens reserved plus one
+	// per change, the changes, and the latest four's start and peak.
+	seq, changes uint64
+	gens         [genRing]exactGen
+}
+
+type exactGen struct {
+	start uint64
+	peak  *big.Rat
 }
 
 type exactReservation struct {
@@ -54,6 +64,7 @@ type exactReservation struct {
 	act       time.Time
 	rate      *big.Rat
 	inf       bool
+	seq       uint64 // the model's seq after it
 }
 
 func newExact(l Limit, b int, sound bool) *exactModel {
@@ -81,7 +92,22 @@ func (m *exactModel) advance(t time.Time) *big.Rat {
 	if tok.Cmp(burst) > 0 {
 		tok.Set(burst)
 	}
+	if m.sound && m.changes != 0 {
+		if g := &m.gens[(m.changes-1)%genRing]; tok.Cmp(g.peak) > 0 {
+			g.peak = new(big.Rat).Set(tok)
+		}
+	}
 	return tok
+}
+
+// change records a change of the limit or burst, as Limiter.change does.
+func (m *exactModel) change() {
+	if !m.sound {
+		return
+	}
+	m.seq++
+	m.gens[m.changes%genRing] = exactGen{start: m.seq, peak: new(big.Rat).Set(m.tokens)}
+	m.changes++
 }
 
 // floorInt returns ⌊x⌋, capped at math.MaxInt64.
@@ -116,8 +142,9 @@ func (m *exactModel) reserve(t time.Time, n int, maxWait time.Duration) exactRes
 		return exactReservation{}
 	}
 	m.tokens, m.lastEvent, m.evented = tok, t.Add(time.Duration(wait)), true
+	m.seq += uint64(n)
 	m.update(t)
-	return exactReservation{ok: true, tokens: n, act: m.lastEvent, rate: new(big.Rat).Set(m.rate)}
+	return exactReservation{ok: true, tokens: n, act: m.lastEvent, rate: new(big.Rat).Set(m.rate), seq: m.seq}
 }
 
 // cancel is CancelAt. It reports whether the sound rules changed the
@@ -144,6 +171,17 @@ func (m *exactModel) cancel(r *exactReservation, t time.Time) (divergent bool) {
 			return true // x/time restores all, at its zero limit field
 		}
 		rate = new(big.Rat)
+	}
+	if m.sound && m.changes != 0 && m.gens[(m.changes-1)%genRing].start > r.seq {
+		// Made before a change: x/time's rule would give what it gives;
+		// the sound one is cancelChanged's.
+		x, xr := *m, *r
+		x.sound = false
+		x.cancel(&xr, t)
+		if t.Before(r.act) {
+			m.cancelChanged(r, t)
+		}
+		return x.tokens.Cmp(m.tokens) != 0 || !x.last.Equal(m.last) || !x.lastEvent.Equal(m.lastEvent)
 	}
 	gap := new(big.Rat).SetInt64(int64(m.lastEvent.Sub(r.act)))
 	restore := new(big.Rat).Sub(new(big.Rat).SetInt64(int64(r.tokens)), new(big.Rat).Mul(rate, gap))
@@ -174,16 +212,57 @@ func (m *exactModel) cancel(r *exactReservation, t time.Time) (divergent bool) {
 	return divergent
 }
 
+// cancelChanged is Limiter.cancelChanged in exact arithmetic.
+func (m *exactModel) cancelChanged(r *exactReservation, t time.Time) {
+	tok := m.advance(t)
+	peak, k := new(big.Rat), uint64(0)
+	for i := uint64(0); i < min(m.changes, genRing); i++ {
+		g := m.gens[(m.changes-1-i)%genRing]
+		if g.start <= r.seq {
+			break
+		}
+		if g.peak.Cmp(peak) > 0 {
+			peak = g.peak
+		}
+		k++
+	}
+	if k == genRing && m.changes > genRing {
+		return
+	}
+	after := new(big.Rat).SetInt64(int64(min(m.seq-r.seq-k, uint64(r.tokens))))
+	if debt := new(big.Rat).Neg(tok); tok.Sign() >= 0 {
+		after.SetInt64(0)
+	} else if debt.Cmp(after) < 0 {
+		after = debt
+	}
+	burst := new(big.Rat).SetInt64(burstCap(m.burst))
+	restore := new(big.Rat).Sub(new(big.Rat).SetInt64(int64(r.tokens)), after)
+	if restore.Sign() <= 0 || peak.Cmp(burst) >= 0 {
+		return
+	}
+	if room := new(big.Rat).Sub(burst, peak); room.Cmp(restore) < 0 {
+		restore = room
+	}
+	tok.Add(tok, restore)
+	if tok.Cmp(burst) > 0 {
+		tok.Set(burst)
+	}
+	m.tokens = tok
+	m.update(t)
+}
+
 func (m *exactModel) setLimit(t time.Time, l Limit) {
 	m.tokens = m.advance(t)
 	m.update(t)
 	m.setRate(l)
+	m.change()
 }
 
 func (m *exactModel) setBurst(t time.Time, b int) {
 	m.tokens = m.advance(t)
 	m.update(t)
 	m.burst = b
+	m.change()
 }
 
 // The fuzz alphabet: rates with at most 10 decimal places below 1.8e9/s (so

@@ -154,6 +154,27 @@ type Limiter struct {
 	axis, axes    uint32 // the axis's number; the latest one given out
 	base          time.Time
 	lastW, eventW fixed
+
+	// Cancel's bookkeeping across changes of the limit or burst
+	// (reservation.go). seq counts the tokens taken by reserve, plus one
+	// per change; a Reservation keeps its value. changes counts the
+	// changes; gens holds the latest genRing of them: where each began in
+	// seq, and the highest balance since it began (units of 1/den, rounded
+	// up when den changes), kept by advance and allow1 once there was a
+	// change.
+	seq, changes uint64
+	gens         [genRing]gen
+}
+
+// genRing is how many changes of the limit or burst Cancel can see past: a
+// reservation older than that many gives nothing back.
+const genRing = 4
+
+// gen is one change of the limit or burst: seq at its start, and the peak
+// balance since.
+type gen struct {
+	start uint64
+	peak  fixed
 }
 
 // NewLimiter returns a new Limiter that allows events up to rate r and
@@ -240,6 +261,9 @@ func (lim *Limiter) allow1(ts int64) bool {
 			b = b.add(add)
 		}
 	}
+	if lim.changes != 0 {
+		lim.peak(b)
+	}
 	after := b.sub(fixed{0, lim.den})
 	if after.negative() {
 		// reserve's wait ⌊deficit/num⌋ is 0 only for a deficit below num.
@@ -320,7 +344,7 @@ func (lim *Limiter) reserveN(t time.Time, n int, maxFutureReserve time.Duration)
 func (lim *Limiter) reservation(ts int64, n int, maxWait time.Duration) (Reservation, int64) {
 	inf := lim.inf
 	ok, wait := lim.reserve(ts, n, maxWait)
-	r := Reservation{ok: ok, lim: lim, limit: lim.limit, axis: lim.axis}
+	r := Reservation{ok: ok, lim: lim, seq: lim.seq, axis: lim.axis}
 	if ok {
 		r.tokens = n
 		r.act = addSat(ts, wait)
@@ -413,7 +437,7 @@ func (lim *Limiter) waitAt(ctx context.Context, n int, t time.Time, now int64, i
 	if ok && wait > 0 {
 		// For the cancel below: it finds the time to act on whatever axis
 		// the limiter is on by then.
-		r = Reservation{ok: true, lim: lim, tokens: n, act: addSat(ts, wait), limit: lim.limit, inf: inf, axis: lim.axis,
+		r = Reservation{ok: true, lim: lim, tokens: n, act: addSat(ts, wait), seq: lim.seq, inf: inf, axis: lim.axis,
 			timeToAct: lim.real(ts).Add(time.Duration(wait))}
 	}
 	lim.mu.Unlock()
@@ -460,8 +484,24 @@ func (lim *Limiter) setLimit(ts int64, newLimit Limit) {
 	num, den, fill := ratio(newLimit, lim.den)
 	lim.tokens = rescale(b, lim.den, den)
 	lim.setLast(ts)
+	if den != lim.den {
+		for i := range lim.gens {
+			// Rounded up: a peak stands for the most Cancel may assume.
+			lim.gens[i].peak = rescale(lim.gens[i].peak.neg(), lim.den, den).neg()
+		}
+	}
 	lim.limit, lim.num, lim.den, lim.fill, lim.inf = newLimit, num, den, fill, newLimit == Inf
 	lim.bounds()
+	lim.change()
+}
+
+// change records a change of the limit or burst, made at the time of the
+// latest update: a new gen, whose peak so far is the balance. It requires
+// lim.mu.
+func (lim *Limiter) change() {
+	lim.seq++
+	lim.gens[lim.changes%genRing] = gen{start: lim.seq, peak: lim.tokens}
+	lim.changes++
 }
 
 // SetBurst is SetBurstAt at the current time, read as the package doc
@@ -487,6 +527,7 @@ func (lim *Limiter) setBurst(ts int64, newBurst int) {
 	lim.setLast(ts)
 	lim.burst = newBurst
 	lim.bounds()
+	lim.change()
 }
 
 // reserve takes n tokens at time ts if n is within the burst and the wait
@@ -512,6 +553,7 @@ func (lim *Limiter) reserve(ts int64, n int, maxWait time.Duration) (bool, int64
 		return false, 0
 	}
 	lim.tokens = after
+	lim.seq += uint64(n)
 	lim.setLast(ts)
 	lim.setEvent(ts, wait)
 	return true, wait
@@ -520,8 +562,28 @@ func (lim *Limiter) reserve(ts int64, n int, maxWait time.Duration) (bool, int64
 // advance returns the balance at time ts without changing lim: refilled
 // from last if ts is later, unchanged otherwise, and capped at the burst in
 // either case. It requires lim.mu. (It gives a zero Limiter its
-// denominator, which changes nothing observable.)
+// denominator, which changes nothing observable, and once the limit or
+// burst has changed it raises the latest change's peak to the balance: the
+// balance is highest when it is read, before what it is read for takes
+// from it.)
 func (lim *Limiter) advance(ts int64) fixed {
+	b := lim.refill(ts)
+	if lim.changes != 0 {
+		lim.peak(b)
+	}
+	return b
+}
+
+// peak raises the latest change's peak to b. It requires lim.mu and a
+// change.
+func (lim *Limiter) peak(b fixed) {
+	if g := &lim.gens[(lim.changes-1)%genRing]; g.peak.less(b) {
+		g.peak = b
+	}
+}
+
+// refill is advance without the peak.
+func (lim *Limiter) refill(ts int64) fixed {
 	if lim.den == 0 {
 		lim.den = 1
 		lim.bounds()

@@ -20,11 +20,12 @@ type Reservation struct {
 	tokens    int
 	timeToAct time.Time
 	act       int64 // timeToAct on the limiter's axis, saturated at MaxInt64
-	// The limit at reservation time, which can change later: tokens
-	// reserved after this one are counted at this rate. (Its exact ratio is
-	// not stored, which keeps a Reservation at 64 bytes, x/time/rate's size
-	// class; CancelAt recomputes it if the limit has changed since.)
-	limit Limit
+	// The limiter's seq after this reservation took its tokens: the
+	// tokens reserved after it, and the changes of the limit or burst
+	// since, count from it. (The limit at reservation time is not stored,
+	// which keeps a Reservation at 64 bytes, x/time/rate's size class:
+	// while no change came since, it is the limiter's.)
+	seq uint64
 }
 
 // OK reports whether the limiter can provide the requested number of
@@ -59,6 +60,16 @@ func (r *Reservation) Cancel() { r.cancel(time.Time{}, nanotime(), true) }
 // than the reservation took, and only the first call to Cancel or CancelAt
 // on a Reservation has an effect: later calls do nothing, whatever their
 // time (see the package doc).
+//
+// If the limit or burst changed since the reservation, the rate it was
+// counted at no longer tells the tokens reserved after it, and the bucket
+// may have refilled past what the reservation owed: it gives back its
+// tokens less every token reserved after it, and no more than would bring
+// the highest balance the limiter has had since it up to the burst (what a
+// limiter without the reservation would have had, capped at the burst);
+// a reservation older than the last four changes gives nothing back. So
+// a cancellation never lets the limiter admit more than the burst plus
+// the limit's refill over any span.
 func (r *Reservation) CancelAt(t time.Time) { r.cancel(t, 0, false) }
 
 // cancel is CancelAt at t or, if implicit, at the clock reading now.
@@ -92,15 +103,17 @@ func (r *Reservation) cancel(t time.Time, now int64, implicit bool) {
 	if lim.limit == Inf || r.tokens == 0 || act.less(wide(ts)) || r.inf {
 		return
 	}
+	if lim.changes != 0 && lim.gens[(lim.changes-1)%genRing].start > r.seq {
+		if wide(ts).less(act) {
+			lim.cancelChanged(r, ts)
+		}
+		return
+	}
 	// restore = tokens − gap·num/den tokens, with gap clamped at 0: a
 	// reservation acting before this one cannot have been reserved after
-	// it; and at MaxInt64, as x/time/rate's time.Time.Sub saturates. In
-	// the reservation's units, then the limiter's.
-	num, den, fill := lim.num, lim.den, lim.fill
-	if r.limit != lim.limit {
-		num, den, fill = ratio(r.limit, 1)
-	}
-	den = max(den, 1)
+	// it; and at MaxInt64, as x/time/rate's time.Time.Sub saturates. No
+	// change since the reservation: its limit is the limiter's.
+	num, den, fill := lim.num, max(lim.den, 1), lim.fill
 	event := lim.eventWide()
 	var gap uint64
 	if act.less(event) {
@@ -115,7 +128,7 @@ func (r *Reservation) cancel(t time.Time, now int64, implicit bool) {
 		return // nothing left to restore
 	}
 	b := lim.advance(ts)
-	restore := rescale(own.sub(later), den, lim.den)
+	restore := own.sub(later)
 	if lim.capB.sub(b).ule(restore) {
 		b = lim.capB
 	} else {
@@ -145,4 +158,68 @@ func (r *Reservation) cancel(t time.Time, now int64, implicit bool) {
 			lim.setEventWide(prev)
 		}
 	}
+}
+
+// cancelChanged is cancel for a reservation made before a change of the
+// limit or burst, not yet acted on at ts. It requires lim.mu.
+//
+// It restores min(tokens − after, cap − peak): after, the tokens of the
+// reservations made since that still wait (at most every token reserved
+// since, which lim.seq counts with one per change, and at most the debt
+// now), so that those keep their times to act, as the rate-counted gap
+// keeps them while the limit holds; peak, an upper bound of the highest balance since
+// the reservation: zero or the highest since each change that came after
+// it, whichever is higher. (Between the reservation and the first of them
+// the rate was fixed, and a reservation whose time to act is still ahead
+// is in debt until then: the balance was at most zero. One whose time to
+// act is now may have taken from a positive balance, whose height nothing
+// kept: it gives nothing back.) A limiter that never had the
+// reservation would have had a balance higher by its tokens, less what
+// its cap discarded, tokens − (peak + tokens − cap) if positive: restoring
+// more would admit what that limiter could not. The latest time to act is
+// left as it is: counted at a rate that has changed since, it cannot be
+// moved back by this one's tokens.
+func (lim *Limiter) cancelChanged(r *Reservation, ts int64) {
+	n := min(lim.changes, genRing)
+	k := uint64(0)       // changes since the reservation
+	var peak fixed       // zero, then the highest of theirs
+	b := lim.advance(ts) // raises the latest peak to the balance now
+	for i := uint64(0); i < n; i++ {
+		g := lim.gens[(lim.changes-1-i)%genRing]
+		if g.start <= r.seq {
+			break
+		}
+		if peak.less(g.peak) {
+			peak = g.peak
+		}
+		k++
+	}
+	if k == genRing && lim.changes > genRing {
+		return // perhaps older than the changes kept: nothing known to give back
+	}
+	// The tokens of reservations made since and still waiting: at most
+	// all reserved since, and at most the debt now (those made since the
+	// latest change, at its rate, wait exactly for it; those made before
+	// it may break the new limit anyway, as SetLimitAt says).
+	after := mul(min(lim.seq-r.seq-k, uint64(r.tokens)), lim.den) // more would restore nothing either
+	if debt := b.neg(); !b.negative() {
+		after = fixed{}
+	} else if debt.less(after) {
+		after = debt
+	}
+	restore := mul(uint64(r.tokens), lim.den)
+	if restore.ule(after) || !peak.less(lim.capB) {
+		return
+	}
+	restore = restore.sub(after)
+	if room := lim.capB.sub(peak); room.less(restore) {
+		restore = room
+	}
+	if lim.capB.sub(b).ule(restore) {
+		b = lim.capB
+	} else {
+		b = b.add(restore)
+	}
+	lim.tokens = b
+	lim.setLast(ts)
 }

@@ -1,0 +1,248 @@
+package rate
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	xrate "golang.org/x/time/rate"
+)
+
+// Cancelling a reservation made before the limit was raised, on explicit
+// times. x/time/rate gives back the reservation's tokens less those
+// reserved after it counted at its old rate, which after the raise counts
+// too few (a later reservation at the new rate acts before it), and on top
+// of a balance that the faster refill may already have brought up to the
+// burst: either lets more than the burst act at once. Each case drains a
+// bucket at t0, reserves R behind it, raises the limit at t0, and then:
+func TestCancelAfterLimitChange(t *testing.T) {
+	t0 := time.Now()
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	type setup struct {
+		lim *Limiter
+		x   *xrate.Limiter
+		r   *Reservation
+		xr  *xrate.Reservation
+	}
+	for _, tc := range []struct {
+		name          string
+		limit, raised Limit
+		burst         int
+		run           func(t *testing.T, s setup)
+	}{
+		{
+			// 1/s, burst 3, R of 3 (acts at 3 s), raised to 10/s: W of 3
+			// acts at +600 ms, behind R's debt. Cancelling R must keep
+			// W's place: W2 acts a burst's refill (300 ms) after W, not
+			// with it (x/time/rate: 360 ms, 240 ms before W).
+			"later reservation keeps its place", 1, 10, 3, func(t *testing.T, s setup) {
+				lim, x := s.lim, s.x
+				w, xw := lim.ReserveN(t0, 3), x.ReserveN(t0, 3)
+				require.Equal(t, 600*time.Millisecond, w.DelayFrom(t0))
+				require.Equal(t, 600*time.Millisecond, xw.DelayFrom(t0))
+				s.r.CancelAt(t0)
+				s.xr.CancelAt(t0)
+				w2, xw2 := lim.ReserveN(t0, 3), x.ReserveN(t0, 3)
+				require.Equal(t, 900*time.Millisecond, w2.DelayFrom(t0))
+				require.Equal(t, 360*time.Millisecond, xw2.DelayFrom(t0), "x/time/rate's behaviour changed")
+			},
+		},
+		{
+			// 10/s, burst 10, R of 10, raised to 1000/s: full again by
+			// +20 ms; 10 taken at +50 ms; R cancelled: a limiter without
+			// R would hold nothing, so nothing comes back.
+			"refilled to the burst", 10, 1000, 10, func(t *testing.T, s setup) {
+				lim, x := s.lim, s.x
+				require.True(t, lim.AllowN(ms(50), 10))
+				require.True(t, x.AllowN(ms(50), 10))
+				s.r.CancelAt(ms(50))
+				s.xr.CancelAt(ms(50))
+				require.False(t, lim.AllowN(ms(50), 1), "20 tokens at one instant, burst 10")
+				require.True(t, x.AllowN(ms(50), 10), "x/time/rate's behaviour changed")
+			},
+		},
+		{
+			// 10/s, burst 10, R of 10, raised to 1000/s: 9 tokens by
+			// +19 ms (the burst never reached), 5 taken, R cancelled. A
+			// limiter without R was full from +10 ms, its cap discarding
+			// 9 tokens: it holds 5 at +19 ms, and so must this one (giving
+			// back R's tokens less those taken since would make it 9).
+			"refill a limiter without it would have lost", 10, 1000, 10, func(t *testing.T, s setup) {
+				lim, x := s.lim, s.x
+				require.True(t, lim.AllowN(ms(19), 5))
+				require.True(t, x.AllowN(ms(19), 5))
+				s.r.CancelAt(ms(19))
+				s.xr.CancelAt(ms(19))
+				require.Equal(t, 5.0, lim.TokensAt(ms(19)))
+				require.InDelta(t, 10.0, x.TokensAt(ms(19)), 1e-9, "x/time/rate's behaviour changed")
+			},
+		},
+		{
+			// A later reservation that has acted by the cancel: nothing
+			// waits behind R, so R's tokens come back up to where a
+			// limiter without R would be (its balance peaked at 1 since
+			// the raise: 9 of R's 10).
+			"nothing waits behind it", 10, 1000, 10, func(t *testing.T, s setup) {
+				lim := s.lim
+				require.Zero(t, lim.ReserveN(ms(11), 1).DelayFrom(ms(11)))
+				s.r.CancelAt(ms(12))
+				// Without R: 0 at t0, full (10) by +10 ms, 1 taken at
+				// +11 ms, full again by +12 ms.
+				require.Equal(t, 10.0, lim.TokensAt(ms(12)))
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lim, x := NewLimiter(tc.limit, tc.burst), xrate.NewLimiter(xrate.Limit(tc.limit), tc.burst)
+			require.True(t, lim.AllowN(t0, tc.burst))
+			require.True(t, x.AllowN(t0, tc.burst))
+			s := setup{lim: lim, x: x, r: lim.ReserveN(t0, tc.burst), xr: x.ReserveN(t0, tc.burst)}
+			lim.SetLimitAt(t0, tc.raised)
+			x.SetLimitAt(t0, xrate.Limit(tc.raised))
+			tc.run(t, s)
+		})
+	}
+}
+
+// TestCancelWindowsModel interleaves every operation that changes the
+// state (Allow, Reserve, Cancel, SetLimit, SetBurst) on explicit times
+// whose readings may be up to 5 ms stale (the limiter's time never goes
+// back), records each admission at the time its holder acts (a reservation
+// cancelled before then never acts), and checks every window [a, b]: at
+// most the highest burst plus the integral of the limit in force over it,
+// plus one token. Reservations still waiting when the limit or burst
+// changes are left out, as SetLimitAt allows them to break the new one.
+// The three modes add the changes one at a time. (Before Cancel had its
+// rule for changes, seed 29 of the last mode broke the bound.)
+func TestCancelWindowsModel(t *testing.T) {
+	type admission struct {
+		at   int64
+		n    int
+		live bool
+	}
+	type change struct {
+		at   int64
+		rate float64
+	}
+	rates := []Limit{1, 10, 100, 1000}
+	bursts := []int{1, 3, 10}
+	steps := []int64{0, 0, 1, 1e3, 1e6, 1e7, 1e8, 1e9}
+	run := func(seed uint64, limits, burstsToo bool) (float64, string) {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		r0, b0 := rates[rng.IntN(len(rates))], bursts[rng.IntN(len(bursts))]
+		lim := NewLimiter(r0, b0)
+		clock, maxBurst := int64(1e9), b0
+		changes := []change{{0, float64(r0)}}
+		var adms []admission
+		type held struct {
+			r   *Reservation
+			i   int
+			act int64
+		}
+		var rs []held
+		var log []string
+		for range 40 {
+			clock += steps[rng.IntN(len(steps))]
+			reading := clock - rng.Int64N(5e6+1)
+			lim.mu.Lock()
+			ts := lim.now(reading)
+			var op string
+			switch k := rng.IntN(10); {
+			case k <= 2:
+				ok := lim.allow1(ts)
+				if ok {
+					adms = append(adms, admission{ts, 1, true})
+				}
+				op = fmt.Sprintf("Allow@%d=%v", ts, ok)
+			case k <= 5:
+				n := 1 + rng.IntN(3)
+				r, wait := lim.reservation(ts, n, InfDuration)
+				if r.ok && wait != int64(InfDuration) {
+					adms = append(adms, admission{ts + wait, n, true})
+					rs = append(rs, held{&r, len(adms) - 1, ts + wait})
+				}
+				op = fmt.Sprintf("Reserve(%d)@%d ok=%v act=%d", n, ts, r.ok, ts+wait)
+			case k <= 7:
+				if len(rs) == 0 {
+					break
+				}
+				h := rs[rng.IntN(len(rs))]
+				lim.mu.Unlock()
+				h.r.cancel(time.Time{}, reading, true)
+				lim.mu.Lock()
+				if ts <= h.act {
+					adms[h.i].live = false
+				}
+				op = fmt.Sprintf("Cancel(act=%d)@%d", h.act, ts)
+			case k == 8 && limits:
+				l := rates[rng.IntN(len(rates))]
+				lim.setLimit(ts, l)
+				changes = append(changes, change{ts, float64(l)})
+				for _, h := range rs {
+					if h.act > ts {
+						adms[h.i].live = false
+					}
+				}
+				op = fmt.Sprintf("SetLimit(%v)@%d", l, ts)
+			case k == 9 && burstsToo:
+				b := bursts[rng.IntN(len(bursts))]
+				lim.setBurst(ts, b)
+				maxBurst = max(maxBurst, b)
+				for _, h := range rs {
+					if h.act > ts {
+						adms[h.i].live = false
+					}
+				}
+				op = fmt.Sprintf("SetBurst(%d)@%d", b, ts)
+			}
+			lim.mu.Unlock()
+			log = append(log, op)
+		}
+		// refill is the integral of the limit in force over [a, b], in tokens.
+		refill := func(a, b int64) float64 {
+			sum := 0.0
+			for i, c := range changes {
+				end := int64(1 << 62)
+				if i+1 < len(changes) {
+					end = changes[i+1].at
+				}
+				if lo, hi := max(a, c.at), min(b, end); hi > lo {
+					sum += c.rate * float64(hi-lo) / 1e9
+				}
+			}
+			return sum
+		}
+		var live []admission
+		for _, a := range adms {
+			if a.live {
+				live = append(live, a)
+			}
+		}
+		slices.SortFunc(live, func(x, y admission) int { return int(x.at - y.at) })
+		worst, where := 0.0, ""
+		for i := range live {
+			sum := 0
+			for j := i; j < len(live); j++ {
+				sum += live[j].n
+				if e := float64(sum) - float64(maxBurst) - refill(live[i].at, live[j].at) - 1; e > worst {
+					worst = e
+					where = fmt.Sprintf("%d tokens in [%d, %d]; ops: %v", sum, live[i].at, live[j].at, log)
+				}
+			}
+		}
+		return worst, where
+	}
+	for _, mode := range []struct {
+		name            string
+		limits, bursts2 bool
+	}{{"fixed", false, false}, {"SetBurst", false, true}, {"SetLimit and SetBurst", true, true}} {
+		for seed := range uint64(5000) {
+			if e, where := run(seed, mode.limits, mode.bursts2); e > 0 {
+				t.Fatalf("%s, seed %d: %.3f tokens over the bound: %s", mode.name, seed, e, where)
+			}
+		}
+	}
+}
