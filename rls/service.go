@@ -111,10 +111,15 @@ func (s *Service) Config() *config.Config { return s.cfg.Load() }
 // request may carry; more is InvalidArgument. Envoy sends one descriptor
 // per rate limit action that applies to a request, so a real configuration
 // stays far below it; the bound keeps one request from making the store
-// decide thousands of buckets in one step (one Redis script, say). The
-// descriptors themselves are bounded only by the gRPC message size (4 MiB
-// by default).
+// decide thousands of buckets in one step (one Redis script, say).
 const MaxLimited = 256
+
+// MaxDescriptors is the most descriptors, limited or not, a request may
+// carry; more is InvalidArgument. A descriptor costs the service a few
+// hundred bytes while it decides (its plan and its status in the
+// response), so without a bound a 4 MiB request of a million empty
+// descriptors would cost hundreds of MiB.
+const MaxDescriptors = 4096
 
 // plan is one descriptor's part of a decision.
 type plan struct {
@@ -139,6 +144,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	ds := req.GetDescriptors()
 	if len(ds) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	if len(ds) > MaxDescriptors {
+		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors: more than %d", len(ds), MaxDescriptors)
 	}
 	for i, d := range ds {
 		if d.GetIsNegativeHits() {

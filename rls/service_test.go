@@ -49,6 +49,25 @@ func TestMaxLimited(t *testing.T) {
 	require.Equal(t, uint32(3), resp.Statuses[0].LimitRemaining, "the refused request took nothing")
 }
 
+// TestMaxDescriptors: a request may carry MaxDescriptors descriptors,
+// limited or not; one more is InvalidArgument before anything is decided
+// (a million empty descriptors, 2 MiB on the wire, cost hundreds of MiB
+// to decide before the bound).
+func TestMaxDescriptors(t *testing.T) {
+	svc := newService(t, "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 5}\n", rls.Options{})
+	ds := []*common.RateLimitDescriptor{entry("user", "u")}
+	for len(ds) < rls.MaxDescriptors {
+		ds = append(ds, &common.RateLimitDescriptor{})
+	}
+	resp, err := svc.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "d", Descriptors: ds})
+	require.NoError(t, err)
+	require.Equal(t, uint32(4), resp.Statuses[0].LimitRemaining)
+	ds = append(ds, &common.RateLimitDescriptor{})
+	_, err = svc.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "d", Descriptors: ds})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	require.Equal(t, uint32(3), ask(t, svc, "d", entry("user", "u")).Statuses[0].LimitRemaining, "the refused request took nothing")
+}
+
 // newService returns a Service on a memory store with yaml as its
 // configuration (one file).
 func newService(t *testing.T, yaml string, opts rls.Options) *rls.Service {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,9 +24,67 @@ import (
 // "..2026_12_01_..." directory, a "..data" link to it, and one link per
 // file into "..data"; reading the timestamped copy too would load every
 // file twice (envoyproxy/ratelimit needs RUNTIME_IGNOREDOTFILES=true
-// there). Kubernetes swaps "..data" atomically, so a poll sees either the
-// old files or the new ones.
+// there). Kubernetes swaps "..data" atomically, but each file is read
+// through its own link, so a swap between two reads would mix the old
+// files with the new: ReadDir reads the targets of every "..data" link
+// before and after reading the files, and reads again if any changed, so
+// that it returns the old files or the new ones, never a mix (an error if
+// they changed during each of readTries reads).
 func ReadDir(dir string, ignoreDotFiles bool) ([]File, error) {
+	for range readTries {
+		before, err := dataLinks(dir)
+		if err != nil {
+			return nil, err
+		}
+		files, rerr := readFiles(dir, ignoreDotFiles)
+		after, err := dataLinks(dir)
+		if err != nil {
+			return nil, err
+		}
+		if maps.Equal(before, after) {
+			return files, rerr
+		}
+	}
+	return nil, fmt.Errorf("config: a ..data link under %s changed during each of %d reads", dir, readTries)
+}
+
+// readTries bounds ReadDir's reads of a directory whose ..data links keep
+// changing.
+const readTries = 10
+
+// testHookRead, if set (by tests), is called after each file readFiles
+// reads.
+var testHookRead func(path string)
+
+// dataLinks returns the target of every "..data" link under dir, by path,
+// in the directories ReadDir reads.
+func dataLinks(dir string) (map[string]string, error) {
+	links := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path == dir {
+			return nil
+		}
+		if d.Name() == "..data" && d.Type()&fs.ModeSymlink != 0 {
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			links[path] = target
+			return nil
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), "..") {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return links, err
+}
+
+// readFiles is ReadDir's reading walk.
+func readFiles(dir string, ignoreDotFiles bool) ([]File, error) {
 	var files []File
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -46,6 +106,9 @@ func ReadDir(dir string, ignoreDotFiles bool) ([]File, error) {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
+		}
+		if testHookRead != nil {
+			testHookRead(path)
 		}
 		rel, _ := filepath.Rel(dir, path)
 		files = append(files, File{Name: rel, Content: b})

@@ -50,3 +50,39 @@ func TestReadDirConfigMap(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, c.HasDomain("c"))
 }
+
+// TestReadDirConfigMapSwap: Kubernetes swaps a ConfigMap's "..data" link
+// to a new timestamped directory between two of ReadDir's file reads.
+// ReadDir returns the new files, both of them, never the old first file
+// with the new second one.
+func TestReadDirConfigMapSwap(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []string{"..v1", "..v2"} {
+		require.NoError(t, os.Mkdir(filepath.Join(dir, v), 0o755))
+		for _, f := range []string{"a.yaml", "b.yaml"} {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, v, f), []byte(v), 0o644))
+		}
+	}
+	require.NoError(t, os.Symlink("..v1", filepath.Join(dir, "..data")))
+	for _, f := range []string{"a.yaml", "b.yaml"} {
+		require.NoError(t, os.Symlink(filepath.Join("..data", f), filepath.Join(dir, f)))
+	}
+	swapped := false
+	config.SetTestHookRead(func(string) {
+		if swapped {
+			return
+		}
+		swapped = true
+		// As kubelet does: a new link, renamed over the old one.
+		require.NoError(t, os.Symlink("..v2", filepath.Join(dir, "..data_tmp")))
+		require.NoError(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+	})
+	defer config.SetTestHookRead(nil)
+	files, err := config.ReadDir(dir, false)
+	require.NoError(t, err)
+	require.True(t, swapped)
+	require.Len(t, files, 2)
+	for _, f := range files {
+		require.Equal(t, "..v2", string(f.Content), f.Name)
+	}
+}

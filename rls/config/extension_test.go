@@ -124,3 +124,35 @@ descriptors:
 	require.False(t, r.Debt)
 	require.Equal(t, int64(4294967295), r.Capacity())
 }
+
+// TestShareThresholdKeyWildcard: share_threshold on a wildcard key with no
+// value shares one window among the values of each key that matches it, as
+// envoyproxy/ratelimit keys it by the pattern; a value's own wildcard is
+// shared as before.
+func TestShareThresholdKeyWildcard(t *testing.T) {
+	c, err := loadString(`
+domain: d
+descriptors:
+  - key: foo*
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: path
+    value: files/*
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 2}
+`)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		key, value string
+		shared     []string
+	}{
+		{"foobar", "v1", []string{"foo*"}},
+		{"foobar", "v2", []string{"foo*"}},
+		{"foo", "", []string{"foo*"}},
+		{"path", "files/a", []string{"files/*"}},
+	} {
+		r, shared := c.Lookup("d", desc(tc.key, tc.value))
+		require.NotNil(t, r, "%s=%s", tc.key, tc.value)
+		require.Equal(t, tc.shared, shared, "%s=%s", tc.key, tc.value)
+	}
+}

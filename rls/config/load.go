@@ -172,7 +172,13 @@ func (n *node) load(file, parent string, ds []yamlDescriptor) error {
 		}
 		child := &node{children: map[string]*node{}, rule: rule}
 		if yd.ShareThreshold {
+			// What the matched values share: the wildcard value, or the
+			// wildcard key itself when there is no value ("foo*"), as
+			// envoyproxy/ratelimit keys its shared window by the pattern.
 			child.shared = yd.Value
+			if child.shared == "" {
+				child.shared = k
+			}
 		}
 		if err := child.load(file, path+".", yd.Descriptors); err != nil {
 			return err
@@ -257,20 +263,19 @@ func (c *Config) Lookup(domain string, entries []*common.RateLimitDescriptor_Ent
 	return rule, shared
 }
 
-// Dump returns every rule, one line each, in order of key:
-// "key: unit=MINUTE requests_per_unit=60, shadow_mode: false" as
-// envoyproxy/ratelimit's /rlconfig prints it, with ", burst: n" and
-// ", debt: true" where set, and "key: unlimited" for an unlimited rule.
+// Dump returns every rule, one line each, in order of key, as
+// envoyproxy/ratelimit's /rlconfig prints it: "key: unit=MINUTE
+// requests_per_unit=60, shadow_mode: false, quota_mode: false" (an
+// unlimited rule with the unit and count it was written with, UNKNOWN and
+// 0 if none, as there), then this service's extensions where set:
+// ", burst: n" and ", debt: true".
 func (c *Config) Dump() string {
 	rs := c.Rules()
 	sort.Slice(rs, func(i, j int) bool { return rs[i].Key < rs[j].Key })
 	var b strings.Builder
 	for _, r := range rs {
-		if r.Unlimited {
-			fmt.Fprintf(&b, "%s: unlimited\n", r.Key)
-			continue
-		}
-		fmt.Fprintf(&b, "%s: unit=%s requests_per_unit=%d, shadow_mode: %t", r.Key, r.Unit, r.RequestsPerUnit, r.ShadowMode)
+		// quota_mode: true is refused at load.
+		fmt.Fprintf(&b, "%s: unit=%s requests_per_unit=%d, shadow_mode: %t, quota_mode: false", r.Key, r.Unit, r.RequestsPerUnit, r.ShadowMode)
 		if r.Burst != 0 {
 			fmt.Fprintf(&b, ", burst: %d", r.Burst)
 		}

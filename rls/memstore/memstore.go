@@ -56,7 +56,9 @@
 // bucket; 80 MiB and 64 KiB at the default bound), and, below its bound, at
 // most 2 × BucketBytes per bucket held (a table that has just doubled is
 // 2/5 full). (A shard passes its share only when one request brings more
-// new buckets to it than its share, all of them held at once.)
+// new buckets to it than its share, all of them held at once, which a
+// bound of 64 × rls.MaxLimited or more rules out; the shard's next new key
+// brings it back within its share.)
 //
 // A new key arriving at a full shard first drops full buckets found in a
 // short scan (the same as absent: nothing is lost); if none is full it

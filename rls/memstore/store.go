@@ -52,7 +52,10 @@ type Option func(*Store)
 func WithClock(c admit.Clock) Option { return func(s *Store) { s.clk = refill.NewClock(c) } }
 
 // WithMaxKeys bounds the number of buckets held; n below nShards is raised
-// to one per shard.
+// to one per shard. A request's own buckets are never evicted to make room
+// for its other descriptors, so below 64 × rls.MaxLimited a store may hold
+// up to one request's buckets more than n while that request is decided;
+// each shard's next new key brings it back within its share.
 func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = n } }
 
 // Store is the in-process rls.Store. It is safe for concurrent use; its zero
@@ -302,16 +305,24 @@ func (s *Store) store(c *cell, d int64, cells []cell, index map[digest]int, now 
 }
 
 // room makes space in a shard's table for one more bucket when it holds
-// its share: from where the last scan stopped, it inspects at least sweep
+// its share, repeating roomOnce until it holds less or nothing more can
+// go: a shard whose share is smaller than a request's buckets in it holds
+// more while that request is decided (its own buckets are never evicted
+// for its other descriptors), and comes back under its share at its next
+// new key. Called with the shard locked.
+func (s *Store) room(tb *table, cells []cell, index map[digest]int, now int64) {
+	for tb.n >= s.perShard && s.roomOnce(tb, cells, index, now) {
+	}
+}
+
+// roomOnce, from where the last scan stopped, inspects at least sweep
 // buckets that none of this request's cells is, drops those that are full
 // again (the same as absent, so nothing is lost), and if none was, evicts
 // the fullest one it inspected (the one whose loss forgives least; counted
 // by Evictions). It inspects more than sweep only while every one seen so
-// far belongs to the request. Called with the shard locked.
-func (s *Store) room(tb *table, cells []cell, index map[digest]int, now int64) {
-	if tb.n < s.perShard {
-		return
-	}
+// far belongs to the request. It reports whether it removed a bucket.
+// Called with the shard locked.
+func (s *Store) roomOnce(tb *table, cells []cell, index map[digest]int, now int64) bool {
 	var full [sweep]digest
 	nfull, seen := 0, 0
 	var victim digest
@@ -341,10 +352,11 @@ func (s *Store) room(tb *table, cells []cell, index map[digest]int, now int64) {
 	for _, k := range full[:nfull] {
 		tb.remove(tb.find(k))
 	}
-	if tb.n >= s.perShard && found {
+	if nfull == 0 && found {
 		tb.remove(tb.find(victim))
 		s.evictions.Add(1)
 	}
+	return nfull > 0 || found
 }
 
 // fuller reports whether debt d1 of capacity c1 is a smaller part of its

@@ -205,6 +205,44 @@ func TestMaxKeys(t *testing.T) {
 	require.Equal(t, evicted, s.Evictions(), "buckets full again are dropped, not evicted")
 }
 
+// TestMaxKeysWholeRequests sends requests of rls.MaxLimited new keys each:
+// a request's own buckets are never evicted for its other descriptors, so
+// a shard whose share is smaller than a request's buckets in it holds them
+// while the request is decided, and is brought back under its share by
+// its next new key. Below 64 × MaxLimited the store holds at most the
+// bound plus one request's buckets (it held twice the bound and stayed
+// there before); from 64 × MaxLimited on, at most the bound.
+func TestMaxKeysWholeRequests(t *testing.T) {
+	for _, maxKeys := range []int{256, 64 * rls.MaxLimited} {
+		s := memstore.New(memstore.WithClock(buckettest.NewFakeClock(0)), memstore.WithMaxKeys(maxKeys))
+		hits := make([]rls.Hit, rls.MaxLimited)
+		res := make([]rls.Result, rls.MaxLimited)
+		most := 0
+		for r := range max(20, 3*maxKeys/rls.MaxLimited) {
+			for i := range hits {
+				hits[i] = lim{100, 100, time.Hour}.hit(fmt.Sprintf("r%d-%d", r, i), 1)
+			}
+			_, err := s.Decide(ctx, hits, res)
+			require.NoError(t, err)
+			most = max(most, s.Len())
+		}
+		bound := maxKeys
+		if maxKeys < 64*rls.MaxLimited {
+			bound += rls.MaxLimited
+		}
+		require.LessOrEqual(t, most, bound, "MaxKeys %d", maxKeys)
+		require.Greater(t, s.Evictions(), int64(0))
+		// Single new keys, enough to reach every shard: back within the
+		// bound.
+		for i := range 64 * 16 {
+			_, err := s.Decide(ctx, hits[:1:1], res)
+			require.NoError(t, err)
+			hits[0] = lim{100, 100, time.Hour}.hit(fmt.Sprint("one-", i), 1)
+		}
+		require.LessOrEqual(t, s.Len(), maxKeys, "MaxKeys %d, after single keys", maxKeys)
+	}
+}
+
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) rls.Store { return memstore.New() })
 }

@@ -73,7 +73,8 @@ type Settings struct {
 	// fail with Unavailable and Envoy's failure_mode_deny decides.
 	RedisFailureModeAllow bool
 	// MemoryMaxKeys bounds the memory backend's buckets
-	// (MEMORY_MAX_KEYS, an admit-rls addition, default 1048576).
+	// (MEMORY_MAX_KEYS, an admit-rls addition, default 1048576, at least
+	// MinMemoryMaxKeys).
 	MemoryMaxKeys int
 
 	ShadowMode      bool   // SHADOW_MODE
@@ -254,8 +255,8 @@ func FromEnv(env []string) (*Settings, error) {
 	if s.GrpcMaxConnectionAge <= 0 || s.GrpcMaxConnectionAgeGrace < 0 {
 		bad("GRPC_MAX_CONNECTION_AGE=%v, GRPC_MAX_CONNECTION_AGE_GRACE=%v: want a positive age and a grace of 0 or more", s.GrpcMaxConnectionAge, s.GrpcMaxConnectionAgeGrace)
 	}
-	if s.MemoryMaxKeys < 1 {
-		bad("MEMORY_MAX_KEYS=%d is below 1", s.MemoryMaxKeys)
+	if s.MemoryMaxKeys < MinMemoryMaxKeys {
+		bad("MEMORY_MAX_KEYS=%d is below %d (64 shards, each holding a request's 256 limited descriptors)", s.MemoryMaxKeys, MinMemoryMaxKeys)
 	}
 	if s.LogFormat != "text" && s.LogFormat != "json" {
 		bad("LOG_FORMAT=%q: expected text or json", s.LogFormat)
@@ -562,3 +563,9 @@ func (r *reader) duration(k string, def time.Duration) time.Duration {
 	}
 	return d
 }
+
+// MinMemoryMaxKeys is the smallest MEMORY_MAX_KEYS: 64 shards × 256, the
+// most limited descriptors of a request (rls.MaxLimited). A request's own
+// buckets are never evicted for its other descriptors, so a shard's share
+// below that could hold more than its share while a request is decided.
+const MinMemoryMaxKeys = 64 * 256

@@ -51,12 +51,20 @@ func TestRefused(t *testing.T) {
 		"QUOTA_MODE=true", "REDIS_PERSECOND=true", "GRPC_SERVER_USE_TLS=true",
 		"BACKEND_TYPE=memcache", "REDIS_TYPE=SENTINEL", "PORT=x", "SHADOW_MODE=maybe", "REDIS_TIMEOUT=soon",
 		"LOG_FORMAT=yaml", "GRPC_MAX_CONNECTION_AGE=0s", "REDIS_URL=redis://h:1/x", "TRACING_ENABLED=true",
+		"MEMORY_MAX_KEYS=16383",
 	} {
 		_, err := settings.FromEnv([]string{kv})
 		require.Error(t, err, kv)
 		require.True(t, errors.Is(err, admit.ErrInvalidConfig), kv)
 		require.Contains(t, err.Error(), strings.SplitN(kv, "=", 2)[0], kv)
 	}
+}
+
+// TestMemoryMaxKeysFloor: 64 shards × 256 descriptors is the least bound.
+func TestMemoryMaxKeysFloor(t *testing.T) {
+	s, err := settings.FromEnv([]string{"MEMORY_MAX_KEYS=16384"})
+	require.NoError(t, err)
+	require.Equal(t, settings.MinMemoryMaxKeys, s.MemoryMaxKeys)
 }
 
 // TestAllRefusedAtOnce: every refused setting and bad value is named in one

@@ -103,9 +103,10 @@ func TestDebugListener(t *testing.T) {
 	p := startRLS(t, nil, map[string]string{"e2e.yaml": e2eConfig})
 	code, body := get(t, "http://"+p.addrs["debug"]+"/rlconfig")
 	require.Equal(t, http.StatusOK, code)
-	require.Contains(t, body, "e2e.user: unit=MINUTE requests_per_unit=3, shadow_mode: false\n")
-	require.Contains(t, body, "e2e.free: unlimited\n")
-	require.Contains(t, body, "e2e.tenant_acme.user: unit=HOUR requests_per_unit=60, shadow_mode: false, burst: 2\n")
+	// As envoyproxy/ratelimit prints them, the burst extension after.
+	require.Contains(t, body, "e2e.user: unit=MINUTE requests_per_unit=3, shadow_mode: false, quota_mode: false\n")
+	require.Contains(t, body, "e2e.free: unit=UNKNOWN requests_per_unit=0, shadow_mode: false, quota_mode: false\n")
+	require.Contains(t, body, "e2e.tenant_acme.user: unit=HOUR requests_per_unit=60, shadow_mode: false, quota_mode: false, burst: 2\n")
 	code, _ = get(t, "http://"+p.addrs["debug"]+"/debug/pprof/goroutine?debug=1")
 	require.Equal(t, http.StatusOK, code)
 	code, body = get(t, "http://"+p.addrs["debug"]+"/stats")
