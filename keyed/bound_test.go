@@ -463,3 +463,47 @@ func eachProcs(t *testing.T, f func(t *testing.T)) {
 		})
 	}
 }
+
+// TestMultiKeyForgottenNamesFreed: a key's Names move from the entry's
+// inline array to a heap array at the fourth; the inline array must not
+// keep the first three's parameters and Names alive once they are dropped
+// (full again, to make room for new Names at MaxNames), or a key holds
+// MaxNames Names and three forgotten ones, past its bytes bound (16,498
+// bytes a key against 15,856 before the array was cleared).
+func TestMultiKeyForgottenNamesFreed(t *testing.T) {
+	ctx := context.Background()
+	const keys = 256
+	l, clk := newFake(t, 1, 1, keyed.WithMaxKeys(keys))
+	lim := func(k, i int) admit.Limit {
+		rate := 1e-6 // never full again
+		if i < 3 {
+			rate = 1e9 // full 1 ns after its admission
+		}
+		return admit.Limit{Name: fmt.Sprintf("%0128d", k*1000+i), Capacity: int64(1000 + i), Rate: rate}
+	}
+	before := heapNow()
+	for k := range keys {
+		key := fmt.Sprintf("%064d", k)
+		for i := range keyed.MaxNames {
+			d, err := l.AllowLimits(ctx, key, 1, lim(k, i))
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+		}
+	}
+	clk.Advance(time.Second) // Names 0 to 2 of every key are full again
+	for k := range keys {
+		key := fmt.Sprintf("%064d", k)
+		for i := keyed.MaxNames; i < keyed.MaxNames+3; i++ {
+			d, err := l.AllowLimits(ctx, key, 1, lim(k, i))
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+		}
+		names := l.Names(key)
+		require.Len(t, names, keyed.MaxNames)
+		require.NotContains(t, names, lim(k, 0).Name)
+	}
+	grown := heapNow() - before
+	bound := int64(keys*(keyed.MaxBytesPerMultiKey+keyed.MaxBytesPerKey) + keyed.MaxBytesParamsCache)
+	require.LessOrEqual(t, grown, bound, "%d bytes a key", grown/keys)
+	runtime.KeepAlive(l)
+}

@@ -553,6 +553,12 @@ func (m *multiEntry) add(st limState) {
 	if len(m.lims) == cap(m.lims) {
 		a := make([]limState, len(m.lims), min(2*cap(m.lims), MaxNames))
 		copy(a, m.lims)
+		if cap(m.lims) == inlineLimits {
+			// The states left the inline array: cleared, so that it
+			// keeps no params or Name alive after their Name is dropped
+			// (the key's bytes bound counts MaxNames states, not more).
+			clear(m.inl[:])
+		}
 		m.lims = a
 	}
 	m.lims = append(m.lims, st)

@@ -3,6 +3,7 @@ package redisbucket
 import (
 	"context"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,7 @@ func newBatcher(n int64, age time.Duration) *batcher {
 func (b *batcher) get(key string) *lease {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	key = keyForm(key) // the table holds at most maxLeases keys of at most 65 bytes
 	if e, ok := b.leases[key]; ok {
 		return e
 	}
@@ -91,7 +93,9 @@ func (b *batcher) get(key string) *lease {
 		}
 	}
 	e := &lease{}
-	b.leases[key] = e
+	// A copy: the caller's string may be a slice of a much larger one
+	// (a request's buffer), which the table would otherwise keep alive.
+	b.leases[strings.Clone(key)] = e
 	return e
 }
 

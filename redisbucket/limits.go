@@ -99,6 +99,9 @@ func newLimitSet(limits []admit.Limit, perCall bool) (*limitSet, error) {
 		return nil, err
 	}
 	s := &limitSet{limits: append([]admit.Limit(nil), limits...), perCall: perCall}
+	for i := range s.limits {
+		s.limits[i].Name = strings.Clone(s.limits[i].Name) // see setCache.set
+	}
 	strict := "1"
 	if perCall {
 		strict = "0"
@@ -148,6 +151,11 @@ func (c *setCache) set(limits []admit.Limit) (*limitSet, error) {
 	cacheable := len(limits) <= len(k.l)
 	if cacheable {
 		k.n = copy(k.l[:], limits)
+		for i := range k.n {
+			// Copies: a caller's Name may be a slice of a much larger
+			// string, which the cache would otherwise keep alive.
+			k.l[i].Name = strings.Clone(k.l[i].Name)
+		}
 		for _, lim := range limits {
 			if lim.Rate != lim.Rate { // NaN: never equal to itself
 				cacheable = false

@@ -11,7 +11,8 @@
 // and sets PEXPIRE to the moment the bucket would be full again, so Redis
 // holds only keys that are not full; an absent key is a full bucket, which is
 // what makes the expiry exact. Client clocks never enter the arithmetic.
-// Key k is stored as prefix|k (the prefix may not hold '|'). Its value holds
+// Key k is stored as prefix|k (the prefix may not hold '|'; a k longer than
+// MaxKeyBytes as prefix|~ and its SHA-256 in hex). Its value holds
 // one record per limit Name the key is not full under, and each record
 // carries its limit's parameters, so a call that brings other ones for a
 // Name never misreads it (see Several limits). Each decision touches one
@@ -129,6 +130,8 @@ package redisbucket
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"strconv"
@@ -281,9 +284,29 @@ const (
 )
 
 // rkey is key's name in Redis: the prefix, which cannot hold the separator,
-// then the separator, then the key, so that no two (prefix, key) pairs
-// share a name.
-func (l *Limiter) rkey(key string) string { return l.prefix + Separator + key }
+// then the separator, then the key's form (keyForm), so that no two
+// (prefix, key) pairs share a name.
+func (l *Limiter) rkey(key string) string { return l.prefix + Separator + keyForm(key) }
+
+// MaxKeyBytes is the longest key held in Redis, and in WithBatch's lease
+// table, as its own bytes. A longer key (a client may send a megabyte in a
+// header) is held as "~" and the 64 hex digits of its SHA-256, 65 bytes,
+// so that a key costs at most 65 bytes of key name, whatever the caller
+// passes. A key of up to 64 bytes never has that length, so no short key
+// names a long key's bucket; two long keys share one only if their
+// SHA-256 sums are equal. The sum has no secret, since every replica must
+// name a key's bucket alike.
+const MaxKeyBytes = 64
+
+// keyForm returns key itself if it has at most MaxKeyBytes bytes, else its
+// digest form.
+func keyForm(key string) string {
+	if len(key) <= MaxKeyBytes {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "~" + hex.EncodeToString(sum[:])
+}
 
 // remote runs the script, taking want tokens when at least n are there, and
 // returns the decision and the tokens taken. The caller waits until ctx ends
