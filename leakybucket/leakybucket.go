@@ -1,6 +1,7 @@
 // Package leakybucket implements the leaky bucket as a queue: requests
-// leave through an outlet exactly 1/rate apart, never in a burst, and at
-// most a bounded queue of callers may wait for the outlet.
+// leave through an outlet 1/rate apart (to the clock's rounding, below),
+// never in a burst, and at most a bounded queue of callers may wait for the
+// outlet.
 //
 // The bucket stores one int64, free: the point on the rate's stream
 // (internal/refill's integer units, exact for fractional rates) at which
@@ -27,9 +28,12 @@
 // above the capacity is rejected (TryAcquireN false, AcquireN
 // admit.ErrUnsatisfiable).
 //
-// The declared bound: in any span T at most ⌊rate × T⌋ + n admitted, n the
-// largest request (⌊rate × T⌋ + 1 for single units), against a token bucket's
-// capacity + rate × T.
+// The declared bound: in any span T at most ⌊rate × T'⌋ + n admitted, T'
+// the span plus one unit of the rate's stream for rounding (a reading is
+// rounded down to the stream's units, so a slot may open up to one unit,
+// at most 1 ns, before the exact 1/rate: at 1/3 per second, admissions at
+// 4 ns and 3,000,000,003 ns), n the largest request (⌊rate × T'⌋ + 1 for
+// single units), against a token bucket's capacity + rate × T.
 //
 // # The leaky bucket as a meter is the token bucket
 //

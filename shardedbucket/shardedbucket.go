@@ -29,6 +29,20 @@
 // rate × elapsed. mutexbucket and casbucket instead treat a stale reading as
 // the latest one applied.
 //
+// A collapse (the bucket running dry, or AcquireN having to wait) sums the
+// shards at a reading it takes after freezing them all, so on a clock that
+// keeps admit.Clock's promise of monotonic readings every take applied
+// before it came at an earlier reading. A clock that steps back breaks
+// that (a test's fake clock set earlier than a reading a take applied):
+// the collapse then counts again, for each shard that was full at the
+// later reading, the refill between the two, which its cap had thrown
+// away. A review (2026-12-07) made a bucket of capacity 100 and rate 1/s
+// admit 150 at one instant so: 50 taken at 1000 s, then AcquireN(100) at a
+// reading of 900 s. mutexbucket, casbucket and gcra keep the bound on such
+// a clock. Keeping it here would take a latest-reading word per shard,
+// raised by a second CompareAndSwap on every admission; the real clock
+// never needs it.
+//
 // A caller starts at its home shard, picked from the processor (P) it runs
 // on, so that goroutines on different cores touch different cache lines and
 // an admission writes no shared word other than its own shard's. If the home
