@@ -230,17 +230,13 @@ func (m *exactModel) cancelChanged(r *exactReservation, t time.Time) {
 		return
 	}
 	after := new(big.Rat).SetInt64(int64(min(m.seq-r.seq-k, uint64(r.tokens))))
-	if debt := new(big.Rat).Neg(tok); tok.Sign() >= 0 {
-		after.SetInt64(0)
-	} else if debt.Cmp(after) < 0 {
-		after = debt
-	}
 	burst := new(big.Rat).SetInt64(burstCap(m.burst))
 	restore := new(big.Rat).Sub(new(big.Rat).SetInt64(int64(r.tokens)), after)
-	if restore.Sign() <= 0 || peak.Cmp(burst) >= 0 {
+	room := new(big.Rat).Sub(new(big.Rat).Sub(burst, peak), after)
+	if restore.Sign() <= 0 || room.Sign() <= 0 {
 		return
 	}
-	if room := new(big.Rat).Sub(burst, peak); room.Cmp(restore) < 0 {
+	if room.Cmp(restore) < 0 {
 		restore = room
 	}
 	tok.Add(tok, restore)

@@ -65,11 +65,12 @@ func (r *Reservation) Cancel() { r.cancel(time.Time{}, nanotime(), true) }
 // counted at no longer tells the tokens reserved after it, and the bucket
 // may have refilled past what the reservation owed: it gives back its
 // tokens less every token reserved after it, and no more than would bring
-// the highest balance the limiter has had since it up to the burst (what a
-// limiter without the reservation would have had, capped at the burst);
-// a reservation older than the last four changes gives nothing back. So
-// a cancellation never lets the limiter admit more than the burst plus
-// the limit's refill over any span.
+// the highest balance the limiter has had since it, plus those tokens, up
+// to the burst; a reservation older than the last four changes gives
+// nothing back. So a cancellation never lets the limiter admit more than
+// the burst plus the limit's refill over any span, at the price of giving
+// back less than a limiter without the reservation would hold when later
+// reservations have already acted.
 func (r *Reservation) CancelAt(t time.Time) { r.cancel(t, 0, false) }
 
 // cancel is CancelAt at t or, if implicit, at the clock reading now.
@@ -163,11 +164,11 @@ func (r *Reservation) cancel(t time.Time, now int64, implicit bool) {
 // cancelChanged is cancel for a reservation made before a change of the
 // limit or burst, not yet acted on at ts. It requires lim.mu.
 //
-// It restores min(tokens − after, cap − peak): after, the tokens of the
-// reservations made since that still wait (at most every token reserved
-// since, which lim.seq counts with one per change, and at most the debt
-// now), so that those keep their times to act, as the rate-counted gap
-// keeps them while the limit holds; peak, an upper bound of the highest balance since
+// It restores min(tokens − after, cap − peak − after): after, every token
+// reserved since (lim.seq counts them, with one per change), so that the
+// reservations made since keep their times to act, as the rate-counted gap
+// keeps them while the limit holds, and act within the burst beside what
+// comes back; peak, an upper bound of the highest balance since
 // the reservation: zero or the highest since each change that came after
 // it, whichever is higher. (Between the reservation and the first of them
 // the rate was fixed, and a reservation whose time to act is still ahead
@@ -197,22 +198,22 @@ func (lim *Limiter) cancelChanged(r *Reservation, ts int64) {
 	if k == genRing && lim.changes > genRing {
 		return // perhaps older than the changes kept: nothing known to give back
 	}
-	// The tokens of reservations made since and still waiting: at most
-	// all reserved since, and at most the debt now (those made since the
-	// latest change, at its rate, wait exactly for it; those made before
-	// it may break the new limit anyway, as SetLimitAt says).
+	// Every token reserved since, whether its reservation still waits or
+	// has acted: behind this one's debt, a later reservation acts later
+	// than it would have without it, so even one that has acted may act
+	// close to what the restored tokens admit next; and after a raise a
+	// waiting reservation's tokens may have partly refilled, so the debt
+	// does not bound them either. (Giving back more where they have acted
+	// broke the window bound by fractions of a token in a model run.)
 	after := mul(min(lim.seq-r.seq-k, uint64(r.tokens)), lim.den) // more would restore nothing either
-	if debt := b.neg(); !b.negative() {
-		after = fixed{}
-	} else if debt.less(after) {
-		after = debt
-	}
+	// They act within the burst too: the room is what the peak leaves,
+	// less their tokens.
 	restore := mul(uint64(r.tokens), lim.den)
-	if restore.ule(after) || !peak.less(lim.capB) {
+	if restore.ule(after) || !peak.add(after).less(lim.capB) {
 		return
 	}
 	restore = restore.sub(after)
-	if room := lim.capB.sub(peak); room.less(restore) {
+	if room := lim.capB.sub(peak).sub(after); room.less(restore) {
 		restore = room
 	}
 	if lim.capB.sub(b).ule(restore) {

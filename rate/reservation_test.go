@@ -68,30 +68,44 @@ func TestCancelAfterLimitChange(t *testing.T) {
 			// 10/s, burst 10, R of 10, raised to 1000/s: 9 tokens by
 			// +19 ms (the burst never reached), 5 taken, R cancelled. A
 			// limiter without R was full from +10 ms, its cap discarding
-			// 9 tokens: it holds 5 at +19 ms, and so must this one (giving
-			// back R's tokens less those taken since would make it 9).
+			// 9 tokens: it holds 5 at +19 ms. Giving back R's tokens less
+			// those taken since would make it 9; with the peak's room
+			// (10 − 9) less the 5 taken since, nothing comes back: 4.
 			"refill a limiter without it would have lost", 10, 1000, 10, func(t *testing.T, s setup) {
 				lim, x := s.lim, s.x
 				require.True(t, lim.AllowN(ms(19), 5))
 				require.True(t, x.AllowN(ms(19), 5))
 				s.r.CancelAt(ms(19))
 				s.xr.CancelAt(ms(19))
-				require.Equal(t, 5.0, lim.TokensAt(ms(19)))
+				require.Equal(t, 4.0, lim.TokensAt(ms(19)))
 				require.InDelta(t, 10.0, x.TokensAt(ms(19)), 1e-9, "x/time/rate's behaviour changed")
 			},
 		},
 		{
-			// A later reservation that has acted by the cancel: nothing
-			// waits behind R, so R's tokens come back up to where a
-			// limiter without R would be (its balance peaked at 1 since
-			// the raise: 9 of R's 10).
-			"nothing waits behind it", 10, 1000, 10, func(t *testing.T, s setup) {
+			// 1/s, burst 10, R of 10 (acts at 10 s), raised to 1000/s: W
+			// of 10, made after the raise, acts at +20 ms behind R's
+			// debt. At +19 ms the debt is 1, but W still waits with all
+			// of its 10 tokens: cancelling R gives back nothing, or the
+			// burst would be spent twice over around W's time (18 tokens
+			// in [19 ms, 20 ms], with the debt taken as W's share).
+			"later reservation partly refilled", 1, 1000, 10, func(t *testing.T, s setup) {
+				w := s.lim.ReserveN(t0, 10)
+				require.Equal(t, 20*time.Millisecond, w.DelayFrom(t0))
+				s.r.CancelAt(ms(19))
+				require.False(t, s.lim.AllowN(ms(19), 1))
+			},
+		},
+		{
+			// A later reservation of 1 that has acted by the cancel: R's
+			// tokens come back less that one, within the room its balance
+			// left since the raise (a peak of 1, and the 1 reserved): 8,
+			// where a limiter without R would hold 10.
+			"a later reservation has acted", 10, 1000, 10, func(t *testing.T, s setup) {
 				lim := s.lim
 				require.Zero(t, lim.ReserveN(ms(11), 1).DelayFrom(ms(11)))
 				s.r.CancelAt(ms(12))
-				// Without R: 0 at t0, full (10) by +10 ms, 1 taken at
-				// +11 ms, full again by +12 ms.
-				require.Equal(t, 10.0, lim.TokensAt(ms(12)))
+				// 1 refilled by +12 ms, and 8 back.
+				require.Equal(t, 9.0, lim.TokensAt(ms(12)))
 			},
 		},
 	} {
@@ -112,8 +126,8 @@ func TestCancelAfterLimitChange(t *testing.T) {
 // whose readings may be up to 5 ms stale (the limiter's time never goes
 // back), records each admission at the time its holder acts (a reservation
 // cancelled before then never acts), and checks every window [a, b]: at
-// most the highest burst plus the integral of the limit in force over it,
-// plus one token. Reservations still waiting when the limit or burst
+// most the highest burst in force in it plus the integral of the limit in
+// force over it, plus one token. Reservations still waiting when the limit or burst
 // changes are left out, as SetLimitAt allows them to break the new one.
 // The three modes add the changes one at a time. (Before Cancel had its
 // rule for changes, seed 29 of the last mode broke the bound.)
@@ -124,18 +138,19 @@ func TestCancelWindowsModel(t *testing.T) {
 		live bool
 	}
 	type change struct {
-		at   int64
-		rate float64
+		at    int64
+		rate  float64
+		burst int
 	}
-	rates := []Limit{1, 10, 100, 1000}
-	bursts := []int{1, 3, 10}
+	rates := []Limit{0.5, 1, 10, 100, 1000}
+	bursts := []int{1, 2, 3, 5, 10}
 	steps := []int64{0, 0, 1, 1e3, 1e6, 1e7, 1e8, 1e9}
 	run := func(seed uint64, limits, burstsToo bool) (float64, string) {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		r0, b0 := rates[rng.IntN(len(rates))], bursts[rng.IntN(len(bursts))]
 		lim := NewLimiter(r0, b0)
-		clock, maxBurst := int64(1e9), b0
-		changes := []change{{0, float64(r0)}}
+		clock := int64(1e9)
+		changes := []change{{0, float64(r0), b0}}
 		var adms []admission
 		type held struct {
 			r   *Reservation
@@ -158,7 +173,7 @@ func TestCancelWindowsModel(t *testing.T) {
 				}
 				op = fmt.Sprintf("Allow@%d=%v", ts, ok)
 			case k <= 5:
-				n := 1 + rng.IntN(3)
+				n := 1 + rng.IntN(6)
 				r, wait := lim.reservation(ts, n, InfDuration)
 				if r.ok && wait != int64(InfDuration) {
 					adms = append(adms, admission{ts + wait, n, true})
@@ -180,7 +195,7 @@ func TestCancelWindowsModel(t *testing.T) {
 			case k == 8 && limits:
 				l := rates[rng.IntN(len(rates))]
 				lim.setLimit(ts, l)
-				changes = append(changes, change{ts, float64(l)})
+				changes = append(changes, change{ts, float64(l), changes[len(changes)-1].burst})
 				for _, h := range rs {
 					if h.act > ts {
 						adms[h.i].live = false
@@ -190,7 +205,7 @@ func TestCancelWindowsModel(t *testing.T) {
 			case k == 9 && burstsToo:
 				b := bursts[rng.IntN(len(bursts))]
 				lim.setBurst(ts, b)
-				maxBurst = max(maxBurst, b)
+				changes = append(changes, change{ts, changes[len(changes)-1].rate, b})
 				for _, h := range rs {
 					if h.act > ts {
 						adms[h.i].live = false
@@ -215,6 +230,22 @@ func TestCancelWindowsModel(t *testing.T) {
 			}
 			return sum
 		}
+		// burstIn is the highest burst in force in [a, b], one that
+		// ends at a included (a change at an admission's instant may
+		// follow it).
+		burstIn := func(a, b int64) int {
+			m := 0
+			for i, c := range changes {
+				end := int64(1 << 62)
+				if i+1 < len(changes) {
+					end = changes[i+1].at
+				}
+				if c.at <= b && end >= a {
+					m = max(m, c.burst)
+				}
+			}
+			return m
+		}
 		var live []admission
 		for _, a := range adms {
 			if a.live {
@@ -227,7 +258,7 @@ func TestCancelWindowsModel(t *testing.T) {
 			sum := 0
 			for j := i; j < len(live); j++ {
 				sum += live[j].n
-				if e := float64(sum) - float64(maxBurst) - refill(live[i].at, live[j].at) - 1; e > worst {
+				if e := float64(sum) - float64(burstIn(live[i].at, live[j].at)) - refill(live[i].at, live[j].at) - 1; e > worst {
 					worst = e
 					where = fmt.Sprintf("%d tokens in [%d, %d]; ops: %v", sum, live[i].at, live[j].at, log)
 				}
@@ -245,4 +276,22 @@ func TestCancelWindowsModel(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCancelAfterBurstLowered: 1/s, burst 10, drained, R of 10 (acts at
+// 10 s); the burst lowered to 2; W of 2 acts at 12 s. Cancelling R must
+// leave W's tokens their room in the burst: X of 2 acts at 14 s, not with
+// W (4 tokens at one instant on a burst of 2).
+func TestCancelAfterBurstLowered(t *testing.T) {
+	t0 := time.Now()
+	lim := NewLimiter(1, 10)
+	require.True(t, lim.AllowN(t0, 10))
+	r := lim.ReserveN(t0, 10)
+	lim.SetBurstAt(t0, 2)
+	w := lim.ReserveN(t0, 2)
+	require.Equal(t, 12*time.Second, w.DelayFrom(t0))
+	r.CancelAt(t0)
+	x := lim.ReserveN(t0, 2)
+	require.True(t, x.OK())
+	require.Equal(t, 14*time.Second, x.DelayFrom(t0))
 }
