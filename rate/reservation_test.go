@@ -130,7 +130,8 @@ func TestCancelAfterLimitChange(t *testing.T) {
 // force over it, plus one token. Reservations still waiting when the limit or burst
 // changes are left out, as SetLimitAt allows them to break the new one.
 // The three modes add the changes one at a time. (Before Cancel had its
-// rule for changes, seed 29 of the last mode broke the bound.)
+// rule for changes, seed 394 of the last mode broke the bound by 3.8
+// tokens.)
 func TestCancelWindowsModel(t *testing.T) {
 	type admission struct {
 		at   int64
