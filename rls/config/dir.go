@@ -29,23 +29,34 @@ import (
 // files with the new: ReadDir reads the targets of every "..data" link
 // before and after reading the files, and reads again if any changed, so
 // that it returns the old files or the new ones, never a mix (an error if
-// they changed during each of readTries reads).
+// they changed during each of readTries reads). dir itself may be a link
+// (envoyproxy/ratelimit's RUNTIME_ROOT is /srv/runtime_data/current, whose
+// swap reloads): each read resolves it once and reads the directory it
+// names, and reads again if it names another one afterwards.
 func ReadDir(dir string, ignoreDotFiles bool) ([]File, error) {
 	for range readTries {
-		before, err := dataLinks(dir)
+		real, err := filepath.EvalSymlinks(dir)
 		if err != nil {
 			return nil, err
 		}
-		files, rerr := readFiles(dir, ignoreDotFiles)
-		after, err := dataLinks(dir)
+		before, err := dataLinks(real, ignoreDotFiles)
 		if err != nil {
 			return nil, err
 		}
-		if maps.Equal(before, after) {
+		files, rerr := readFiles(real, ignoreDotFiles)
+		after, err := dataLinks(real, ignoreDotFiles)
+		if err != nil {
+			return nil, err
+		}
+		again, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			return nil, err
+		}
+		if again == real && maps.Equal(before, after) {
 			return files, rerr
 		}
 	}
-	return nil, fmt.Errorf("config: a ..data link under %s changed during each of %d reads", dir, readTries)
+	return nil, fmt.Errorf("config: %s, or a ..data link under it, changed during each of %d reads", dir, readTries)
 }
 
 // readTries bounds ReadDir's reads of a directory whose ..data links keep
@@ -57,8 +68,8 @@ const readTries = 10
 var testHookRead func(path string)
 
 // dataLinks returns the target of every "..data" link under dir, by path,
-// in the directories ReadDir reads.
-func dataLinks(dir string) (map[string]string, error) {
+// in the directories readFiles reads.
+func dataLinks(dir string, ignoreDotFiles bool) (map[string]string, error) {
 	links := map[string]string{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -75,8 +86,8 @@ func dataLinks(dir string) (map[string]string, error) {
 			links[path] = target
 			return nil
 		}
-		if d.IsDir() && strings.HasPrefix(d.Name(), "..") {
-			return filepath.SkipDir
+		if d.IsDir() && (strings.HasPrefix(d.Name(), "..") || ignoreDotFiles && strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir // as readFiles skips it
 		}
 		return nil
 	})

@@ -86,3 +86,64 @@ func TestReadDirConfigMapSwap(t *testing.T) {
 		require.Equal(t, "..v2", string(f.Content), f.Name)
 	}
 }
+
+// TestReadDirLinkedRoot: the directory may itself be a link, as
+// envoyproxy/ratelimit's RUNTIME_ROOT (/srv/runtime_data/current) is, and a
+// swap of that link reloads. ReadDir reads through it (it returned no file
+// at all before), and a swap between two of its file reads gives the files
+// of one version, never a mix.
+func TestReadDirLinkedRoot(t *testing.T) {
+	root := t.TempDir()
+	for _, v := range []string{"v1", "v2"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, v, "config"), 0o755))
+		for _, f := range []string{"a.yaml", "b.yaml"} {
+			require.NoError(t, os.WriteFile(filepath.Join(root, v, "config", f), []byte(v), 0o644))
+		}
+	}
+	current := filepath.Join(root, "current")
+	require.NoError(t, os.Symlink("v1", current))
+	swapped := false
+	config.SetTestHookRead(func(string) {
+		if !swapped {
+			swapped = true
+			require.NoError(t, os.Symlink("v2", filepath.Join(root, "next")))
+			require.NoError(t, os.Rename(filepath.Join(root, "next"), current))
+		}
+	})
+	defer config.SetTestHookRead(nil)
+	files, err := config.ReadDir(filepath.Join(current, "config"), false)
+	require.NoError(t, err)
+	require.True(t, swapped)
+	require.Len(t, files, 2)
+	require.Equal(t, "a.yaml", files[0].Name)
+	require.Equal(t, string(files[0].Content), string(files[1].Content), "one version")
+
+	files, err = config.ReadDir(current, false)
+	require.NoError(t, err)
+	require.Len(t, files, 2, "a directory that is a link is read through it")
+}
+
+// TestReadDirSkippedDotDirLinks: with dot files ignored, a "..data" link
+// in a dot directory (a git-sync checkout's, say) is none of ReadDir's
+// concern: its changes do not make ReadDir read again, nor fail it.
+func TestReadDirSkippedDotDirLinks(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("domain: a\n"), 0o644))
+	hidden := filepath.Join(dir, ".sync")
+	require.NoError(t, os.MkdirAll(filepath.Join(hidden, "x"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(hidden, "y"), 0o755))
+	require.NoError(t, os.Symlink("x", filepath.Join(hidden, "..data")))
+	n := 0
+	config.SetTestHookRead(func(string) {
+		// Every read swaps the hidden link.
+		n++
+		target := []string{"x", "y"}[n%2]
+		require.NoError(t, os.Symlink(target, filepath.Join(hidden, "..next")))
+		require.NoError(t, os.Rename(filepath.Join(hidden, "..next"), filepath.Join(hidden, "..data")))
+	})
+	defer config.SetTestHookRead(nil)
+	files, err := config.ReadDir(dir, true)
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	require.Equal(t, 1, n, "one read")
+}
