@@ -563,7 +563,7 @@ func (e *OverloadedError) Unwrap() error { return admit.ErrOverloaded }
 // Stats counts what a Limiter decided since New, and reports its state.
 type Stats struct {
 	Admitted  uint64 // permits handed out at once
-	Waited    uint64 // permits handed out after waiting in the backlog
+	Waited    uint64 // permits taken after waiting in the backlog (counted when the waiter takes it)
 	Shed      uint64 // calls refused with admit.ErrOverloaded (Displaced and TimedOut included)
 	Displaced uint64 // waiters shed to make room for a higher priority
 	TimedOut  uint64 // waiters shed after maxWait

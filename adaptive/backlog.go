@@ -84,7 +84,9 @@ func (l *Limiter) grant(now int64) {
 		l.remove(w)
 		l.advance(now)
 		l.inflight++
-		l.stats.Waited++
+		// Waited is counted when the waiter takes the permit (wait), not
+		// here: one whose context ends first gives it back, and a count
+		// that a scrape saw must never go down.
 		w.state, w.start = waitGranted, now
 		w.cancel()
 	}
@@ -115,13 +117,13 @@ func (l *Limiter) wait(ctx context.Context, prio Priority, p *Permit) error {
 			// it is no outcome: it goes to the next waiter.
 			l.advance(now)
 			l.inflight--
-			l.stats.Waited--
 			l.stats.Cancelled++
 			l.grant(now)
 			l.inflightA.Store(int64(l.inflight))
 			l.mu.Unlock()
 			return err
 		}
+		l.stats.Waited++
 		l.inflightA.Store(int64(l.inflight))
 		l.mu.Unlock()
 		p.l, p.start = l, w.start

@@ -46,6 +46,10 @@ func TestGrantAfterContextEnded(t *testing.T) {
 	l.endLocked(held, success, clk.Now())
 	require.Equal(t, 1, l.nwait, "A left the backlog with the permit; B waits")
 	require.Equal(t, 1, l.inflight)
+	// Waited counts a permit when its waiter takes it, not when it is
+	// handed over: A gives this one back, and a count a scrape has seen
+	// (admitotel exports it as a counter) must never go down.
+	require.Zero(t, l.stats.Waited)
 	l.mu.Unlock()
 
 	ra := <-a

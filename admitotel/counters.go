@@ -130,7 +130,11 @@ func (c *counters) addSlow(result int, n int64, backend bool, policy string) {
 		return
 	}
 	unpin()
-	p = min(p, uint(len(c.slots)-1)) // a shared slot: atomic adds
+	if plainAdds {
+		p = min(p, uint(len(c.slots)-1)) // a processor past the slots: the shared last one
+	} else {
+		p %= uint(len(c.slots)) // a random draw (the purego build): any slot, all atomic
+	}
 	s := &c.slots[p]
 	if pc != nil {
 		atomic.AddUint64(&pc.slots[p].decisions[result], 1)
@@ -148,10 +152,16 @@ func (c *counters) addSlow(result int, n int64, backend bool, policy string) {
 // policy returns name's counters, creating them if there is room, else nil
 // (the call then counts without a policy).
 func (c *counters) policy(name string) *policyCounts {
-	for _, p := range *c.policies.Load() {
+	list := *c.policies.Load()
+	for _, p := range list {
 		if p.name == name {
 			return p
 		}
+	}
+	if len(list) >= maxPolicies {
+		// Full, and the list never shrinks: no lock for a name that
+		// will never be added (a client may send a new one each call).
+		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
