@@ -321,17 +321,9 @@ func TestStreamPushback(t *testing.T) {
 	}
 }
 
-// shedConfig retries UNAVAILABLE, as a client of a server that sheds should.
-const shedConfig = `{"methodConfig": [{
-	"name": [{"service": "grpc.health.v1.Health"}],
-	"retryPolicy": {
-		"maxAttempts": 5,
-		"initialBackoff": "0.01s",
-		"maxBackoff": "0.01s",
-		"backoffMultiplier": 1,
-		"retryableStatusCodes": ["UNAVAILABLE"]
-	}
-}]}`
+// shedConfig is retryConfig retrying UNAVAILABLE instead, as a client of a
+// server that sheds should.
+var shedConfig = strings.Replace(retryConfig, "RESOURCE_EXHAUSTED", "UNAVAILABLE", 1)
 
 // TestRetryBehindRateLimit: with the documented chain, a per-client rate
 // limit in front of the concurrency interceptor, a call the rate limit

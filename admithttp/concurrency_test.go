@@ -178,12 +178,20 @@ func TestConcurrencyPriority(t *testing.T) {
 	}
 }
 
-func TestConcurrencyShedHandler(t *testing.T) {
+// fullLimiter returns a limiter of limit 1 whose one permit is out until
+// the test ends: every request is shed.
+func fullLimiter(t *testing.T) *adaptive.Limiter {
+	t.Helper()
 	l, err := adaptive.New(adaptive.WithInitialLimit(1))
 	require.NoError(t, err)
 	p, err := l.Acquire(context.Background())
 	require.NoError(t, err)
-	defer p.Ignore()
+	t.Cleanup(p.Ignore)
+	return l
+}
+
+func TestConcurrencyShedHandler(t *testing.T) {
+	l := fullLimiter(t)
 	h := admithttp.Concurrency(l, admithttp.WithShedHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTooManyRequests)
 	})))(http.NotFoundHandler())
@@ -208,11 +216,7 @@ func TestConcurrencyMisuse(t *testing.T) {
 // The Retry-After hint is rounded up to whole seconds, up to the largest
 // duration, whose rounding must not overflow into a negative header.
 func TestConcurrencyRetryAfterRounding(t *testing.T) {
-	l, err := adaptive.New(adaptive.WithInitialLimit(1))
-	require.NoError(t, err)
-	p, err := l.Acquire(context.Background())
-	require.NoError(t, err)
-	defer p.Ignore()
+	l := fullLimiter(t)
 	for _, tc := range []struct {
 		hint time.Duration
 		want string

@@ -128,15 +128,7 @@ func (r *Reservation) cancel(t time.Time, now int64, implicit bool) {
 	if own.ule(later) {
 		return // nothing left to restore
 	}
-	b := lim.advance(ts)
-	restore := own.sub(later)
-	if lim.capB.sub(b).ule(restore) {
-		b = lim.capB
-	} else {
-		b = b.add(restore)
-	}
-	lim.tokens = b
-	lim.setLast(ts)
+	lim.giveBack(lim.advance(ts), own.sub(later), ts)
 
 	if act == event {
 		// The time to act of the reservation before this one, as
@@ -216,6 +208,12 @@ func (lim *Limiter) cancelChanged(r *Reservation, ts int64) {
 	if room := lim.capB.sub(peak).sub(after); room.less(restore) {
 		restore = room
 	}
+	lim.giveBack(b, restore, ts)
+}
+
+// giveBack adds restore units to the balance b at ts, capped at the burst,
+// and applies it. It requires lim.mu.
+func (lim *Limiter) giveBack(b, restore fixed, ts int64) {
 	if lim.capB.sub(b).ule(restore) {
 		b = lim.capB
 	} else {

@@ -27,6 +27,14 @@ func TestCancelAfterLimitChange(t *testing.T) {
 		r   *Reservation
 		xr  *xrate.Reservation
 	}
+	// takeThenCancel takes n at `at` from both limiters, then cancels R in
+	// both.
+	takeThenCancel := func(t *testing.T, s setup, at time.Time, n int) {
+		require.True(t, s.lim.AllowN(at, n))
+		require.True(t, s.x.AllowN(at, n))
+		s.r.CancelAt(at)
+		s.xr.CancelAt(at)
+	}
 	for _, tc := range []struct {
 		name          string
 		limit, raised Limit
@@ -56,10 +64,7 @@ func TestCancelAfterLimitChange(t *testing.T) {
 			// R would hold nothing, so nothing comes back.
 			"refilled to the burst", 10, 1000, 10, func(t *testing.T, s setup) {
 				lim, x := s.lim, s.x
-				require.True(t, lim.AllowN(ms(50), 10))
-				require.True(t, x.AllowN(ms(50), 10))
-				s.r.CancelAt(ms(50))
-				s.xr.CancelAt(ms(50))
+				takeThenCancel(t, s, ms(50), 10)
 				require.False(t, lim.AllowN(ms(50), 1), "20 tokens at one instant, burst 10")
 				require.True(t, x.AllowN(ms(50), 10), "x/time/rate's behaviour changed")
 			},
@@ -73,10 +78,7 @@ func TestCancelAfterLimitChange(t *testing.T) {
 			// (10 − 9) less the 5 taken since, nothing comes back: 4.
 			"refill a limiter without it would have lost", 10, 1000, 10, func(t *testing.T, s setup) {
 				lim, x := s.lim, s.x
-				require.True(t, lim.AllowN(ms(19), 5))
-				require.True(t, x.AllowN(ms(19), 5))
-				s.r.CancelAt(ms(19))
-				s.xr.CancelAt(ms(19))
+				takeThenCancel(t, s, ms(19), 5)
 				require.Equal(t, 4.0, lim.TokensAt(ms(19)))
 				require.InDelta(t, 10.0, x.TokensAt(ms(19)), 1e-9, "x/time/rate's behaviour changed")
 			},
