@@ -262,10 +262,8 @@ const yieldRounds = 2
 // arrives when one is put back; the runtime hands it to the longest-waiting
 // receiver.
 func (p *Pool[T]) wait(ctx context.Context) (*slot[T], error) {
-	if n := p.waiting.Add(1); p.cfg.maxWaiters >= 0 && n > int64(p.cfg.maxWaiters) {
-		p.waiting.Add(-1)
-		p.counters.saturated.Add(1)
-		return nil, fmt.Errorf("%w (limit %d)", ErrSaturated, p.cfg.maxWaiters)
+	if err := p.enqueue(); err != nil {
+		return nil, err
 	}
 	start := p.cfg.clock.Now()
 	var (
@@ -284,6 +282,31 @@ func (p *Pool[T]) wait(ctx context.Context) (*slot[T], error) {
 	p.counters.waits.Add(1)
 	p.counters.waitNanos.Add(max(0, p.cfg.clock.Now()-start))
 	return s, err
+}
+
+// enqueue counts the caller among the waiters, or refuses it with
+// ErrSaturated when WithMaxWaiters' bound is reached. A refused caller is
+// never counted, not even for an instant: counting it and taking it back
+// would refuse a caller arriving in between, with nobody else waiting.
+func (p *Pool[T]) enqueue() error {
+	bound := int64(p.cfg.maxWaiters)
+	if bound < 0 {
+		p.waiting.Add(1)
+		return nil
+	}
+	for {
+		n := p.waiting.Load()
+		if n >= bound {
+			if testHookSaturated != nil {
+				testHookSaturated()
+			}
+			p.counters.saturated.Add(1)
+			return fmt.Errorf("%w (limit %d)", ErrSaturated, bound)
+		}
+		if p.waiting.CompareAndSwap(n, n+1) {
+			return nil
+		}
+	}
 }
 
 // checkout turns possession of s into a lease, or returns an error having
@@ -442,6 +465,10 @@ func (p *Pool[T]) put(s *slot[T]) {
 // put between the first read of closed and the send: where a concurrent
 // Close can start and finish unseen.
 var testHookBeforeSend func()
+
+// testHookSaturated, when set by a test before the pool is used, runs when
+// a caller is refused with ErrSaturated, before it returns.
+var testHookSaturated func()
 
 // drain retires every slot in the channel. Only called once closed is set,
 // so no slot enters the channel afterwards without its sender draining too.

@@ -696,6 +696,53 @@ func TestMaxWaitersFailsFast(t *testing.T) {
 	closeNow(t, p0)
 }
 
+// TestRefusedCallerIsNotAWaiter checks that a caller refused with
+// ErrSaturated never counts against the waiters' bound, not even while it
+// is being refused: a caller arriving then, with nobody waiting any more,
+// waits instead of being refused too.
+func TestRefusedCallerIsNotAWaiter(t *testing.T) {
+	f := &factory{}
+	p := newPool(t, 1, f, chanpool.WithMaxWaiters[*res](1))
+	held, err := p.Acquire(context.Background())
+	require.NoError(t, err)
+	first := make(chan chanpool.Lease[*res], 1)
+	go func() {
+		l, err := p.Acquire(context.Background())
+		if err != nil {
+			close(first)
+			return
+		}
+		first <- l
+	}()
+	waitBlocked(t, waitFrame, 1)
+
+	// While the second caller is being refused (the first waits), the
+	// first gets the resource and leaves the queue, and a third caller
+	// comes: nobody waits, so it may. Its context ends its wait.
+	var third error
+	hooked := false // the hook runs on this goroutine alone
+	chanpool.SetTestHookSaturated(func() {
+		if hooked {
+			return // the third caller refused
+		}
+		hooked = true
+		held.Release()
+		held = <-first
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		_, third = p.Acquire(ctx)
+	})
+	defer chanpool.SetTestHookSaturated(nil)
+	_, err = p.Acquire(context.Background())
+	require.ErrorIs(t, err, chanpool.ErrSaturated, "the first caller waited when the second came")
+	require.ErrorIs(t, third, context.DeadlineExceeded, "the third caller found nobody waiting and waited")
+	require.NotErrorIs(t, third, chanpool.ErrSaturated)
+	assert.Equal(t, uint64(1), p.Stats().SaturatedAcquires)
+	held.Release()
+	closeNow(t, p)
+	f.checkAllDestroyedOnce(t)
+}
+
 func TestCloseDestroysIdleAtOnceAndLeasedOnRelease(t *testing.T) {
 	f := &factory{}
 	p := newPool(t, 3, f)

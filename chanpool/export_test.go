@@ -8,3 +8,8 @@ var LifetimeJitter = lifetimeJitter
 // read of the closed flag and the send on the channel. Tests set it only
 // while no pool is in use by another goroutine.
 func SetTestHookBeforeSend(f func()) { testHookBeforeSend = f }
+
+// SetTestHookSaturated sets the hook that runs when a caller is refused with
+// ErrSaturated. Tests set it only while no pool is in use by another
+// goroutine.
+func SetTestHookSaturated(f func()) { testHookSaturated = f }
