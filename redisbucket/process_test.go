@@ -269,6 +269,28 @@ func TestProcessesSharePolicy(t *testing.T) {
 	}
 }
 
+// tenYearsAhead returns the command prefix that runs a child in a time
+// namespace whose monotonic and boot clocks are ten years ahead: unshare
+// --time as root, and in a user namespace of its own where root may not
+// create a time namespace directly (an unprivileged user, a container's
+// root without CAP_SYS_ADMIN). Linux 5.6 or later.
+func tenYearsAhead(t *testing.T) []string {
+	t.Helper()
+	const tenYears = "315360000"
+	clocks := []string{"--time", "--monotonic", tenYears, "--boottime", tenYears}
+	var errs []string
+	for _, pre := range [][]string{{"unshare"}, {"unshare", "--user", "--map-root-user"}} {
+		args := append(append(append([]string{}, pre...), clocks...), "true")
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		if err == nil {
+			return args[:len(args)-1]
+		}
+		errs = append(errs, fmt.Sprintf("%s: %v: %s", strings.Join(args, " "), err, out))
+	}
+	t.Fatalf("no time namespace (Linux 5.6 and unshare from util-linux needed): %s", strings.Join(errs, "; "))
+	return nil
+}
+
 // A client whose clock is far off changes nothing: a child whose monotonic
 // and boot clocks are ten years ahead (a time namespace) shares the bucket
 // with this process and the bound holds; and what a client sends holds no
@@ -276,10 +298,7 @@ func TestProcessesSharePolicy(t *testing.T) {
 func TestClientClockIgnored(t *testing.T) {
 	c := client(t, srv)
 	ctx := context.Background()
-	const tenYears = "315360000"
-	if out, err := exec.Command("unshare", "--time", "--monotonic", tenYears, "--boottime", tenYears, "true").CombinedOutput(); err != nil {
-		t.Fatalf("unshare --time (needs root and Linux 5.6): %v: %s", err, out)
-	}
+	wrap := tenYearsAhead(t)
 	const capacity, rate = 50, 500.0
 	spec := childSpec{Addr: srv.Addr, Prefix: "clock:", Key: "k", Capacity: capacity, Rate: rate, Goroutines: 8, Duration: 500 * time.Millisecond}
 	l, err := redisbucket.New(c, capacity, rate, redisbucket.WithPrefix("clock:"), redisbucket.WithTimeout(testTimeout))
@@ -304,7 +323,7 @@ func TestClientClockIgnored(t *testing.T) {
 			}
 		}
 	}()
-	res := runChildren(t, 1, spec, "unshare", "--time", "--monotonic", tenYears, "--boottime", tenYears)
+	res := runChildren(t, 1, spec, wrap...)
 	close(stop)
 	wg.Wait()
 	t1 := serverTime(t, c)
