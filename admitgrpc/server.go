@@ -50,6 +50,12 @@ import (
 //     keyed's RefuseNew): that Decision is followed as above;
 //   - the backend failed and its policy admitted blind (redisbucket's
 //     WithFailOpen): the handler runs, with no ratelimit headers;
+//   - the backend failed and its failure policy refused without a bucket's
+//     Decision (a fallback limiter found the cost above its own capacity,
+//     or rejected a limit: the error wraps admit.ErrUnavailable and
+//     admit.ErrUnsatisfiable or admit.ErrInvalidConfig):
+//     codes.Unavailable, whatever WithFailOpen says: the policy decided,
+//     and failing open would let exactly the costliest calls through;
 //   - the call's context ended while the limiter decided: its status
 //     (status.FromContextError);
 //   - any other limiter error, or a blind refusal (redisbucket's default,
@@ -368,7 +374,7 @@ func (in *interceptor) undecided(ctx context.Context, key string, n int64, limit
 		return md, exhausted(name, admit.Decision{Limit: q}, false)
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return nil, status.FromContextError(ctx.Err()).Err()
-	case in.failOpen:
+	case in.failOpen && !ratelimit.PolicyRefused(err):
 		return nil, nil
 	default:
 		return nil, status.Error(codes.Unavailable, "admitgrpc: rate limiter unavailable")

@@ -56,6 +56,13 @@ import (
 //   - the backend failed and its policy admitted blind (Remaining and
 //     ResetAfter both 0, redisbucket's WithFailOpen): the next handler runs,
 //     with no RateLimit fields, since no state exists;
+//   - the backend failed and its failure policy refused without a bucket's
+//     Decision (a fallback limiter found the cost above its own capacity,
+//     or rejected a limit: the error wraps admit.ErrUnavailable and
+//     admit.ErrUnsatisfiable or admit.ErrInvalidConfig): 503 with
+//     Retry-After as below, whatever WithFailOpen says. The policy decided;
+//     failing open there would let exactly the costliest requests through
+//     unlimited;
 //   - no decision: the backend failed and its policy refused blind
 //     (redisbucket's default, fail closed), or the Decision has Limit 0, or
 //     any other limiter error: by default fail closed, 503 Service
@@ -580,7 +587,7 @@ func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, 
 		// passed it (a rate too small for its capacity): a server bug,
 		// whatever the failure policy.
 		http.Error(w, "500 internal server error", http.StatusInternalServerError)
-	case m.failOpen && !ended(r, err):
+	case m.failOpen && !ended(r, err) && !ratelimit.PolicyRefused(err):
 		h.next.ServeHTTP(w, r)
 	default:
 		w.Header().Set("Retry-After", strconv.FormatInt(ratelimit.RetryAfter(d.RetryAfter), 10))

@@ -1,8 +1,11 @@
 package integration_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,4 +138,57 @@ func first(vs []string) string {
 		return ""
 	}
 	return vs[0]
+}
+
+// TestFallbackRefusalNotFailedOpen: with the Redis primary down, a request
+// that costs more than the fallback's whole capacity (one replica's share,
+// as WithFallback's docs advise) is refused by the failure policy, which
+// returns no bucket's Decision. That refusal is a decision: the
+// middleware's and the interceptor's WithFailOpen must not turn it into an
+// unlimited admission (they did: only the costliest requests got through).
+// A request within the fallback's capacity is still decided by it.
+func TestFallbackRefusalNotFailedOpen(t *testing.T) {
+	newLimiter := func(t *testing.T) admit.KeyedLimiter {
+		share, err := keyed.New(10, 1, admit.WithClock(buckettest.NewFakeClock(0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := redisbucket.New(deadRedis(t), 100, 10, redisbucket.WithFallback(share), redisbucket.WithTimeout(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	for _, cost := range []int64{50, 5} {
+		t.Run(fmt.Sprintf("cost=%d/http", cost), func(t *testing.T) {
+			var handled atomic.Int64
+			h := admithttp.Middleware(newLimiter(t), admithttp.WithFailOpen(),
+				admithttp.WithCost(func(*http.Request) int64 { return cost }),
+			)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { handled.Add(1) }))
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			resp := get(t, srv)
+			switch {
+			case cost > 10 && (resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || handled.Load() != 0):
+				t.Errorf("cost %d above the fallback's 10: status %d, Retry-After %q, handler ran %d times; want 503 with Retry-After, handler not run",
+					cost, resp.StatusCode, resp.Header.Get("Retry-After"), handled.Load())
+			case cost <= 10 && (resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit") != `"default";r=5;t=5` || handled.Load() != 1):
+				t.Errorf("cost %d within the fallback's 10: status %d, RateLimit %q, handler ran %d times; want 200 decided by the fallback",
+					cost, resp.StatusCode, resp.Header.Get("RateLimit"), handled.Load())
+			}
+		})
+		t.Run(fmt.Sprintf("cost=%d/grpc", cost), func(t *testing.T) {
+			s := startGRPC(t, admitgrpc.UnaryServerInterceptor(newLimiter(t), admitgrpc.WithFailOpen(),
+				admitgrpc.WithCost(func(context.Context, string) int64 { return cost })))
+			cl := dialGRPC(t, s.addr)
+			md, err := check(t, cl)
+			switch {
+			case cost > 10 && (status.Code(err) != codes.Unavailable || s.handled.Load() != 0):
+				t.Errorf("cost %d above the fallback's 10: %v, handler ran %d times; want Unavailable, handler not run", cost, err, s.handled.Load())
+			case cost <= 10 && (err != nil || first(md.Get("ratelimit")) != `"default";r=5;t=5` || s.handled.Load() != 1):
+				t.Errorf("cost %d within the fallback's 10: %v, ratelimit %q, handler ran %d times; want OK decided by the fallback",
+					cost, err, md.Get("ratelimit"), s.handled.Load())
+			}
+		})
+	}
 }

@@ -12,6 +12,7 @@
 package ratelimit
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -125,4 +126,17 @@ func AppendLimit(b []byte, quoted string, d admit.Decision) []byte {
 // and full (ResetAfter 0) at once.
 func FromBucket(d admit.Decision) bool {
 	return d.Limit >= 1 && (d.Remaining != 0 || d.ResetAfter != 0)
+}
+
+// PolicyRefused reports whether err, returned with a Decision that is not
+// from a bucket, carries a refusal by the limiter's failure policy: a
+// fallback limiter that found the cost above its whole capacity
+// (admit.ErrUnsatisfiable) or a limit it cannot enforce
+// (admit.ErrInvalidConfig), wrapped beside admit.ErrUnavailable. That is a
+// decision, not the absence of one: a middleware's fail-open must not turn
+// it into an unlimited admission (the costliest requests would be the ones
+// let through).
+func PolicyRefused(err error) bool {
+	return errors.Is(err, admit.ErrUnavailable) &&
+		(errors.Is(err, admit.ErrUnsatisfiable) || errors.Is(err, admit.ErrInvalidConfig))
 }
