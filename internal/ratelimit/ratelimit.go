@@ -45,12 +45,23 @@ func Seconds(d time.Duration) int64 {
 func RetryAfter(d time.Duration) int64 { return Clamp(max(1, Seconds(d))) }
 
 // FillSeconds is the w of l: how long l takes to refill from empty,
-// Capacity ÷ Rate, taken to the nearest nanosecond (so that
-// admit.Per(time.Minute, 11), whose Rate is not exact in binary, reads 60
-// and not 61) and then rounded up to whole seconds, as Seconds rounds. It is 0 for a Rate of 0, which never refills, and at most Max.
+// Capacity ÷ Rate, rounded up to whole seconds, as Seconds rounds; a
+// quotient within four ulps of a whole number of seconds is that number,
+// and any other is first taken to the nearest nanosecond. So the period of
+// admit.Per(period, n), whose Rate n/period is rarely exact in binary,
+// reads back as itself: Per(time.Minute, 11) as 60 and not 61 (the
+// quotient is 60.000000000000007), Per(30 days, 167) as 2592000 (its
+// quotient, 2592000.0000000005, is half a nanosecond over). It is 0 for a Rate of 0,
+// which never refills, and at most Max.
 func FillSeconds(l admit.Limit) int64 {
 	if !(l.Rate > 0) {
 		return 0
+	}
+	// Per's Rate and this quotient round once each: within 2 ulps.
+	if s := float64(l.Capacity) / l.Rate; s < Max {
+		if r := math.Round(s); r >= 1 && math.Abs(s-r) <= 4*r*0x1p-52 {
+			return int64(r)
+		}
 	}
 	ns := math.Round(float64(l.Capacity) / l.Rate * 1e9)
 	if ns >= Max*1e9 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -63,6 +64,36 @@ func TestFillSeconds(t *testing.T) {
 	} {
 		if got := ratelimit.FillSeconds(c.l); got != c.want {
 			t.Errorf("FillSeconds(%+v) = %d, want %d", c.l, got, c.want)
+		}
+	}
+}
+
+// TestFillSecondsPer: Per(period, n) reads back its period, rounded up to
+// whole seconds, for every n: at a month, Capacity ÷ Rate is off by more
+// than half a nanosecond for some n (2592000.0000000005 s), which taken to
+// the nearest nanosecond read as one second more.
+func TestFillSecondsPer(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, p := range []time.Duration{time.Second, 1500 * time.Millisecond, time.Minute, time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 30 * 24 * time.Hour, 365 * 24 * time.Hour} {
+		want := ratelimit.Seconds(p)
+		bad := 0
+		for i := range 40_000 {
+			n := int64(i + 1)
+			if i >= 20_000 {
+				n = r.Int64N(1<<53) + 1
+			}
+			l := admit.Per(p, n)
+			if l.Validate() != nil {
+				continue
+			}
+			if got := ratelimit.FillSeconds(l); got != want {
+				if bad++; bad <= 3 {
+					t.Errorf("FillSeconds(Per(%v, %d)) = %d, want %d", p, n, got, want)
+				}
+			}
+		}
+		if bad > 3 {
+			t.Errorf("Per(%v, n): %d of 40000 wrong", p, bad)
 		}
 	}
 }
