@@ -245,7 +245,7 @@ func (c *Crawler) wait(ctx context.Context, host string) error {
 		if err != nil && !errors.Is(err, admit.ErrUnavailable) {
 			return err
 		}
-		if err == nil && d.Allowed {
+		if d.Allowed { // with ErrUnavailable: the failure policy admitted (admit.KeyedLimiter's contract)
 			return nil
 		}
 		c.mu.Lock()

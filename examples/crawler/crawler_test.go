@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -298,5 +299,32 @@ func TestCrawlCompleteSite(t *testing.T) {
 		if st.MaxQueued > o.Queue || st.Errors != 0 {
 			t.Errorf("%+v: queue held %d, bound %d; %d errors", o, st.MaxQueued, o.Queue, st.Errors)
 		}
+	}
+}
+
+// downOpen is a limiter whose shared backend is down and whose failure
+// policy admits, as redisbucket.WithFailOpen answers while Redis is
+// unreachable: Allowed with an error wrapping admit.ErrUnavailable.
+type downOpen struct{}
+
+func (downOpen) AllowN(context.Context, string, int64) (admit.Decision, error) {
+	return admit.Decision{Allowed: true, Limit: 1}, fmt.Errorf("%w: backend down", admit.ErrUnavailable)
+}
+
+// TestCrawlFailureAdmits: a failure policy's admission is followed (the
+// crawler used to discard any decision that came with an error, and retried
+// every millisecond until its context ended, fetching nothing).
+func TestCrawlFailureAdmits(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "leaf") }))
+	defer srv.Close()
+	c, err := New(downOpen{}, srv.Client(), Config{Workers: 1, Queue: 4, MaxBody: 1 << 10}, []string{srv.URL + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := c.Run(ctx)
+	if got := st.Fetched[srv.Listener.Addr().String()]; got != 1 || st.Waited != 0 {
+		t.Fatalf("fetched %v after %d waits; want the one page at once", st.Fetched, st.Waited)
 	}
 }
