@@ -79,8 +79,17 @@ func KeyByHeader(name string) func(*http.Request) (string, error) {
 // stands between it and the IPv4 host, so only a trusted prefix inside
 // 64:ff9b::/96 vouches for it, never an IPv4 one.
 //
-// With no trusted prefix it is KeyByIP. It panics if a prefix is not valid (the zero netip.Prefix, say): the
-// trusted set is configuration, not request data.
+// With no trusted prefix it is KeyByIP. It panics if a prefix is not valid
+// (the zero netip.Prefix, say), or if it is a /0, which trusts every
+// address of its family (0.0.0.0/0, ::/0, ::ffff:0.0.0.0/96): every entry
+// would be vouched for, so the leftmost, which the client writes, would be
+// its key, a fresh bucket per request. The trusted set is configuration,
+// not request data.
+//
+// A server listening on a Unix socket has no peer address (RemoteAddr is
+// "@" or empty): there KeyByIP and KeyByForwardedFor answer every request
+// 400. Key it with KeyByHeader on a header that the proxy in front sets
+// and overwrites, or with a function of your own.
 func KeyByForwardedFor(trusted ...netip.Prefix) func(*http.Request) (string, error) {
 	ts := make([]netip.Prefix, 0, len(trusted))
 	for _, p := range trusted {
@@ -89,6 +98,9 @@ func KeyByForwardedFor(trusted ...netip.Prefix) func(*http.Request) (string, err
 		}
 		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
 			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
+		if p.Bits() == 0 {
+			panic(fmt.Sprintf("admithttp: KeyByForwardedFor: trusted prefix %v trusts every address, so every client could choose its key", p))
 		}
 		ts = append(ts, p.Masked())
 	}

@@ -133,13 +133,27 @@ func TestKeyByForwardedFor(t *testing.T) {
 	}
 }
 
+// TestKeyByForwardedForInvalidPrefix: the zero prefix, and a /0 of either
+// family (trusting every hop would make the client-written leftmost entry
+// the key), are configuration errors; a /1 is the operator's choice.
 func TestKeyByForwardedForInvalidPrefix(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Fatal("no panic for the zero prefix")
-		}
-	}()
-	admithttp.KeyByForwardedFor(netip.Prefix{})
+	for _, p := range []netip.Prefix{{}, netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0"), netip.MustParsePrefix("::ffff:0.0.0.0/96"), netip.MustParsePrefix("10.0.0.0/0")} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("no panic for trusted prefix %v", p)
+				}
+			}()
+			admithttp.KeyByForwardedFor(netip.MustParsePrefix("10.0.0.0/8"), p)
+		}()
+	}
+	f := admithttp.KeyByForwardedFor(netip.MustParsePrefix("0.0.0.0/1"))
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "10.0.0.1:1234"
+	r.Header.Set("X-Forwarded-For", "203.0.113.9, 10.0.0.2")
+	if got, err := f(r); err != nil || got != "203.0.113.9" {
+		t.Errorf("0.0.0.0/1 trusted: %q, %v; want the first untrusted entry from the right, 203.0.113.9", got, err)
+	}
 }
 
 // The oracle below decides the same questions with package net's types
