@@ -35,8 +35,10 @@
 //	m, _ := admitotel.Wrap(l, admitotel.WithName("api"))
 //	h := admithttp.Middleware(m, admithttp.WithLimits(tierOf))(mux)
 //
-// The wrapper costs about 2 ns per decision in front of keyed (docs/metrics.md
-// in the repository).
+// The wrapper costs about 4 ns per decision in front of keyed serially, and
+// 6–8 ns on two contended cores (the 2-vCPU Intel run at be2e030,
+// results/otel-2026-12-06-vm-be2e030-benchstat.txt; docs/metrics.md in the
+// repository has it and an earlier AMD run).
 //
 // Pick it over go-chi/httprate or tollbooth for exact token-bucket
 // semantics per client, a Retry-After rounded up from the exact wait (not a

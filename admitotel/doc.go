@@ -41,8 +41,13 @@
 // tick) one callback sums the per-processor counters and observes the
 // totals, and reads keyed's Stats. A wrapped decision allocates nothing.
 // BenchmarkOverhead measures what it costs over the bare call
-// (docs/metrics.md has the runs): about 2 ns around a bucket's
-// TryAcquire, 2–7 ns around keyed's AllowN. Wrap calls a *keyed.Limiter through
+// (docs/metrics.md has the runs). On the project's 2-vCPU Intel Xeon KVM
+// guest at be2e030 (results/otel-2026-12-06-vm-be2e030-benchstat.txt) it
+// is about 4 ns serially (-cpu 1: 3.9 ns around mutexbucket's TryAcquire,
+// 3.9–4.3 ns around keyed's AllowN) and more on two contended cores
+// (-cpu 2: 5.8–7.8 ns around keyed's AllowN, 11.1 ns around mutexbucket's
+// TryAcquire); an earlier run on a 2-core AMD EPYC guest at d975ddc (git
+// history) measured 0.7–3.1 ns. Wrap calls a *keyed.Limiter through
 // AllowNInto and AllowLimitsInto, which write the Decision into the
 // wrapper's own result: returned through one more call, the six-field
 // Decision would be copied through the stack, about 10 ns on amd64. Other
