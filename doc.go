@@ -55,7 +55,11 @@
 // from absolute time (no drift, and no overflow within the 146-year horizon
 // from a bucket's creation), add nothing for clock readings older than one
 // already applied, never admit more than capacity + rate × elapsed, and
-// serve blocked callers in arrival order through reservations.
+// serve blocked callers in arrival order through reservations. The bound
+// holds on the real clock and on any monotonic Clock, as Clock asks. On a
+// clock that steps back (a fake one set earlier) mutexbucket, casbucket and
+// gcra keep it, but shardedbucket's collapse may count a full shard's
+// discarded refill again (its package doc has the case).
 // docs/design.md in the repository states the whole contract; the README and
 // docs/benchmarks.md compare the implementations with each other and with
 // golang.org/x/time/rate on measured numbers.
