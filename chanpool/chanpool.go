@@ -70,7 +70,11 @@ var (
 	ErrSaturated = errors.New("chanpool: too many waiters")
 )
 
-// copied after first use.
+// Pool is a bounded pool of resources of type T: at most its capacity exist
+// at once, and each is handed out as a Lease that the caller ends with
+// exactly one Release or Destroy. It is safe for concurrent use. The zero
+// value is not usable; create one with New. A Pool must not be copied after
+// first use.
 type Pool[T any] struct {
 	// Immutable after New.
 	ch       chan *slot[T] // the inventory; its capacity is the bound
