@@ -3,8 +3,10 @@
 //
 // The root package holds what the implementations share: the Limiter
 // interface, the Clock they read, Options, and the sentinel errors that
-// every error they return wraps. The implementations live in their own
-// packages and are drop-in replacements for one another:
+// their errors wrap (a cancelled context comes back as ctx.Err(); chanpool
+// keeps two sentinels of its own, ErrClosed and ErrSaturated, which wrap
+// none of these). The implementations live in their own packages and are
+// drop-in replacements for one another:
 //
 //   - mutexbucket: one sync.Mutex around (tokens, last). The reference,
 //     the simplest to audit, fine when few goroutines share a bucket.
