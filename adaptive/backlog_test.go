@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -161,4 +162,15 @@ func TestBacklogInvariants(t *testing.T) {
 	require.NotZero(t, s.Waited, "the backlog was used")
 	require.NotZero(t, s.Cancelled, "contexts ended in it")
 	require.Greater(t, s.Updates, uint64(10), "the limit was updated")
+}
+
+// TestLimiterSize holds the package doc's "about 4.4 KiB" (4520 bytes on
+// 64-bit platforms): a change that grows the Limiter past it must say so.
+func TestLimiterSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the documented size is for 64-bit platforms")
+	}
+	if got := unsafe.Sizeof(Limiter{}); got < 4300 || got > 4600 {
+		t.Errorf("a Limiter is %d bytes; the package doc says about 4.4 KiB (4520)", got)
+	}
 }
