@@ -35,11 +35,17 @@ type Limiter struct {
 	lim      float64 // the algorithm's limit, fractional so that small steps add up
 	inflight int     // permits handed out and not yet ended
 
-	// epoch is the time of the last change of limit. Only permits taken at
-	// or after it are samples: one taken before saw another limit, and a
-	// drop it reports was already answered (a deadline drop arrives a whole
-	// deadline after its admission, many windows late).
+	// epoch is the time of the last change of limit. Only successes of
+	// permits taken at or after it are latency samples: one taken before
+	// saw another limit. Drops go by cutEpoch.
 	epoch int64
+	// cutEpoch is the time of the last decrease of the limit. A drop of a
+	// permit taken at or after it counts even if the limit was raised
+	// since: no cut has answered it yet, and a raise only made the limit
+	// it reports on higher. (Only cutting answers a drop; a timeout
+	// arrives a whole deadline after its admission, and under a limit that
+	// is raised every window it would never count at all.)
+	cutEpoch int64
 	// The current update window: since start, the successes' latencies,
 	// the drops, the integral of inflight over time (for its average), and
 	// whether any caller was shed or had to wait.
@@ -106,6 +112,9 @@ type Limiter struct {
 // the no-load latency before a saturated window probes it.
 const probeEvery = 200
 
+// minValid is the fewest successes whose latency a window reads.
+const minValid = 5
+
 // windowRTTs bounds an update window in round trips: see full.
 const windowRTTs = 8
 
@@ -129,7 +138,7 @@ func New(opts ...Option) (*Limiter, error) {
 	now := l.clk.Now()
 	l.lim = float64(cfg.initial)
 	l.limit = cfg.initial
-	l.epoch, l.start, l.last = now, now, now
+	l.epoch, l.cutEpoch, l.start, l.last = now, now, now, now
 	l.hist.reset()
 	l.limitA.Store(int64(l.limit))
 	l.top, l.topPrev = Sheddable, Sheddable
@@ -220,6 +229,9 @@ func (l *Limiter) acquire(ctx context.Context, p *Permit) error {
 		}
 		l.remove(victim)
 		victim.state = waitShed
+		// Counted here with Displaced, not when the victim returns: a
+		// snapshot must never show Displaced above Shed.
+		l.stats.Shed++
 		l.stats.Displaced++
 		victim.cancel()
 	}
@@ -273,7 +285,7 @@ func (l *Limiter) endLocked(p *Permit, o outcome, now int64) {
 	default:
 		l.stats.Ignored++
 	}
-	if o != ignored && p.start >= l.epoch {
+	if o == success && p.start >= l.epoch || o == dropped && p.start >= l.cutEpoch {
 		if o == success {
 			l.hist.add(now - p.start)
 		} else {
@@ -305,7 +317,11 @@ func (l *Limiter) endLocked(p *Permit, o outcome, now int64) {
 // stays cheap), and a probe's window takes its full count: its latency
 // becomes the no-load estimate. Requires mu, with area advanced to now.
 func (l *Limiter) full(n int, now int64) bool {
-	if n >= max(l.cfg.minSamples, 2*l.limit) {
+	// Never fewer than minValid: a window's latency counts (update's
+	// valid) only with that many successes, and a limiter whose windows
+	// all close sooner (WithMinSamples below it, a limit of 1 or 2) would
+	// never learn its no-load latency and hold its limit forever.
+	if n >= max(l.cfg.minSamples, 2*l.limit, minValid) {
 		return true
 	}
 	// n ≥ windowRTTs·area/(now-start), without the division.
@@ -335,7 +351,7 @@ func (l *Limiter) update(now int64) {
 	// A window's latency is worth reading when it had enough successes
 	// and few drops; then, if the last one's was too, the two say how the
 	// latency answered the last change of the limit.
-	valid := !w.lossy && w.latency > 0 && w.successes >= max(5, l.cfg.minSamples/4)
+	valid := !w.lossy && w.latency > 0 && w.successes >= max(minValid, l.cfg.minSamples/4)
 	var x float64
 	if d := now - l.start; d > 0 {
 		x = float64(l.ends) / float64(d)
@@ -371,6 +387,7 @@ func (l *Limiter) update(now int64) {
 		l.moved = 1
 		if limit < old {
 			l.moved = -1
+			l.cutEpoch = now
 			l.cutRun = max(l.cutRun, 1)
 		} else {
 			l.cutRun = 0

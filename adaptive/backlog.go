@@ -129,7 +129,7 @@ func (l *Limiter) wait(ctx context.Context, prio Priority, p *Permit) error {
 		p.l, p.start = l, w.start
 		return nil
 	case waitShed:
-		l.stats.Shed++
+		// Shed was counted with Displaced.
 		err := &OverloadedError{Limit: l.limit, InFlight: l.inflight, Priority: prio, Waited: true}
 		l.mu.Unlock()
 		return err

@@ -174,3 +174,127 @@ func TestLimiterSize(t *testing.T) {
 		t.Errorf("a Limiter is %d bytes; the package doc says about 4.4 KiB (4520)", got)
 	}
 }
+
+// TestDropsBeforeARaiseCount: drops of permits taken before a raise of the
+// limit count (they were thrown away, p.start < epoch, so a timeout longer than an update window never counts
+// under an algorithm that raises the limit every saturated window (AIMD
+// always; Gradient and Vegas while the latency stays in band)). Ten of the
+// permits hang and time out after 1 s; meanwhile fast calls fill a window
+// and AIMD raises the limit 20 -> 21. The ten timeouts then arrive with 32
+// more successes: 10 drops of 42 outcomes, four times the tolerance, and
+// no cut has answered them. The limit must come down.
+func TestDropsBeforeARaiseCount(t *testing.T) {
+	bg := context.Background()
+	clk := buckettest.NewFakeClock(1e9)
+	l, err := New(WithClock(clk), WithAlgorithm(AIMD()), WithInitialLimit(20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hung []*Permit
+	for range 10 {
+		p, err := l.Acquire(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hung = append(hung, p)
+	}
+	// One saturated window of fast successes: fill the limit, get shed
+	// once, end the fast calls after 1 ms.
+	churn := func(untilUpdates uint64) {
+		for l.Stats().Updates < untilUpdates {
+			var fast []*Permit
+			for {
+				p, err := l.Acquire(bg)
+				if err != nil {
+					break // shed: the window is saturated
+				}
+				fast = append(fast, p)
+			}
+			clk.Advance(time.Millisecond)
+			for _, p := range fast {
+				p.Success()
+				if l.Stats().Updates >= untilUpdates {
+					break
+				}
+			}
+			// the rest end outside the counted windows' concern
+			for _, p := range fast {
+				p.Ignore()
+			}
+		}
+	}
+	churn(1)
+	if got := l.Limit(); got != 21 {
+		t.Fatalf("after a saturated window without drops the limit is %d, want 21 (AIMD +1)", got)
+	}
+	clk.Advance(time.Second)
+	for _, p := range hung {
+		p.Dropped() // the callers' 1 s deadline
+	}
+	churn(2)
+	t.Logf("stats %+v", l.Stats())
+	if got := l.Limit(); got >= 21 {
+		t.Errorf("after a window whose outcomes were 10 timeouts and 32 successes the limit is %d, want it cut below 21", got)
+	}
+}
+
+// gatedClock is a FakeClock whose sleepers, once their context ends, wait
+// for the gate before returning: the scheduling delay of a woken goroutine,
+// made long enough to read Stats in between.
+type gatedClock struct {
+	*buckettest.FakeClock
+	gate chan struct{}
+}
+
+func (c gatedClock) Sleep(ctx context.Context, d time.Duration) error {
+	err := c.FakeClock.Sleep(ctx, d)
+	if ctx.Err() != nil {
+		<-c.gate
+	}
+	return err
+}
+
+// TestDisplacedCountedWithShed: Shed includes Displaced, in every snapshot.
+// A displacement counted Displaced at once and Shed only when the victim's
+// goroutine ran: a snapshot in between had Displaced > Shed, and Shed − Displaced −
+// TimedOut (the callers shed at once) wraps around to 2^64−1.
+func TestDisplacedCountedWithShed(t *testing.T) {
+	bg := context.Background()
+	clk := gatedClock{buckettest.NewFakeClock(1e9), make(chan struct{})}
+	l, err := New(WithClock(clk), WithInitialLimit(1), WithLimitBounds(1, 1), WithBacklog(1, time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := l.Acquire(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	low := make(chan error, 1)
+	go func() { _, err := l.Acquire(ContextWithPriority(bg, Low)); low <- err }()
+	if err := clk.WaitForSleepers(bg, 1); err != nil {
+		t.Fatal(err)
+	}
+	high := make(chan error, 1)
+	go func() {
+		p, err := l.Acquire(ContextWithPriority(bg, High))
+		if err == nil {
+			p.Success()
+		}
+		high <- err
+	}()
+	// The high caller displaces the low one and sleeps in its place.
+	for l.Stats().Displaced == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	s := l.Stats()
+	t.Logf("snapshot after the displacement: Shed %d Displaced %d TimedOut %d; shed at once = %d", s.Shed, s.Displaced, s.TimedOut, s.Shed-s.Displaced-s.TimedOut)
+	if s.Shed < s.Displaced+s.TimedOut {
+		t.Errorf("Shed %d < Displaced %d + TimedOut %d: Shed must include them", s.Shed, s.Displaced, s.TimedOut)
+	}
+	close(clk.gate)
+	<-low
+	held.Success()
+	if err := <-high; err != nil {
+		t.Fatal(err)
+	}
+}

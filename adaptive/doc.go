@@ -31,10 +31,12 @@
 // (about two round trips when the limit binds), or eight round trips'
 // worth (by Little's law, as many per round trip as calls in flight), at
 // least 10, so that at a low rate of calls the limit still moves every
-// second or so; or at 40 drops (WithMinSamples sets the 40 and the 10).
-// Permits taken before the last change are
-// not samples: they saw another limit, and their drops (a deadline after
-// admission) were already answered. Drops count as a loss only above 5% of
+// second or so; or at 40 drops (WithMinSamples sets the 40 and the 10);
+// never with fewer than 5. Successes of permits taken before the last
+// change of the limit are not samples: they saw another limit. Drops of
+// permits taken before the last cut do not count: a drop arrives a
+// deadline after its admission, and the cut answered it; a raise answers
+// nothing, so drops from before one still count. Drops count as a loss only above 5% of
 // a window's outcomes: callers that go away on their own, and calls that
 // can never finish in time, must not drive the limit down.
 //

@@ -127,7 +127,7 @@ func WithAlgorithm(a Algorithm) Option {
 
 // WithMinSamples sets the outcomes (successes and drops of permits taken
 // since the limit last changed) an update window gathers, 40 by default:
-// a window closes with max(n, 2·limit) of them, about two round trips when
+// a window closes with max(n, 2·limit, 5) of them, about two round trips when
 // the limiter is saturated; sooner, when the limit bound, with eight round
 // trips' worth and at least a quarter of n; or at n drops (two at least).
 // n below 1 or above 1<<20 is a configuration error.

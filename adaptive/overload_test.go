@@ -694,3 +694,55 @@ func TestProbeConfirmsALowReading(t *testing.T) {
 			next, l.probing, time.Duration(l.base))
 	}
 }
+
+// TestTimeoutsOnlyOverload: a backend that answers nothing past two queued
+// calls (a full accept queue: the call hangs until the caller's 1 s
+// deadline) while every call it takes finishes in 100 ms, so the overload
+// shows only as timeouts, a deadline after the admission: the case AIMD's
+// doc names. Drops of permits taken before a raise of the limit count (only
+// a cut answers a drop): when they did not, AIMD, which raises every
+// saturated window, never saw them, and 26–27% of the calls it admitted
+// timed out at every load (Gradient at 3×: 6–17%). Gradient at 2× and 5×
+// still lets 9–19% time out, its raises of up to a quarter a window
+// outrunning drops that come back a deadline late (docs/adaptive.md).
+func TestTimeoutsOnlyOverload(t *testing.T) {
+	m := model{name: "fifo/fixed/hanging", workers: 8, d: distFixed, maxQueue: 2, refuseAfter: int64(10 * time.Second)}
+	for _, alg := range []Algorithm{AIMD(), Gradient()} {
+		for _, f := range []float64{2, 3, 5} {
+			if alg == Gradient() && f != 3 {
+				continue
+			}
+			for _, seed := range simSeeds {
+				sc := &scenario{m: m, classes: []classLoad{{factor: f}}, duration: int64(80 * time.Second), deadline: simDeadline, seed: seed, opts: []Option{WithAlgorithm(alg)}}
+				s := runSim(sc)
+				me := s.measure(int64(20*time.Second), sc.duration, s.capacity(m.workers))
+				frac := float64(me.abandoned) / float64(me.good+me.abandoned)
+				t.Logf("%v %gx seed %d: %.1f%% of the admitted calls timed out; %v", alg, f, seed, 100*frac, me)
+				if alg == AIMD() && frac > 0.15 || alg == Gradient() && frac > 0.05 {
+					t.Errorf("%v %gx seed %d: %.1f%% of the admitted calls timed out from 20 s on", alg, f, seed, 100*frac)
+				}
+			}
+		}
+	}
+}
+
+// TestSmallMinSamplesLearns: with WithMinSamples below 5 and a limit of 2,
+// windows closed with max(n, 2·limit) outcomes, fewer than the 5 successes
+// a window's latency needs to count, so Gradient and Vegas never learned
+// the no-load latency and held the limit at 2 whatever the load (goodput
+// 0.24 at 3×). A window now gathers at least 5.
+func TestSmallMinSamplesLearns(t *testing.T) {
+	m := model{name: "fifo/fixed", workers: 8, d: distFixed}
+	for _, alg := range []Algorithm{Gradient(), Vegas()} {
+		for _, n := range []int{1, 4} {
+			sc := &scenario{m: m, classes: []classLoad{{factor: 3}}, duration: int64(60 * time.Second), deadline: simDeadline, seed: 1,
+				opts: []Option{WithAlgorithm(alg), WithInitialLimit(2), WithMinSamples(n)}}
+			s := runSim(sc)
+			me := s.measure(int64(20*time.Second), sc.duration, s.capacity(m.workers))
+			t.Logf("%v WithMinSamples(%d) from a limit of 2 at 3x: final limit %d; %v", alg, n, s.l.Limit(), me)
+			if me.goodput < 0.9 {
+				t.Errorf("%v WithMinSamples(%d) from a limit of 2 at 3x: goodput %.3f (limit %d), want >= 0.9", alg, n, me.goodput, s.l.Limit())
+			}
+		}
+	}
+}

@@ -135,6 +135,10 @@ type model struct {
 	// (1 ms later, as a 503 would come back) when that many wait: the
 	// caller reports it Dropped.
 	maxQueue int
+	// refuseAfter, when positive, is how long a refusal takes to reach
+	// the caller instead of 1 ms (past the deadline: the call hangs and
+	// the caller times out).
+	refuseAfter int64
 }
 
 type classLoad struct {
@@ -547,7 +551,7 @@ func (s *sim) submit(r *request) {
 		return
 	}
 	if s.sc.m.maxQueue > 0 && s.busy >= s.workers && len(s.fifo)-s.head >= s.sc.m.maxQueue {
-		s.push(event{t: s.now + ms, kind: evRefused, r: r})
+		s.push(event{t: s.now + max(ms, s.sc.m.refuseAfter), kind: evRefused, r: r})
 		return
 	}
 	s.fifo = append(s.fifo, j)
@@ -651,13 +655,21 @@ type metrics struct {
 
 func (m metrics) String() string {
 	s := fmt.Sprintf("offered %d goodput %.3f p50 %.2fx p99 %.2fx (%v, %v) rejected %.4f abandoned %d",
-		m.offered, m.goodput, m.p50, m.p99, time.Duration(m.rawP50).Round(time.Millisecond),
-		time.Duration(m.rawP99).Round(time.Millisecond), m.rejected, m.abandoned)
+		m.offered, m.goodput, m.p50, m.p99, simDur(m.rawP50), simDur(m.rawP99), m.rejected, m.abandoned)
 	if m.waitP99 > 0 {
 		s += fmt.Sprintf("; waited p50 %v p99 %v, arrival to completion p50 %.2fx p99 %.2fx",
 			time.Duration(m.waitP50).Round(time.Millisecond), time.Duration(m.waitP99).Round(time.Millisecond), m.e2eP50, m.e2eP99)
 	}
 	return s
+}
+
+// simDur prints a latency in ns to the millisecond; +Inf, a request
+// abandoned at its deadline, as "timeout".
+func simDur(ns float64) string {
+	if math.IsInf(ns, 1) {
+		return "timeout"
+	}
+	return time.Duration(ns).Round(time.Millisecond).String()
 }
 
 // measure computes the metrics of the requests of the given classes (all
