@@ -69,6 +69,11 @@ type Limiter struct {
 	probeBase float64 // the no-load estimate before the probe step
 	restore   float64 // the limit to go back to after the probe
 	lossless  int     // windows since the last one with drops
+	// dropAge is the shortest admission-to-drop time among the window's
+	// counted drops; holdUntil, set by a lossy window to its end plus
+	// that time, is when the limit it set can first show drops of its
+	// own: no raise before it.
+	dropAge, holdUntil int64
 	// A probe that found the estimate more than 15% high reads a second
 	// window at the same limit before it ends: confirm is 1 when the
 	// first asks for it, 2 in the second; probeM and probeN are the
@@ -290,6 +295,9 @@ func (l *Limiter) endLocked(p *Permit, o outcome, now int64) {
 			l.hist.add(now - p.start)
 		} else {
 			l.drops++
+			if age := now - p.start; l.dropAge == 0 || age < l.dropAge {
+				l.dropAge = age
+			}
 		}
 		// A window closes with enough outcomes (see full), or as soon
 		// as minSamples were drops (two at least: one caller that went
@@ -375,6 +383,15 @@ func (l *Limiter) update(now int64) {
 	if valid {
 		l.prevIn, l.prevLat = w.inflight, w.latency
 	}
+	if w.lossy && l.dropAge > 0 {
+		// The drops came back dropAge after their admission: the limit
+		// this update sets shows its own drops no sooner. Until then a
+		// window without drops says nothing about it.
+		l.holdUntil = max(l.holdUntil, now+l.dropAge)
+	}
+	if next > w.limit && now < l.holdUntil && !l.probing {
+		next = w.limit
+	}
 	next = math.Max(float64(l.cfg.minLimit), math.Min(float64(l.cfg.maxLimit), next))
 	l.lim = next
 	limit := int(next)
@@ -407,6 +424,7 @@ func (l *Limiter) update(now int64) {
 	l.area = 0
 	l.hist.reset()
 	l.drops = 0
+	l.dropAge = 0
 	l.ends = 0
 	l.saturated = false
 	l.topPrev, l.top = l.top, Sheddable
