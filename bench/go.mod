@@ -11,6 +11,7 @@ require (
 	github.com/juju/ratelimit v1.0.2
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/tsenart/vegeta/v12 v12.13.0
+	go.uber.org/goleak v1.3.0
 	go.uber.org/ratelimit v0.3.1
 	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
 	golang.org/x/sync v0.25.0

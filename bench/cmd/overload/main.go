@@ -24,8 +24,9 @@
 // run, and by those that also finished during it) and the p50 and p99 of
 // the requests not shed (a timed-out one counts as infinitely slow, as in
 // the package's simulator); a capacity step at 2× the full capacity (c →
-// c/2 after a third of the run, back to c after two thirds), for the limit
-// and the p99 over time; and a sustained 2× overload of the adaptive
+// c/2 after a third of the run, back to c after two thirds, each change
+// taking effect at once however many calls wait at the backend), for the
+// limit and the p99 over time; and a sustained 2× overload of the adaptive
 // limiters alone. Each run reports the CPU the whole process
 // used (server, backend and load generator), in cores: well under the
 // machine's, what is measured is the limiters. At the end of a run the
@@ -81,54 +82,105 @@ var (
 	only     = flag.String("impls", "", "comma-separated implementations to run (default: all)")
 )
 
-// backend is c workers serving FIFO: a call waits for a worker (Go's
-// channel send queue is first in, first out), holds it for the service
-// time, and is not cancelled when its caller goes away.
+// backend is c workers serving FIFO: a call waits in a queue for a worker
+// (first in, first out), holds it for the service time, and is not
+// cancelled when its caller goes away. The number of usable workers is kept
+// apart from the queue, so that a change takes effect at once whatever
+// waits: lowering it starts no queued call until fewer than the new number
+// are in service (the calls already in service finish), raising it starts
+// queued calls right away.
 type backend struct {
-	sem     chan struct{}
-	workers atomic.Int64 // how many of sem's slots are usable now
-	removed chan struct{}
-	closed  chan struct{} // closed at the end of the run
+	work func(*http.Request) // one call's service: *service of sleep
+
+	mu      sync.Mutex
+	workers int         // usable workers now
+	busy    int         // calls in service
+	queue   []chan bool // the calls waiting for a worker, oldest first: sent true when one starts, false when the run ends
+	closed  bool        // the run ended: calls still waiting were dropped
+	started int         // calls that began service
+	peak    int         // the most calls in service as one began, since the last setWorkers
 }
 
 func newBackend(c int) *backend {
-	b := &backend{sem: make(chan struct{}, c), removed: make(chan struct{}, c), closed: make(chan struct{})}
-	b.workers.Store(int64(c))
-	return b
+	return &backend{work: func(*http.Request) { time.Sleep(*service) }, workers: c}
 }
 
-// setWorkers changes the usable workers: lowering takes slots away (as they
-// free), raising gives them back.
+// setWorkers changes the usable workers, at once: calls already in service
+// go on, and a call starts only while fewer than n are in service.
 func (b *backend) setWorkers(n int) {
-	cur := int(b.workers.Swap(int64(n)))
-	for ; cur > n; cur-- {
-		go func() {
-			select {
-			case b.sem <- struct{}{}:
-				b.removed <- struct{}{}
-			case <-b.closed:
-			}
-		}()
-	}
-	for ; cur < n; cur++ {
-		<-b.removed
-		<-b.sem
-	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.workers = n
+	b.peak = 0
+	b.dispatch()
 }
 
 // close ends the run: calls still waiting for a worker return at once,
 // unserved (their callers are long gone).
-func (b *backend) close() { close(b.closed) }
+func (b *backend) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	for _, ch := range b.queue {
+		ch <- false
+	}
+	b.queue = nil
+}
+
+// start counts a call into service; b.mu is held.
+func (b *backend) start() {
+	b.busy++
+	b.started++
+	b.peak = max(b.peak, b.busy)
+}
+
+// dispatch starts waiting calls, oldest first, while a worker is free;
+// b.mu is held.
+func (b *backend) dispatch() {
+	for len(b.queue) > 0 && b.busy < b.workers {
+		ch := b.queue[0]
+		b.queue[0] = nil
+		b.queue = b.queue[1:]
+		b.start()
+		ch <- true
+	}
+}
+
+// backendStats is a snapshot of the backend's counters.
+type backendStats struct {
+	busy, waiting, started, peak int
+}
+
+func (b *backend) stats() backendStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return backendStats{busy: b.busy, waiting: len(b.queue), started: b.started, peak: b.peak}
+}
 
 func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	select {
-	case b.sem <- struct{}{}:
-	case <-b.closed:
+	b.mu.Lock()
+	switch {
+	case b.closed:
+		b.mu.Unlock()
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
+	case len(b.queue) == 0 && b.busy < b.workers:
+		b.start()
+		b.mu.Unlock()
+	default:
+		ch := make(chan bool, 1)
+		b.queue = append(b.queue, ch)
+		b.mu.Unlock()
+		if !<-ch {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 	}
-	time.Sleep(*service)
-	<-b.sem
+	b.work(r)
+	b.mu.Lock()
+	b.busy--
+	b.dispatch()
+	b.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
 }
 
