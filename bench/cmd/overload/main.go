@@ -288,22 +288,31 @@ func (p *poissonPacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, 
 
 func (p *poissonPacer) Rate(time.Duration) float64 { return p.rate }
 
-// run is what one load run measured. Its latencies are of the requests
-// not shed: those answered 200, and those that timed out (their client
-// gave up at the deadline, admitted or still queued), which count as
-// infinitely slow (timedOut) as in the package's simulator.
+// run is what one load run measured. Every request sent (offered) was
+// either shed (answered 503) or admitted (not shed: offered − shed), and an
+// admitted one was answered 200 (ok), timed out (its client gave up at the
+// deadline: served late, or still waiting at the backend or in a
+// limiter's queue) or failed otherwise (errors: any other status, a
+// connection error). Its latencies are of the ok and the timed-out ones,
+// a timed-out one counting as infinitely slow (timedOut) as in the
+// package's simulator; errors are counted apart and enter neither the
+// latencies nor the timeouts.
 type run struct {
-	goodput        float64
-	doneIn         float64 // as goodput, counting only requests that also finished within the run
-	limitMed       int     // the median of the limit sampled every 100 ms
-	p50, p99       time.Duration
-	admitted, shed int
-	timeouts       int
-	offered        int
-	cpu            float64 // cores the process used, on average
-	wall           time.Duration
-	series         []sample
-	byTick         map[int][]time.Duration // latencies of the requests sent in each 100 ms tick
+	goodput  float64
+	doneIn   float64 // as goodput, counting only requests that also finished within the run
+	limitMed int     // the median of the limit sampled every 100 ms
+	p50, p99 time.Duration
+	offered  int
+	admitted int     // offered − shed
+	shed     int     // 503
+	ok       int     // 200
+	timeouts int     // the client's timeout
+	errors   int     // anything else
+	firstErr string  // the first error's message
+	cpu      float64 // cores the process used, on average
+	wall     time.Duration
+	series   []sample
+	byTick   map[int][]time.Duration // latencies of the requests sent in each 100 ms tick
 }
 
 // sample is one tick of a run: the limiter's limit and the p99 of the
@@ -363,26 +372,32 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 	for res := range atk.Attack(targeter, poisson(factor*capacity, *seed), dur, im.name) {
 		r.offered++
 		l := res.Latency
-		switch {
-		case res.Code == http.StatusOK:
-			r.admitted++
+		switch classify(res) {
+		case done:
+			r.ok++
 			if l <= *deadline {
 				r.goodput++
 				if res.Timestamp.Add(l).Sub(start) <= dur {
 					r.doneIn++
 				}
 			}
-		case res.Code == http.StatusServiceUnavailable:
+		case shed:
 			r.shed++
 			continue
-		default: // the client's timeout
+		case timeout:
 			r.timeouts++
 			l = timedOut
+		default:
+			if r.errors++; r.firstErr == "" {
+				r.firstErr = fmt.Sprintf("status %d: %s", res.Code, res.Error)
+			}
+			continue
 		}
 		lat = append(lat, l)
 		tk := int((res.Timestamp.Sub(start)) / (100 * time.Millisecond))
 		perTick[tk] = append(perTick[tk], l)
 	}
+	r.admitted = r.offered - r.shed
 	stop.Store(true)
 	wg.Wait()
 	r.wall = time.Since(wall0)
@@ -409,6 +424,39 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 	r.series = series
 	r.byTick = perTick
 	return r
+}
+
+// outcome is what became of one request.
+type outcome int
+
+const (
+	done    outcome = iota // answered 200
+	shed                   // answered 503
+	timeout                // the client gave up at its deadline
+	failed                 // anything else: another status, a connection error
+)
+
+// classify files one result: 200, 503, the client's timeout (net/http's
+// error for a Client.Timeout, awaiting the headers or reading the body),
+// or anything else.
+func classify(res *vegeta.Result) outcome {
+	switch {
+	case res.Code == http.StatusOK && res.Error == "":
+		return done
+	case res.Code == http.StatusServiceUnavailable:
+		return shed
+	case res.Code == 0 && strings.Contains(res.Error, "Client.Timeout"):
+		return timeout
+	}
+	return failed
+}
+
+// errNote is "" for a run without errors, else their count and the first.
+func errNote(r run) string {
+	if r.errors == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" errors %d (in no latency), the first %s", r.errors, r.firstErr)
 }
 
 // timedOut is the latency of a request that timed out.
@@ -465,17 +513,25 @@ func main() {
 	}
 	results := map[string][]run{}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "load\timpl\toffered\tadmitted\tshed\ttimeout\tgoodput\tin-run\tp50\tp99\tp50/S\tp99/S\tlimit\tcpu\t\n")
+	fmt.Fprintf(out, "offered = admitted + shed (503); admitted = ok (200) + timeout (the client's, at %v) + err (anything else)\n", *deadline)
+	var errs []string
+	fmt.Fprintf(tw, "load\timpl\toffered\tadmitted\tshed\tok\ttimeout\terr\tgoodput\tin-run\tp50\tp99\tp50/S\tp99/S\tlimit\tcpu\t\n")
 	for _, f := range loads {
 		for _, im := range impls {
 			r := attack(im, f, *duration, false)
 			results[im.name] = append(results[im.name], r)
-			fmt.Fprintf(tw, "%gx\t%s\t%d\t%d\t%d\t%d\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%d\t%.2f\t\n", f, im.name, r.offered, r.admitted, r.shed, r.timeouts, r.goodput, r.doneIn,
+			if r.errors > 0 {
+				errs = append(errs, fmt.Sprintf("  %gx %s: %d, the first %s", f, im.name, r.errors, r.firstErr))
+			}
+			fmt.Fprintf(tw, "%gx\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%d\t%.2f\t\n", f, im.name, r.offered, r.admitted, r.shed, r.ok, r.timeouts, r.errors, r.goodput, r.doneIn,
 				fmtLat(r.p50, 0), fmtLat(r.p99, 0), fmtLat(r.p50, *service), fmtLat(r.p99, *service), r.limitMed, r.cpu)
 			fmt.Fprintf(os.Stderr, "overload: %gx %s took %v\n", f, im.name, r.wall.Round(time.Millisecond))
 		}
 	}
 	tw.Flush()
+	if len(errs) > 0 {
+		fmt.Fprintf(out, "errors (neither 200, 503 nor the client's timeout; in no latency):\n%s\n", strings.Join(errs, "\n"))
+	}
 	if *stepDur > 0 {
 		fmt.Fprintf(out, "\ncapacity step at 2x: %d workers, %d from %v, %d from %v; limit and p99 (of requests not shed) per second\n",
 			*workers, *workers/2, *stepDur/3, *workers, 2**stepDur/3)
@@ -487,7 +543,7 @@ func main() {
 		}
 		r := attack(im, 2, *stepDur, true)
 		steps[im.name] = r
-		fmt.Fprintf(out, "%s: goodput %.3f p50 %s p99 %s cpu %.2f\n  limit:", im.name, r.goodput, fmtLat(r.p50, 0), fmtLat(r.p99, 0), r.cpu)
+		fmt.Fprintf(out, "%s: goodput %.3f p50 %s p99 %s cpu %.2f%s\n  limit:", im.name, r.goodput, fmtLat(r.p50, 0), fmtLat(r.p99, 0), r.cpu, errNote(r))
 		for i := 9; i < len(r.series); i += 10 {
 			fmt.Fprintf(out, " %d", r.series[i].limit)
 		}
@@ -508,7 +564,7 @@ func main() {
 			}
 			r := attack(im, 2, *longDur, false)
 			sustained[im.name] = r
-			fmt.Fprintf(out, "%s: goodput %.3f p50 %s p99 %s cpu %.2f\n", im.name, r.goodput, fmtLat(r.p50, 0), fmtLat(r.p99, 0), r.cpu)
+			fmt.Fprintf(out, "%s: goodput %.3f p50 %s p99 %s cpu %.2f%s\n", im.name, r.goodput, fmtLat(r.p50, 0), fmtLat(r.p99, 0), r.cpu, errNote(r))
 			segs := segments(r, seg)
 			row := func(name string, f func(segment) string) {
 				fmt.Fprintf(out, "  %s:", name)

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// hit sends one request to url through a vegeta attacker with the given
+// client timeout, as attack does, and returns its result.
+func hit(t *testing.T, url string, timeout time.Duration) *vegeta.Result {
+	t.Helper()
+	atk := vegeta.NewAttacker(vegeta.Timeout(timeout), vegeta.KeepAlive(false))
+	tr := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: url})
+	var got []*vegeta.Result
+	for res := range atk.Attack(tr, vegeta.Rate{Freq: 1000, Per: time.Second}, time.Millisecond, "t") {
+		got = append(got, res)
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d results, want 1", len(got))
+	}
+	return got[0]
+}
+
+// TestClassify checks that only 200, 503 and the client's own timeout are
+// filed as done, shed and timeout: another status or a connection error is
+// an error, not a timeout.
+func TestClassify(t *testing.T) {
+	var status atomic.Int64
+	unblock := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if status.Load() == 0 {
+			<-unblock // past the client's deadline
+			return
+		}
+		w.WriteHeader(int(status.Load()))
+	}))
+	defer srv.Close()
+	defer close(unblock)
+	for _, tc := range []struct {
+		status int
+		want   outcome
+	}{
+		{http.StatusOK, done},
+		{http.StatusServiceUnavailable, shed},
+		{http.StatusTooManyRequests, failed},
+		{http.StatusInternalServerError, failed},
+		{0, timeout},
+	} {
+		status.Store(int64(tc.status))
+		res := hit(t, srv.URL, 50*time.Millisecond)
+		if got := classify(res); got != tc.want {
+			t.Errorf("status %d: code %d error %q filed as %d, want %d", tc.status, res.Code, res.Error, got, tc.want)
+		}
+	}
+
+	// A refused connection: a port nothing listens on any more.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	res := hit(t, "http://"+addr+"/", time.Second)
+	if got := classify(res); got != failed {
+		t.Errorf("connection refused: code %d error %q filed as %d, want %d (failed)", res.Code, res.Error, got, failed)
+	}
+}
