@@ -46,6 +46,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -311,16 +312,18 @@ type run struct {
 	firstErr string  // the first error's message
 	cpu      float64 // cores the process used, on average
 	wall     time.Duration
+	dur      time.Duration // the run's length
 	series   []sample
-	byTick   map[int][]time.Duration // latencies of the requests sent in each 100 ms tick
+	byTick   map[int][]time.Duration // latencies of the requests sent in each tick (k: sent in [k, k+1) ticks), not shed and not failed
 }
 
-// sample is one tick of a run: the limiter's limit and the p99 of the
-// requests admitted in the tick.
+// tick is how often a run samples the limit, and the bins of byTick.
+const tick = 100 * time.Millisecond
+
+// sample is the limiter's limit at t into a run.
 type sample struct {
 	t     time.Duration
 	limit int
-	p99   time.Duration
 }
 
 func attack(im impl, factor float64, dur time.Duration, steps bool) run {
@@ -345,10 +348,10 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
+		ticker := time.NewTicker(tick)
+		defer ticker.Stop()
 		phase := 0
-		for range tick.C {
+		for range ticker.C {
 			if stop.Load() {
 				return
 			}
@@ -394,7 +397,7 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 			continue
 		}
 		lat = append(lat, l)
-		tk := int((res.Timestamp.Sub(start)) / (100 * time.Millisecond))
+		tk := int(res.Timestamp.Sub(start) / tick)
 		perTick[tk] = append(perTick[tk], l)
 	}
 	r.admitted = r.offered - r.shed
@@ -417,10 +420,7 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 		r.limitMed = lims[len(lims)/2]
 	}
 	r.p50, r.p99 = pct(lat, 0.5), pct(lat, 0.99)
-	for i := range series {
-		s := &series[i]
-		s.p99 = pct(perTick[int(s.t/(100*time.Millisecond))-1], 0.99)
-	}
+	r.dur = dur
 	r.series = series
 	r.byTick = perTick
 	return r
@@ -476,13 +476,16 @@ func fmtLat(d time.Duration, service time.Duration) string {
 	return d.Round(100 * time.Microsecond).String()
 }
 
+// pct is the q-quantile of xs by nearest rank: the ⌈q·n⌉-th smallest of
+// n (so the p99 of fewer than 100 is their maximum); 0 for none.
 func pct(xs []time.Duration, q float64) time.Duration {
 	if len(xs) == 0 {
 		return 0
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
+	rank := int(math.Ceil(q*float64(len(s)) - 1e-9))
+	return s[max(0, min(len(s), rank)-1)]
 }
 
 func main() {
@@ -533,7 +536,7 @@ func main() {
 		fmt.Fprintf(out, "errors (neither 200, 503 nor the client's timeout; in no latency):\n%s\n", strings.Join(errs, "\n"))
 	}
 	if *stepDur > 0 {
-		fmt.Fprintf(out, "\ncapacity step at 2x: %d workers, %d from %v, %d from %v; limit and p99 (of requests not shed) per second\n",
+		fmt.Fprintf(out, "\ncapacity step at 2x: %d workers, %d from %v, %d from %v; per second: the limit at its end, the p99 of the requests not shed sent in it\n",
 			*workers, *workers/2, *stepDur/3, *workers, 2**stepDur/3)
 	}
 	steps := map[string]run{}
@@ -543,15 +546,10 @@ func main() {
 		}
 		r := attack(im, 2, *stepDur, true)
 		steps[im.name] = r
-		fmt.Fprintf(out, "%s: goodput %.3f p50 %s p99 %s cpu %.2f%s\n  limit:", im.name, r.goodput, fmtLat(r.p50, 0), fmtLat(r.p99, 0), r.cpu, errNote(r))
-		for i := 9; i < len(r.series); i += 10 {
-			fmt.Fprintf(out, " %d", r.series[i].limit)
-		}
-		fmt.Fprintf(out, "\n  p99/ms:")
-		for i := 9; i < len(r.series); i += 10 {
-			fmt.Fprintf(out, " %s", strings.TrimSuffix(fmtLat(maxP99(r.series[i-9:i+1]).Round(time.Millisecond), 0), "ms"))
-		}
-		fmt.Fprintln(out)
+		fmt.Fprintf(out, "%s: goodput %.3f p50 %s p99 %s cpu %.2f%s\n", im.name, r.goodput, fmtLat(r.p50, 0), fmtLat(r.p99, 0), r.cpu, errNote(r))
+		segs := segments(r, time.Second)
+		row(out, "limit", segs, func(sg segment) string { return sg.limit(sg.last) })
+		row(out, "p99/ms", segs, func(sg segment) string { return ms(pct(sg.lat, 0.99)) })
 	}
 	var sustained map[string]run
 	if *longDur > 0 {
@@ -566,24 +564,12 @@ func main() {
 			sustained[im.name] = r
 			fmt.Fprintf(out, "%s: goodput %.3f p50 %s p99 %s cpu %.2f%s\n", im.name, r.goodput, fmtLat(r.p50, 0), fmtLat(r.p99, 0), r.cpu, errNote(r))
 			segs := segments(r, seg)
-			row := func(name string, f func(segment) string) {
-				fmt.Fprintf(out, "  %s:", name)
-				for _, sg := range segs {
-					fmt.Fprintf(out, " %s", f(sg))
-				}
-				fmt.Fprintln(out)
-			}
-			ms := func(d time.Duration) string { return strings.TrimSuffix(fmtLat(d.Round(time.Millisecond), 0), "ms") }
 			capSeg := float64(*workers) / service.Seconds() * seg.Seconds()
-			row("goodput", func(sg segment) string { return fmt.Sprintf("%.3f", float64(sg.good)/capSeg) })
-			row("p50/ms", func(sg segment) string { return ms(pct(sg.lat, 0.5)) })
-			row("p99/ms", func(sg segment) string { return ms(pct(sg.lat, 0.99)) })
-			row("lowest limit", func(sg segment) string { return fmt.Sprint(sg.lowest) })
-			fmt.Fprintf(out, "  limit:")
-			for i := 49; i < len(r.series); i += 50 {
-				fmt.Fprintf(out, " %d", r.series[i].limit)
-			}
-			fmt.Fprintln(out)
+			row(out, "goodput", segs, func(sg segment) string { return fmt.Sprintf("%.3f", float64(sg.good)/capSeg) })
+			row(out, "p50/ms", segs, func(sg segment) string { return ms(pct(sg.lat, 0.5)) })
+			row(out, "p99/ms", segs, func(sg segment) string { return ms(pct(sg.lat, 0.99)) })
+			row(out, "lowest limit", segs, func(sg segment) string { return sg.limit(sg.lowest) })
+			row(out, "limit", segments(r, 5*time.Second), func(sg segment) string { return sg.limit(sg.last) })
 		}
 	}
 	fmt.Fprintf(out, "\nloadavg-at-end: %s\nwall: %v\n", provenance.LoadAvg(), time.Since(began).Round(time.Second))
@@ -596,41 +582,68 @@ func main() {
 	}
 }
 
-// segment is what a run saw over one stretch of its ticks: the requests
-// sent in it answered within the deadline, the latencies of those not
-// shed, and the lowest limit sampled.
+// segment is what a run saw over one stretch of its length: of the
+// requests sent in it, how many were answered within the deadline and the
+// latencies of those not shed; of the limit sampled in it, the lowest and
+// the last (the limit at its end).
 type segment struct {
-	good   int
-	lat    []time.Duration
-	lowest int
+	good         int
+	lat          []time.Duration
+	sampled      bool
+	lowest, last int
 }
 
-// segments cuts r into whole stretches of length seg.
+// limit formats one of sg's limits, "-" if none was sampled in it.
+func (sg segment) limit(l int) string {
+	if !sg.sampled {
+		return "-"
+	}
+	return fmt.Sprint(l)
+}
+
+// segments cuts r into its whole stretches of length seg (a multiple of
+// tick), binned by time, not by sample index: the requests by when they
+// were sent, the limit by when it was sampled (a sample about k ticks in
+// closes tick k-1), so that a sample the ticker dropped shifts nothing.
 func segments(r run, seg time.Duration) []segment {
-	per := int(seg / (100 * time.Millisecond))
-	var out []segment
-	for i := 0; i+per <= len(r.series); i += per {
-		sg := segment{lowest: r.series[i].limit}
-		for k := i; k < i+per; k++ {
-			sg.lowest = min(sg.lowest, r.series[k].limit)
-			for _, l := range r.byTick[k] {
+	per := int(seg / tick)
+	out := make([]segment, int(r.dur/seg))
+	for k, lat := range r.byTick {
+		if i := k / per; k >= 0 && i < len(out) {
+			for _, l := range lat {
 				if l <= *deadline {
-					sg.good++
+					out[i].good++
 				}
 			}
-			sg.lat = append(sg.lat, r.byTick[k]...)
+			out[i].lat = append(out[i].lat, lat...)
 		}
-		out = append(out, sg)
+	}
+	for _, s := range r.series { // in time order
+		k := int((s.t+tick/2)/tick) - 1
+		if i := k / per; k >= 0 && i < len(out) {
+			sg := &out[i]
+			if !sg.sampled {
+				sg.sampled, sg.lowest = true, s.limit
+			}
+			sg.lowest, sg.last = min(sg.lowest, s.limit), s.limit
+		}
 	}
 	return out
 }
 
-func maxP99(s []sample) time.Duration {
-	var m time.Duration
-	for _, x := range s {
-		m = max(m, x.p99)
+// row prints one value per segment, after name.
+func row(out io.Writer, name string, segs []segment, f func(segment) string) {
+	fmt.Fprintf(out, "  %s:", name)
+	for _, sg := range segs {
+		fmt.Fprintf(out, " %s", f(sg))
 	}
-	return m
+	fmt.Fprintln(out)
+}
+
+// ms formats a latency in whole milliseconds, without the unit; a timeout
+// as "timeout".
+func ms(d time.Duration) string {
+	return strings.TrimSuffix(fmtLat(d.Round(time.Millisecond), 0), "ms")
 }
 
 func check(err error) {

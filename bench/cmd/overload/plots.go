@@ -39,41 +39,53 @@ func plots(dir string, loads []float64, res map[string][]run, steps, sustained m
 		func(r run) float64 { return float64(min(r.p99, *deadline)) / float64(*service) }); err != nil {
 		return err
 	}
-	overTime := func(title, ylabel, file string, skipNone bool, y func(sample) float64) error {
-		if len(steps) == 0 {
-			return nil // -step 0
+	if len(steps) > 0 { // not -step 0
+		if err := overTimeOf(dir, steps, fmt.Sprintf("Limit through a capacity step (%d -> %d -> %d workers) at 2x", *workers, *workers/2, *workers),
+			"limit", "overload-step-limit.svg", true, limits); err != nil {
+			return err
 		}
-		return overTimeOf(dir, steps, title, ylabel, file, skipNone, y)
-	}
-	if err := overTime(fmt.Sprintf("Limit through a capacity step (%d -> %d -> %d workers) at 2x", *workers, *workers/2, *workers),
-		"limit", "overload-step-limit.svg", true, func(s sample) float64 { return float64(s.limit) }); err != nil {
-		return err
-	}
-	if err := overTime("p99 of requests not shed per 100 ms through the step; a timeout at the deadline", "p99 (ms)", "overload-step-p99.svg", false,
-		func(s sample) float64 { return float64(min(s.p99, *deadline)) / float64(time.Millisecond) }); err != nil {
-		return err
+		if err := overTimeOf(dir, steps, "p99 of the requests not shed sent in each second, through the step; a timeout at the deadline",
+			"p99 (ms)", "overload-step-p99.svg", false, p99PerSecond); err != nil {
+			return err
+		}
 	}
 	if len(sustained) == 0 {
 		return nil
 	}
 	return overTimeOf(dir, sustained, fmt.Sprintf("Limit through a sustained 2x overload (%d workers)", *workers),
-		"limit", "overload-sustained-limit.svg", true, func(s sample) float64 { return float64(s.limit) })
+		"limit", "overload-sustained-limit.svg", true, limits)
 }
 
-// overTimeOf plots y of each implementation's samples in runs over time;
-// implementations without a run are left out, and so is "none" if
+// limits is a run's limit at each sample, over time.
+func limits(r run) plotter.XYs {
+	var xy plotter.XYs
+	for _, s := range r.series {
+		xy = append(xy, plotter.XY{X: s.t.Seconds(), Y: float64(s.limit)})
+	}
+	return xy
+}
+
+// p99PerSecond is, for each second of a run, the p99 of the requests not
+// shed sent in it (as the step's table prints it; a timeout counts as the
+// deadline), plotted at the middle of the second.
+func p99PerSecond(r run) plotter.XYs {
+	var xy plotter.XYs
+	for i, sg := range segments(r, time.Second) {
+		xy = append(xy, plotter.XY{X: float64(i) + 0.5, Y: float64(min(pct(sg.lat, 0.99), *deadline)) / float64(time.Millisecond)})
+	}
+	return xy
+}
+
+// overTimeOf plots the series xy gives of each implementation's run over
+// time; implementations without a run are left out, and so is "none" if
 // skipNone.
-func overTimeOf(dir string, runs map[string]run, title, ylabel, file string, skipNone bool, y func(sample) float64) error {
+func overTimeOf(dir string, runs map[string]run, title, ylabel, file string, skipNone bool, xy func(run) plotter.XYs) error {
 	var args []any
 	for _, im := range impls {
 		if _, ok := runs[im.name]; !ok || skipNone && im.name == "none" {
 			continue
 		}
-		var xy plotter.XYs
-		for _, s := range runs[im.name].series {
-			xy = append(xy, plotter.XY{X: s.t.Seconds(), Y: y(s)})
-		}
-		args = append(args, im.name, xy)
+		args = append(args, im.name, xy(runs[im.name]))
 	}
 	return savePlot(filepath.Join(dir, file), title, "time (s)", ylabel, plotutil.AddLines, args)
 }
