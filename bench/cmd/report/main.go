@@ -1,15 +1,19 @@
 // Command report runs the benchmarks of package bench and summarises them
-// with benchstat, one row per case and mode and one column per
-// implementation (benchstat -col /impl).
+// with benchstat, one table per benchmark (TryAcquire, Acquire, Pool), each
+// with one row per case and mode and one column per implementation
+// (benchstat -col /impl), compared with x/time/rate (the pool's with
+// chanpool, its first implementation): see statTables.
 //
 // Run it from the bench directory:
 //
 //	go run ./cmd/report -quick        # make bench: a subset, summary to stdout
 //	go run ./cmd/report               # make bench-full: writes ../results/
 //
-// Both print a summary that fits a 100-column terminal: one row per case,
-// mode and GOMAXPROCS, one column per implementation with its median ns/op,
-// then each one's speed-up over x/time/rate. The full benchstat matrix goes
+// Both print a summary: one row per case, mode and GOMAXPROCS, one column
+// per implementation with its median ns/op, then each one's speed-up over
+// x/time/rate. Each column is as wide as its implementation's name or its
+// widest value: the quick run's fits a 100-column terminal, the full run's
+// (Acquire's longer row names, uber's column) takes about 110. The full benchstat matrix goes
 // to a file (bench/bench.tmp-benchstat.txt for -quick), and the output says
 // where.
 //
@@ -39,8 +43,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/perf/benchfmt"
 
 	"github.com/admit-go/admit/internal/provenance"
 )
@@ -198,18 +206,25 @@ func main() {
 
 	// benchstat, every unit (admit/op included), into the table file; the
 	// terminal gets the summary a person reads at a glance.
-	statArgs := []string{"run", "golang.org/x/perf/cmd/benchstat", "-col", "/impl", rawPath}
-	var table bytes.Buffer
-	st := exec.Command(goCmd, statArgs...)
-	st.Stdout, st.Stderr = &table, os.Stderr
-	if err := st.Run(); err != nil {
+	tables, err := statTables(rawPath)
+	if err != nil {
 		log("benchstat: %v", err)
 		os.Exit(1)
 	}
 	var f bytes.Buffer
-	fmt.Fprintf(&f, "# benchstat: cd bench && %s %s\n", goCmd, shellJoin(statArgs))
-	fmt.Fprintf(&f, "# benchmarks: %s\n\n", command)
-	f.Write(table.Bytes())
+	fmt.Fprintf(&f, "# benchmarks: %s\n", command)
+	for _, args := range tables {
+		statArgs := append([]string{"run", "golang.org/x/perf/cmd/benchstat"}, args...)
+		var table bytes.Buffer
+		st := exec.Command(goCmd, statArgs...)
+		st.Stdout, st.Stderr = &table, os.Stderr
+		if err := st.Run(); err != nil {
+			log("benchstat: %v", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(&f, "\n# benchstat: cd bench && %s %s\n\n", goCmd, shellJoin(statArgs))
+		f.Write(table.Bytes())
+	}
 	if err := os.WriteFile(statPath, f.Bytes(), 0o644); err != nil {
 		log("%v", err)
 		os.Exit(1)
@@ -228,8 +243,73 @@ func main() {
 		fmt.Printf("\nNOISY: the 1-minute load average was %.1f on %d cores during the run; other work shared the CPUs, so the numbers above are not this machine's.\n",
 			load, runtime.NumCPU())
 	}
-	fmt.Printf("\nThe full benchstat matrix (every unit, confidence intervals, p-values) is in bench/%s;\nthe raw output in bench/%s.\n",
+	fmt.Printf("\nThe full benchstat matrix (every unit, confidence intervals, p-values against x/time/rate; the pool's against chanpool) is in bench/%s;\nthe raw output in bench/%s.\n",
 		filepath.Clean(statPath), filepath.Clean(rawPath))
+}
+
+// statTables returns benchstat's arguments for each table of rawPath: one
+// per benchmark (TryAcquire, Acquire, Pool, in the order they ran), so
+// that no table mixes families whose implementations differ (a pool has
+// no x/time/rate to be compared with, uber no TryAcquire, and benchstat's
+// geomean over a set of rows that differs from the base column's is "?").
+// The columns are the implementations in the order they ran, but with the
+// summary's baseline (xrate) first wherever the benchmark has it:
+// benchstat compares every column with the first, so its deltas and
+// p-values are against the same implementation as the summary's speed-ups.
+func statTables(rawPath string) ([][]string, error) {
+	f, err := os.Open(rawPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var benches []string
+	impls := map[string][]string{}
+	rd := benchfmt.NewReader(f, rawPath)
+	for rd.Scan() {
+		res, ok := rd.Result().(*benchfmt.Result)
+		if !ok {
+			continue
+		}
+		base, parts := splitName(res.Name.String())
+		if !slices.Contains(benches, base) {
+			benches = append(benches, base)
+		}
+		if im := parts["impl"]; im != "" && !slices.Contains(impls[base], im) {
+			impls[base] = append(impls[base], im)
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return nil, err
+	}
+	if len(benches) == 0 {
+		return nil, fmt.Errorf("%s: no benchmarks", rawPath)
+	}
+	var tables [][]string
+	for _, b := range benches {
+		col := "/impl"
+		if ims := impls[b]; len(ims) > 0 {
+			if i := slices.Index(ims, baseline); i > 0 {
+				ims = append([]string{baseline}, slices.Delete(slices.Clone(ims), i, i+1)...)
+			}
+			words := make([]string, len(ims))
+			for i, im := range ims {
+				words[i] = benchprocWord(im)
+			}
+			// A fixed order also filters: it names every implementation.
+			col = "/impl@(" + strings.Join(words, " ") + ")"
+		}
+		tables = append(tables, []string{"-filter", ".name:" + benchprocWord(b), "-col", col, rawPath})
+	}
+	return tables, nil
+}
+
+// benchprocWord writes s as one word of benchstat's filter and projection
+// syntax: bare where it may be, else a quoted Go string.
+func benchprocWord(s string) string {
+	if s != "" && !strings.ContainsAny(s[:1], "-*\"") && !strings.ContainsAny(s, " ():@,\"") {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // sections are what the report prints after a run (and for -summary), in

@@ -6,12 +6,10 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/perf/benchfmt"
 )
-
-// summaryWidth is the terminal width the summary fits in.
-const summaryWidth = 100
 
 // baseline is the implementation the summary's ratios compare against.
 const baseline = "xrate"
@@ -85,60 +83,76 @@ func summarise(w io.Writer, rawPath string) error {
 	stamp(w, where)
 	labelW := 0
 	for _, r := range rows {
-		labelW = max(labelW, len(r.label()))
+		labelW = max(labelW, utf8.RuneCountInString(r.label()))
 	}
-	colW := min(10, (summaryWidth-labelW)/max(1, len(impls)))
-	cell := func(s string) string { return " " + fmt.Sprintf("%*s", colW-1, s) } // a space always separates cells
-	head := func(title string) {
-		fmt.Fprintf(w, "%s\n%-*s", title, labelW, "")
-		for _, im := range impls {
-			name := im
-			if len(name) > colW-1 {
-				name = name[:colW-1]
-			}
-			fmt.Fprint(w, cell(name))
-		}
-		fmt.Fprintln(w)
-	}
-	head("median ns/op ± spread, in % of the median (half the range of the samples; lower is better)")
+
+	// Both grids first, so that each column is as wide as its widest cell
+	// or header, counted in runes ("±" is one column on a terminal, two
+	// bytes): every value ends under its own header's end.
 	noisy, cells := 0, 0
-	for _, r := range rows {
-		fmt.Fprintf(w, "%-*s", labelW, r.label())
+	medians := make([][]string, len(rows))
+	for i, r := range rows {
 		for _, im := range impls {
+			c := "-"
 			if v := samples[r][im]; len(v) > 0 {
 				m, sp := median(v), spread(v)
 				cells++
 				if sp > noisySpread {
 					noisy++
 				}
-				fmt.Fprint(w, cell(fmt.Sprintf("%.1f±%.0f", m, sp*100)))
-			} else {
-				fmt.Fprint(w, cell("-"))
+				c = fmt.Sprintf("%.1f±%.0f", m, sp*100)
+			}
+			medians[i] = append(medians[i], c)
+		}
+	}
+	var speedups [][]string
+	if slices.Contains(impls, baseline) {
+		speedups = make([][]string, len(rows))
+		for i, r := range rows {
+			b := samples[r][baseline]
+			for _, im := range impls {
+				c := "-"
+				if v := samples[r][im]; len(v) > 0 && len(b) > 0 {
+					c = fmt.Sprintf("%.2fx", median(b)/median(v))
+				}
+				speedups[i] = append(speedups[i], c)
 			}
 		}
-		fmt.Fprintln(w)
 	}
+	widths := make([]int, len(impls))
+	for j, im := range impls {
+		widths[j] = utf8.RuneCountInString(im)
+		for _, grid := range [][][]string{medians, speedups} {
+			for _, cs := range grid {
+				widths[j] = max(widths[j], utf8.RuneCountInString(cs[j]))
+			}
+		}
+	}
+	pad := func(s string, n int) string { return strings.Repeat(" ", max(0, n-utf8.RuneCountInString(s))) + s }
+	table := func(title string, grid [][]string) {
+		fmt.Fprintf(w, "%s\n%s", title, strings.Repeat(" ", labelW))
+		for j, im := range impls {
+			fmt.Fprint(w, " "+pad(im, widths[j])) // a space always separates cells
+		}
+		fmt.Fprintln(w)
+		for i, r := range rows {
+			fmt.Fprint(w, r.label()+strings.Repeat(" ", labelW-utf8.RuneCountInString(r.label())))
+			for j := range impls {
+				fmt.Fprint(w, " "+pad(grid[i][j], widths[j]))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	table("median ns/op ± spread, in % of the median (half the range of the samples; lower is better)", medians)
 	if noisy > 0 {
 		fmt.Fprintf(w, "\nNOISY: %d of %d cells spread more than ±%.0f%%; do not trust ratios built on them (rerun on a quiet machine, or use make bench-full's -count 10).\n",
 			noisy, cells, noisySpread*100)
 	}
-	if !slices.Contains(impls, baseline) {
+	if speedups == nil {
 		return nil
 	}
 	fmt.Fprintln(w)
-	head("speed-up over x/time/rate: its median / this one's (higher is better)")
-	for _, r := range rows {
-		fmt.Fprintf(w, "%-*s", labelW, r.label())
-		b := samples[r][baseline]
-		for _, im := range impls {
-			if v := samples[r][im]; len(v) > 0 && len(b) > 0 {
-				fmt.Fprint(w, cell(fmt.Sprintf("%.2fx", median(b)/median(v))))
-			} else {
-				fmt.Fprint(w, cell("-"))
-			}
-		}
-		fmt.Fprintln(w)
-	}
+	table("speed-up over x/time/rate: its median / this one's (higher is better)", speedups)
 	return nil
 }
 
