@@ -10,11 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestCapacityStepAtOnce queues n calls on a backend of c workers, halves
 // its workers and then restores them, and checks by counts, not by time,

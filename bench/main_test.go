@@ -1,0 +1,11 @@
+package bench
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's run, tests and benchmarks alike, when a
+// goroutine outlives them.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
