@@ -36,8 +36,10 @@
 // and L = 1000, the mutable decision state per key by construction, and
 // ns/op and allocs/op of TryAcquire on the real clock, serial and with
 // GOMAXPROCS 2 (RunParallel), on a limiter that admits every call: the
-// median of three testing.Benchmark runs of -benchtime each. The command
-// sets GOMAXPROCS itself for these two columns, as go test's -cpu 1,2 would.
+// median of three testing.Benchmark runs of -benchtime each. Each column
+// is measured in a child process of the command started with GOMAXPROCS=1
+// or 2 in its environment, as go test's -cpu 1,2 would set it: the command
+// never sets GOMAXPROCS itself.
 //
 // It writes the tables to stdout and, with -save, to
 // <save>/algorithms-<date>.txt with the provenance header, and draws
@@ -57,6 +59,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -118,9 +121,14 @@ func main() {
 	save := flag.String("save", "", "also write the tables to <save>/algorithms-<YYYY-MM-DD>.txt and the plot to <save>/plots/")
 	busy := flag.String("note", "", "a note for the header (a busy machine, say)")
 	format := flag.String("format", "svg", "svg, or png for a quick look")
+	costMode := flag.String("cost-mode", "", "internal: measure TryAcquire's cost in this mode (serial or parallel) and print it; the cost table runs the command so, with GOMAXPROCS in the environment")
 	flag.Parse()
 	testing.Init()
 	check(flag.Set("test.benchtime", benchtime.String()))
+	if *costMode != "" {
+		measureCost(*costMode)
+		return
+	}
 
 	var out io.Writer = os.Stdout
 	if *save != "" {
@@ -150,7 +158,7 @@ func main() {
 	slidingError(out, *clients, L, W)
 
 	fmt.Fprintf(out, "\n## Cost\n\n")
-	cost(out)
+	cost(out, *benchtime)
 
 	if *save != "" {
 		if *format != "svg" && *format != "png" {
@@ -398,14 +406,71 @@ func heapPerLimiter(a algorithm, limit int64) float64 {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(keep)
-	return float64(after.HeapAlloc-before.HeapAlloc) / n
+	// In int64: a heap that shrank (a collection of garbage from before)
+	// gives a negative growth, not a wrapped uint64 of about 1.8e19.
+	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
 }
 
-func cost(out io.Writer) {
+func cost(out io.Writer, benchtime time.Duration) {
+	serial := costIn(1, "serial", benchtime)
+	parallel := costIn(2, "parallel", benchtime)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "algorithm\theap B/limiter L=100\theap B/limiter L=1000\tstate per key\tns/op serial\tns/op -cpu 2\tallocs/op\t")
-	prev := runtime.GOMAXPROCS(0)
-	defer runtime.GOMAXPROCS(prev)
+	for i, a := range algorithms {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%s\t%.1f\t%.1f\t%d\t\n", a.name,
+			heapPerLimiter(a, 100), heapPerLimiter(a, 1000), a.state, serial[i].ns, parallel[i].ns, max(serial[i].allocs, parallel[i].allocs))
+	}
+	check(tw.Flush())
+}
+
+// costResult is one algorithm's TryAcquire cost in one mode.
+type costResult struct {
+	ns     float64
+	allocs int64
+}
+
+// costIn measures every algorithm's TryAcquire in mode (serial or
+// parallel) in a child process of this command started with GOMAXPROCS=procs
+// in its environment: GOMAXPROCS is set only through the environment (or
+// go test's -cpu), never in code. The child (-cost-mode) prints its
+// GOMAXPROCS, then one line per algorithm, in order.
+func costIn(procs int, mode string, benchtime time.Duration) []costResult {
+	exe, err := os.Executable()
+	check(err)
+	cmd := exec.Command(exe, "-cost-mode", mode, "-benchtime", benchtime.String())
+	cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", procs))
+	cmd.Stderr = os.Stderr
+	outb, err := cmd.Output()
+	check(err)
+	lines := strings.Split(strings.TrimSpace(string(outb)), "\n")
+	var got int
+	if _, err := fmt.Sscanf(lines[0], "gomaxprocs %d", &got); err != nil || got != procs {
+		check(fmt.Errorf("cost child for %s: first line %q, want gomaxprocs %d", mode, lines[0], procs))
+	}
+	if len(lines) != 1+len(algorithms) {
+		check(fmt.Errorf("cost child for %s: %d lines, want %d", mode, len(lines), 1+len(algorithms)))
+	}
+	res := make([]costResult, len(algorithms))
+	for i, a := range algorithms {
+		name, rest, _ := strings.Cut(lines[1+i], "\t")
+		if name != a.name {
+			check(fmt.Errorf("cost child for %s: line %q, want %s", mode, lines[1+i], a.name))
+		}
+		if _, err := fmt.Sscanf(rest, "%g %d", &res[i].ns, &res[i].allocs); err != nil {
+			check(fmt.Errorf("cost child for %s: line %q: %v", mode, lines[1+i], err))
+		}
+	}
+	return res
+}
+
+// measureCost is the child of costIn: the median of three testing.Benchmark
+// runs of each algorithm's TryAcquire in mode, under the GOMAXPROCS its
+// environment gave it, on a limiter that admits every call.
+func measureCost(mode string) {
+	if mode != "serial" && mode != "parallel" {
+		check(fmt.Errorf("-cost-mode %q: want serial or parallel", mode))
+	}
+	fmt.Printf("gomaxprocs %d\n", runtime.GOMAXPROCS(0))
 	for _, a := range algorithms {
 		// A limiter that admits every call: 10^6 per millisecond is 10^9
 		// per second, faster than any caller here.
@@ -414,40 +479,36 @@ func cost(out io.Writer) {
 			check(err)
 			return l
 		}
-		// The median of three runs of each, on a machine that may be busy.
-		measure := func(procs int, f func(b *testing.B)) (ns float64, allocs int64) {
-			runtime.GOMAXPROCS(procs)
-			defer runtime.GOMAXPROCS(prev)
-			var runs []float64
-			for range 3 {
-				runtime.GC() // no earlier limiter's garbage collected on this run's time
-				r := testing.Benchmark(f)
-				runs = append(runs, float64(r.T.Nanoseconds())/float64(r.N))
-				allocs = max(allocs, r.AllocsPerOp())
-			}
-			slices.Sort(runs)
-			return runs[1], allocs
-		}
-		serial, a1 := measure(1, func(b *testing.B) {
+		f := func(b *testing.B) {
 			l := mk()
 			b.ReportAllocs()
 			for b.Loop() {
 				l.TryAcquire()
 			}
-		})
-		parallel, a2 := measure(2, func(b *testing.B) {
-			l := mk()
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					l.TryAcquire()
-				}
-			})
-		})
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%s\t%.1f\t%.1f\t%d\t\n", a.name,
-			heapPerLimiter(a, 100), heapPerLimiter(a, 1000), a.state, serial, parallel, max(a1, a2))
+		}
+		if mode == "parallel" {
+			f = func(b *testing.B) {
+				l := mk()
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						l.TryAcquire()
+					}
+				})
+			}
+		}
+		// The median of three runs, on a machine that may be busy.
+		var runs []float64
+		var allocs int64
+		for range 3 {
+			runtime.GC() // no earlier limiter's garbage collected on this run's time
+			r := testing.Benchmark(f)
+			runs = append(runs, float64(r.T.Nanoseconds())/float64(r.N))
+			allocs = max(allocs, r.AllocsPerOp())
+		}
+		slices.Sort(runs)
+		fmt.Printf("%s\t%g %d\n", a.name, runs[1], allocs)
 	}
-	check(tw.Flush())
 }
 
 // drawBoundary plots, over the first seconds of the boundary phase, how
