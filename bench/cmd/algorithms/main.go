@@ -170,18 +170,26 @@ func main() {
 	}
 }
 
-// replayClock is the trace's clock: Set moves it, and Sleep returns at
-// once, recording how long the caller would have slept, so that a blocking
-// call's admission time is its reading plus that wait. (buckettest's
-// FakeClock would block the replaying goroutine; it also lives in a
-// package that would bring the core module's test dependencies here.)
+// replayClock is the trace's clock: the replay sets now to each request's
+// time, and Sleep returns at once having moved now on by d, as a sleep on
+// this clock would, and recorded it, so that a blocking call's admission
+// time is its reading plus its wait. (A Sleep that left the time where it
+// was would break admit.Clock's contract: a limiter that checks the time
+// again after sleeping, as leakybucket's queue does, would sleep forever.
+// buckettest's FakeClock would block the replaying goroutine; it also
+// lives in a package that would bring the core module's test dependencies
+// here.)
 type replayClock struct{ now, slept int64 }
 
 func (c *replayClock) Now() int64 { return c.now }
 
 func (c *replayClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.slept += int64(d)
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.now += int64(max(d, 0))
+	c.slept += int64(max(d, 0))
+	return nil
 }
 
 // request is one TryAcquire at elapsed time at (ns from the trace start).
