@@ -87,11 +87,11 @@ fuzz: ## longer runs of the fuzz tests (their seeds run in make test)
 bench: ## the quick comparison (~1.5 min): tables of medians with their spread, keyed's peer ratio and scaling
 	cd bench && GO=$(GO) $(GO) run ./cmd/report -quick
 
-# The full comparison for results/, about 15 minutes on a quiet 2-core
+# The full comparison for results/, about 19 minutes on a quiet 2-core
 # machine: every case at -cpu 1,2,4,8, -count 10. Writes
 # results/<date>-<host>-<commit>.txt (with a header naming the machine, Go
 # version, commit and command) and the benchstat table beside it.
-bench-full: ## the committed comparison (~15-20 min): results/<date>-<host>-<commit>*
+bench-full: ## the committed comparison (~20 min): results/<date>-<host>-<commit>*
 	cd bench && GO=$(GO) $(GO) run ./cmd/report -results ../results
 
 # The per-key comparison (keyed vs a sync.Map of x/time/rate, httprate,
