@@ -117,6 +117,12 @@ type Limiter struct {
 // the no-load latency before a saturated window probes it.
 const probeEvery = 200
 
+// maxHold bounds the hold after a lossy window: a drop whose permit was
+// held far longer than any deadline (a stream, a long poll, a caller
+// that ends its permit late) says nothing about when the limit the
+// window sets can show drops of its own.
+const maxHold = int64(30e9) // 30 s
+
 // minValid is the fewest successes whose latency a window reads.
 const minValid = 5
 
@@ -387,7 +393,7 @@ func (l *Limiter) update(now int64) {
 		// The drops came back dropAge after their admission: the limit
 		// this update sets shows its own drops no sooner. Until then a
 		// window without drops says nothing about it.
-		l.holdUntil = max(l.holdUntil, now+l.dropAge)
+		l.holdUntil = max(l.holdUntil, now+min(l.dropAge, maxHold))
 	}
 	if next > w.limit && now < l.holdUntil && !l.probing {
 		next = w.limit

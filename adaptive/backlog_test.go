@@ -298,3 +298,73 @@ func TestDisplacedCountedWithShed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLongPermitDropsHoldBounded: a server holds a few long-lived
+// permits (streams, long polls: admitgrpc's StreamServerConcurrency and
+// admithttp's concurrency middleware end a permit Dropped when the
+// client goes away) next to many short calls that all succeed. The limit
+// has only been raised since New, so cutEpoch is still New's time and
+// the streams' drops count, an hour after their admission. Their window
+// is lossy: one cut (fine), and a hold of raises as long as the drops'
+// age, an hour, during which every call succeeds fast and the limiter
+// sheds callers: the hold is capped at maxHold.
+func TestLongPermitDropsHoldBounded(t *testing.T) {
+	bg := context.Background()
+	clk := buckettest.NewFakeClock(1e9)
+	l, err := New(WithClock(clk), WithAlgorithm(AIMD()), WithInitialLimit(20), WithLimitBounds(1, 200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streams []*Permit
+	for range 8 {
+		p, err := l.Acquire(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, p)
+	}
+	shed := 0
+	// round: fill the limit with short calls (the rest are shed), 10 ms
+	// later they all succeed.
+	round := func(d time.Duration) {
+		var fast []*Permit
+		for {
+			p, err := l.Acquire(bg)
+			if err != nil {
+				shed++
+				break
+			}
+			fast = append(fast, p)
+		}
+		clk.Advance(d)
+		for _, p := range fast {
+			p.Success()
+		}
+	}
+	for range 20 {
+		round(10 * time.Millisecond)
+	}
+	before := l.Limit()
+	t.Logf("after 200 ms of fast successes: limit %d, stats %+v", before, l.Stats())
+	clk.Advance(time.Hour) // the streams live on (as if traffic went on: no cut)
+	for _, p := range streams {
+		p.Dropped() // the clients disconnect (a client fleet redeploys)
+	}
+	round(10 * time.Millisecond)
+	round(10 * time.Millisecond)
+	cut := l.Limit()
+	t.Logf("after the streams' drops: limit %d", cut)
+	shed = 0
+	var maxLim int
+	for i := range int(2 * maxHold / int64(100*time.Millisecond)) { // 100 ms rounds, no drop at all
+		round(100 * time.Millisecond)
+		maxLim = max(maxLim, l.Limit())
+		if i == 0 {
+			maxLim = l.Limit()
+		}
+	}
+	t.Logf("%v of fast successes later: limit %d (max %d), %d rounds shed callers, stats %+v", time.Duration(2*maxHold), l.Limit(), maxLim, shed, l.Stats())
+	if maxLim <= cut {
+		t.Errorf("the limit stayed at %d for %v of lossless saturated windows after one lossy window of hour-old permits' drops (it was %d)", cut, time.Duration(2*maxHold), before)
+	}
+}

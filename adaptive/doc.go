@@ -39,8 +39,9 @@
 // nothing, so drops from before one still count. Drops count as a loss only above 5% of
 // a window's outcomes: callers that go away on their own, and calls that
 // can never finish in time, must not drive the limit down. After a lossy
-// window, no raise comes until the age of its drops (admission to drop)
-// has passed again: the limit it set shows its own drops no sooner.
+// window, no raise comes until the age of its drops (admission to drop,
+// at most 30 s) has passed again: the limit it set shows its own drops no
+// sooner.
 //
 // The latency of a window is the mean of its fastest 80% of successes:
 // robust to a heavy tail, and unlike a quantile it moves smoothly with the

@@ -45,6 +45,10 @@ import (
 //     admit.ErrUnsatisfiable): codes.ResourceExhausted with a QuotaFailure
 //     and without RetryInfo, since waiting can never help; the headers
 //     carry the key's current state;
+//   - the limiter rejects a limit (its error wraps admit.ErrInvalidConfig,
+//     not admit.ErrUnavailable: a rate too small to represent at its
+//     capacity, or redisbucket's Redis refusing the decision):
+//     codes.Internal, whatever the failure policy, as admithttp's 500;
 //   - the limiter's backend failed (its error wraps admit.ErrUnavailable)
 //     and its failure policy decided from a bucket (a fallback limiter, or
 //     keyed's RefuseNew): that Decision is followed as above;
@@ -372,6 +376,12 @@ func (in *interceptor) undecided(ctx context.Context, key string, n int64, limit
 		}
 		md[pushbackKey] = []string{"-1"} // never: no retry can be admitted
 		return md, exhausted(name, admit.Decision{Limit: q}, false)
+	case !unavailable && errors.Is(err, admit.ErrInvalidConfig):
+		// A limit the limiter cannot enforce though ValidateLimits passed
+		// it, or a backend that refused this decision (redisbucket: a
+		// script error, WRONGTYPE, NOPERM): a server bug, whatever the
+		// failure policy, as admithttp answers 500.
+		return nil, status.Error(codes.Internal, "admitgrpc: the limiter rejected the call's limits")
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return nil, status.FromContextError(ctx.Err()).Err()
 	case in.failOpen && !ratelimit.PolicyRefused(err):

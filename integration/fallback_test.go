@@ -192,3 +192,35 @@ func TestFallbackRefusalNotFailedOpen(t *testing.T) {
 		})
 	}
 }
+
+// TestInvalidConfigNotFailedOpen: a limit that passes admit.ValidateLimits
+// but that the limiter cannot enforce (redisbucket rejects a capacity of
+// 2^40 at 1e-6 a second; Redis refusing a decision, WRONGTYPE or a script
+// error, comes the same way) is a server bug, whatever the failure
+// policies: admithttp answers 500 and admitgrpc Internal, and neither runs
+// the handler under WithFailOpen (admitgrpc did, unlimited).
+func TestInvalidConfigNotFailedOpen(t *testing.T) {
+	lim := []admit.Limit{{Name: "pc", Capacity: 1 << 40, Rate: 1e-6}}
+	l, err := redisbucket.New(deadRedis(t), 100, 10, redisbucket.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("http", func(t *testing.T) {
+		var handled atomic.Int64
+		srv := httptest.NewServer(admithttp.Middleware(l, admithttp.WithFailOpen(),
+			admithttp.WithLimits(func(*http.Request) ([]admit.Limit, error) { return lim, nil }),
+		)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { handled.Add(1) })))
+		defer srv.Close()
+		if resp := get(t, srv); resp.StatusCode != http.StatusInternalServerError || handled.Load() != 0 {
+			t.Errorf("status %d, handler ran %d times; want 500, not run", resp.StatusCode, handled.Load())
+		}
+	})
+	t.Run("grpc", func(t *testing.T) {
+		s := startGRPC(t, admitgrpc.UnaryServerInterceptor(l, admitgrpc.WithFailOpen(),
+			admitgrpc.WithLimits(func(context.Context, string) ([]admit.Limit, error) { return lim, nil })))
+		cl := dialGRPC(t, s.addr)
+		if _, err := check(t, cl); status.Code(err) != codes.Internal || s.handled.Load() != 0 {
+			t.Errorf("%v, handler ran %d times; want Internal, not run", err, s.handled.Load())
+		}
+	})
+}

@@ -238,11 +238,19 @@ func (c *Crawler) noteQueued() {
 	c.mu.Unlock()
 }
 
-// wait blocks until host's bucket gives a token.
+// wait blocks until host's bucket gives a token. A shared limiter whose
+// backend is down answers with admit.ErrUnavailable and its failure
+// policy's decision: an admission is followed, a refusal with a wait is
+// waited out, a blind refusal (no wait known) is retried after a delay that
+// doubles from 10 ms to a second, and a refusal that no wait can change
+// (the fallback found the cost above its capacity, or rejected the limit)
+// is returned.
 func (c *Crawler) wait(ctx context.Context, host string) error {
+	var backoff time.Duration
 	for {
 		d, err := c.limiter.AllowN(ctx, host, 1)
-		if err != nil && !errors.Is(err, admit.ErrUnavailable) {
+		if err != nil && (!errors.Is(err, admit.ErrUnavailable) ||
+			errors.Is(err, admit.ErrUnsatisfiable) || errors.Is(err, admit.ErrInvalidConfig)) {
 			return err
 		}
 		if d.Allowed { // with ErrUnavailable: the failure policy admitted (admit.KeyedLimiter's contract)
@@ -251,7 +259,12 @@ func (c *Crawler) wait(ctx context.Context, host string) error {
 		c.mu.Lock()
 		c.stats.Waited++
 		c.mu.Unlock()
-		t := time.NewTimer(max(d.RetryAfter, time.Millisecond))
+		wait := d.RetryAfter
+		if wait <= 0 {
+			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
+			wait = backoff
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():

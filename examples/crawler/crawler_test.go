@@ -328,3 +328,31 @@ func TestCrawlFailureAdmits(t *testing.T) {
 		t.Fatalf("fetched %v after %d waits; want the one page at once", st.Fetched, st.Waited)
 	}
 }
+
+// downRefusing is a limiter whose shared backend is down and whose
+// fallback refuses the cost for good (it is above the fallback's capacity):
+// admit.ErrUnavailable wrapping admit.ErrUnsatisfiable, as redisbucket's
+// WithFallback answers.
+type downRefusing struct{}
+
+func (downRefusing) AllowN(context.Context, string, int64) (admit.Decision, error) {
+	return admit.Decision{}, fmt.Errorf("%w: backend down (fallback: %w)", admit.ErrUnavailable, admit.ErrUnsatisfiable)
+}
+
+// TestCrawlFailureRefusesForGood: a refusal that no wait can change is a
+// failed fetch at once (the crawler used to retry it every millisecond
+// until its context ended).
+func TestCrawlFailureRefusesForGood(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "leaf") }))
+	defer srv.Close()
+	c, err := New(downRefusing{}, srv.Client(), Config{Workers: 1, Queue: 4, MaxBody: 1 << 10}, []string{srv.URL + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := c.Run(ctx)
+	if ctx.Err() != nil || st.Errors != 1 || st.Waited != 0 || len(st.Fetched) != 0 {
+		t.Fatalf("context ended: %v; %d errors, %d waits, fetched %v; want one failed fetch at once", ctx.Err(), st.Errors, st.Waited, st.Fetched)
+	}
+}

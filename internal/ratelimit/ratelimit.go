@@ -46,8 +46,9 @@ func RetryAfter(d time.Duration) int64 { return Clamp(max(1, Seconds(d))) }
 
 // FillSeconds is the w of l: how long l takes to refill from empty,
 // Capacity ÷ Rate, rounded up to whole seconds, as Seconds rounds; a
-// quotient within four ulps of a whole number of seconds is that number,
-// and any other is first taken to the nearest nanosecond. So the period of
+// quotient within 4·2⁻⁵² of a whole number r of seconds (4 to 8 ulps of
+// r) is r, even a hair above it (a few nanoseconds at a month, where w is
+// a hint anyway), and any other is first taken to the nearest nanosecond. So the period of
 // admit.Per(period, n), whose Rate n/period is rarely exact in binary,
 // reads back as itself: Per(time.Minute, 11) as 60 and not 61 (the
 // quotient is 60.000000000000007), Per(30 days, 167) as 2592000 (its
