@@ -141,7 +141,7 @@ loadrun: ## the middleware's loopback load run with vegeta
 # example configuration in rls/examples/config (edit it while it runs):
 # gRPC on 127.0.0.1:8081, HTTP /healthcheck and POST /json on 127.0.0.1:8080.
 rls: ## admit-rls on the memory backend with rls/examples/config
-	cd rls && HOST=127.0.0.1 GRPC_HOST=127.0.0.1 RUNTIME_ROOT=examples RUNTIME_APPDIRECTORY=config \
+	cd rls && HOST=127.0.0.1 GRPC_HOST=127.0.0.1 DEBUG_HOST=127.0.0.1 RUNTIME_ROOT=examples RUNTIME_APPDIRECTORY=config \
 		BACKEND_TYPE=memory LOG_LEVEL=INFO $(GO) run ./cmd/admit-rls
 
 # admitotel's BenchmarkOverhead: bare and wrapped calls alternating in one

@@ -155,7 +155,7 @@ func run(ctx context.Context, env []string) error {
 	dir := s.ConfigDir()
 	files, err := config.ReadDir(dir, s.RuntimeIgnoreDotFiles)
 	if err != nil {
-		return fmt.Errorf("reading the configuration: %w", err)
+		return fmt.Errorf("reading the configuration from %s (RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY): %w", dir, err)
 	}
 	cfg, err := config.Load(files, s.MergeDomainConfig)
 	if err == nil {

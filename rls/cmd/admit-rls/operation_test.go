@@ -387,3 +387,20 @@ func newCert(t *testing.T, dir, name string, parent *x509.Certificate, parentKey
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600))
 	return cert, key
 }
+
+// TestStartupErrorsNameTheSettings: the errors of the two likeliest first
+// mistakes say which setting to change: a configuration directory that is
+// not there names RUNTIME_ROOT and its two subdirectories, and a host:port
+// REDIS_URL under the default socket type (unix, as upstream's) says to set
+// REDIS_SOCKET_TYPE=tcp.
+func TestStartupErrorsNameTheSettings(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "absent")
+	log := refuse(t, []string{"RUNTIME_ROOT=" + missing}, map[string]string{"e2e.yaml": e2eConfig})
+	require.Contains(t, log, "RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY")
+	require.Contains(t, log, missing)
+
+	s := redistest.New(t)
+	s.Stop()
+	log = refuse(t, []string{"BACKEND_TYPE=redis", "REDIS_URL=" + s.Addr, "REDIS_STARTUP_MAX_ELAPSED_TIME=200ms"}, map[string]string{"e2e.yaml": e2eConfig})
+	require.Contains(t, log, "set REDIS_SOCKET_TYPE=tcp for a host:port")
+}

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -120,6 +121,11 @@ func newRedisStore(ctx context.Context, s *settings.Settings, cs *conns) (rls.St
 		}
 		elapsed := time.Since(start)
 		err = fmt.Errorf("redis at %s: %w", target, err)
+		if network == "unix" && strings.Contains(target, ":") {
+			// upstream's default socket type too: the obvious first try,
+			// REDIS_URL=host:port, is dialled as a socket path.
+			err = fmt.Errorf("%w (REDIS_SOCKET_TYPE is unix, its default: set REDIS_SOCKET_TYPE=tcp for a host:port)", err)
+		}
 		if s.RedisStartupMaxElapsed > 0 && elapsed >= s.RedisStartupMaxElapsed {
 			return nil, nil, nil, fmt.Errorf("gave up after %v: %w", elapsed.Round(time.Millisecond), err)
 		}
