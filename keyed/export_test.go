@@ -107,3 +107,15 @@ const MaxBytesPerMultiKey = maxBytesPerMultiKey
 // MaxBytesParamsCache is the most heap bytes the limiter's cache of limits
 // holds besides what keys hold.
 const MaxBytesParamsCache = maxBytesParamsCache
+
+// IsMulti reports whether key is held now as a multi-limit entry.
+func (l *Limiter) IsMulti(key string) (multi bool) {
+	l.locked(key, func(form string, h uint64, tb *table) {
+		if tb == nil {
+			return
+		}
+		e := tb.find(l.hx(h), tagOf(h), form, nil)
+		multi = e != nil && e.st.Load() == multiTag
+	})
+	return multi
+}
