@@ -140,6 +140,7 @@ import (
 	"time"
 
 	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/internal/redisreply"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -481,23 +482,10 @@ func decision(res []int64, set *limitSet) (admit.Decision, int64, error) {
 }
 
 // unavailableReply reports whether an error reply says that Redis cannot
-// decide now, though it answers: loading its data, busy with a script, out
-// of memory under noeviction, a replica or a Cluster that is failing over
-// or reconfiguring, writes stopped, no room for another client. Those are
-// outages, for the failure policy. Every other error reply (the script's
-// own errors, WRONGTYPE, NOPERM, an unknown command) says that this
-// decision cannot be made on this key or with this configuration, now or
-// later: treated as an outage, WithFailOpen would admit on a healthy Redis
-// (a review saw 5 of 5 admitted at capacity 2). A reply missing from the
-// list is thus refused, never admitted: the safe side.
-func unavailableReply(msg string) bool {
-	code, _, _ := strings.Cut(msg, " ")
-	switch code {
-	case "LOADING", "BUSY", "OOM", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "MISCONF":
-		return true
-	}
-	return strings.HasPrefix(msg, "ERR max number of clients reached")
-}
+// decide now (redisreply.Unavailable: an outage, for the failure policy);
+// every other reply is refused, never admitted (a review saw WithFailOpen
+// admit 5 of 5 at capacity 2 on a healthy Redis when they were outages).
+func unavailableReply(msg string) bool { return redisreply.Unavailable(msg) }
 
 // refused answers an error reply that is not an outage: one of the
 // limiter's Names stored with other parameters by another limiter on the

@@ -59,9 +59,14 @@
 //
 // # Failure
 //
-// Every Decide is bounded by the store's timeout. When Redis errs or does
-// not answer in time, Decide returns an error wrapping admit.ErrUnavailable
-// and the cause; ctx's own error is returned unchanged. The client must
+// Every Decide is bounded by the store's timeout. When Redis cannot
+// decide (no answer in time, a connection error, or an error reply saying
+// it cannot now: LOADING, BUSY, OOM, READONLY, a Cluster failing over),
+// Decide returns an error wrapping admit.ErrUnavailable and the cause. Any
+// other error reply (a key of another type or a value this store did not
+// write, CROSSSLOT from a single-node client on a Cluster, NOPERM) is a
+// plain error, which no failure mode turns into an admission. ctx's own
+// error is returned unchanged. The client must
 // honour context deadlines (ContextTimeoutEnabled in go-redis's options).
 package redisstore
 
@@ -71,10 +76,12 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/internal/redisreply"
 	"github.com/admit-go/admit/rls"
 	"github.com/admit-go/admit/rls/internal/memo"
 	"github.com/admit-go/admit/rls/internal/tick"
@@ -410,7 +417,67 @@ func (s *Store) wrap(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return cerr
 	}
+	if refusal(err) {
+		// Redis answered, and no retry would change the answer: not an
+		// outage, so REDIS_FAILURE_MODE_ALLOW must not admit it.
+		msg := "redisstore: redis refused the decision"
+		if crossSlot(err) {
+			msg += " (a Redis Cluster needs a cluster client: admit-rls's REDIS_TYPE=CLUSTER)"
+		}
+		return fmt.Errorf("%s: %w", msg, err)
+	}
 	return fmt.Errorf("%w: redis: %w", admit.ErrUnavailable, err)
+}
+
+// refusal reports whether err is made only of error replies that do not
+// say Redis cannot decide now (redisreply.Unavailable): a key of another
+// type, a value this store did not write, CROSSSLOT, NOPERM.
+func refusal(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		n := 0
+		for _, e := range j.Unwrap() {
+			if e == nil {
+				continue
+			}
+			if !refusal(e) {
+				return false
+			}
+			n++
+		}
+		return n > 0
+	}
+	msg, ok := replyMessage(err)
+	return ok && !redisreply.Unavailable(msg)
+}
+
+// crossSlot reports whether err holds a reply that a single-node client
+// gets from a Redis Cluster.
+func crossSlot(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if e != nil && crossSlot(e) {
+				return true
+			}
+		}
+		return false
+	}
+	msg, _ := replyMessage(err)
+	code, _, _ := strings.Cut(msg, " ")
+	return code == "CROSSSLOT" || code == "MOVED" || code == "ASK"
+}
+
+// replyMessage returns the message of the error reply err holds, from
+// either client.
+func replyMessage(err error) (string, bool) {
+	var re *rueidis.RedisError
+	if errors.As(err, &re) {
+		return re.Error(), true
+	}
+	var ge redis.Error
+	if errors.As(err, &ge) {
+		return ge.Error(), true
+	}
+	return "", false
 }
 
 // wait converts ticks from the current tick's start to a duration.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -357,5 +358,55 @@ func TestGiveBack(t *testing.T) {
 	}
 	if r, err = s.GiveBackForTest(ctx, k, d1, t1); err != nil || r.Remaining != 8 {
 		t.Fatalf("give-back: %+v %v", r, err)
+	}
+}
+
+// TestRefusalIsNotAnOutage: an error reply that no retry changes, from a
+// healthy Redis, is a plain error, never admit.ErrUnavailable, which
+// REDIS_FAILURE_MODE_ALLOW turns into an admission: a key holding another
+// type or a value this store did not write (WRONGTYPE, the script's own
+// error), and CROSSSLOT from a single-node client on a Cluster (admit-rls's
+// default REDIS_TYPE=SINGLE), whose error says what to set. A dead Redis is
+// still an outage (TestUnavailable).
+func TestRefusalIsNotAnOutage(t *testing.T) {
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true})
+	defer c.Close()
+	p := newPrefix()
+	s, err := redisstore.New(c, redisstore.WithPrefix(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, setup := range map[string]func(k string) error{
+		"a hash":         func(k string) error { return c.HSet(ctx, k, "a", "b").Err() },
+		"garbage string": func(k string) error { return c.Set(ctx, k, "garbage", 0).Err() },
+	} {
+		key := "refusal-" + strings.ReplaceAll(name, " ", "-")
+		if err := setup(p + key); err != nil {
+			t.Fatal(err)
+		}
+		res := make([]rls.Result, 1)
+		ok, err := s.Decide(ctx, []rls.Hit{{Key: key, Capacity: 1, Count: 1, Period: time.Hour, N: 1}}, res)
+		if ok || err == nil || errors.Is(err, admit.ErrUnavailable) {
+			t.Errorf("a key holding %s: admitted %v, %v; want refused with an error that is not admit.ErrUnavailable", name, ok, err)
+		}
+	}
+
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cluster.Addrs()[:1], DisableCache: true, ForceSingleClient: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	cs, err := redisstore.NewRueidis(rc, redisstore.WithPrefix(newPrefix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits []rls.Hit
+	for _, k := range []string{"a", "b", "c", "d", "e", "f"} { // over several slots
+		hits = append(hits, rls.Hit{Key: k, Capacity: 5, Count: 1, Period: time.Second, N: 1})
+	}
+	ok, err := cs.Decide(ctx, hits, make([]rls.Result, len(hits)))
+	if ok || err == nil || errors.Is(err, admit.ErrUnavailable) || !strings.Contains(err.Error(), "REDIS_TYPE=CLUSTER") {
+		t.Errorf("a single-node client on a Cluster: admitted %v, %v; want refused, not admit.ErrUnavailable, naming REDIS_TYPE=CLUSTER", ok, err)
 	}
 }

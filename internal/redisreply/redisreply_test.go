@@ -1,0 +1,33 @@
+package redisreply_test
+
+import (
+	"testing"
+
+	"github.com/admit-go/admit/internal/redisreply"
+)
+
+func TestUnavailable(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"LOADING Redis is loading the dataset in memory":                              true,
+		"BUSY Redis is busy running a script":                                         true,
+		"OOM command not allowed when used memory > 'maxmemory'.":                     true,
+		"READONLY You can't write against a read only replica.":                       true,
+		"MASTERDOWN Link with MASTER is down":                                         true,
+		"CLUSTERDOWN The cluster is down":                                             true,
+		"TRYAGAIN Multiple keys request during rehashing of slot":                     true,
+		"NOREPLICAS Not enough good replicas to write.":                               true,
+		"MISCONF Redis is configured to save RDB snapshots":                           true,
+		"ERR max number of clients reached":                                           true,
+		"WRONGTYPE Operation against a key holding the wrong kind of value":           false,
+		"CROSSSLOT Keys in request don't hash to the same slot":                       false,
+		"MOVED 3999 127.0.0.1:6381":                                                   false,
+		"NOPERM this user has no permissions to run the 'evalsha' command":            false,
+		"ERR user_script:1: attempt to perform arithmetic on local 'a' (a nil value)": false,
+		"NOSCRIPT No matching script. Please use EVAL.":                               false,
+		"": false,
+	} {
+		if got := redisreply.Unavailable(msg); got != want {
+			t.Errorf("Unavailable(%q) = %v, want %v", msg, got, want)
+		}
+	}
+}
