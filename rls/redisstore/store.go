@@ -26,7 +26,8 @@
 // trip's refill of full (then refill has already made up part of the take,
 // and returning it all could lift the bucket above its bound; see
 // script.go). What holds then: every bucket alone keeps the
-// token bucket bound (never more than burst + rate × T); a refused request
+// token bucket bound (never more than burst + rate × T, plus one tick's
+// refill where the tick is coarser than a microsecond: docs/rls.md); a refused request
 // ends up taking from none of its buckets, except at most one round trip's
 // refill from a bucket that was nearly full; between its take and its
 // give-back another request may see those tokens missing and be refused

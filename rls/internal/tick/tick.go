@@ -12,7 +12,11 @@
 // refill is exact. After T whole ticks a bucket has gained exactly T·M
 // units, count tokens per period, never early and never drifting; a token
 // is credited at the first tick boundary at or after the instant it is
-// due, at most one tick late.
+// due, at most one tick late. A take within a tick, though, is refilled
+// from the tick's start: after a bucket is drained mid-tick, the next
+// boundary credits the whole tick's M units, up to M more than a bucket
+// refilled continuously would hold (below 20·M/limit of the capacity,
+// since only a capacity near limit makes New pick a coarse tick).
 //
 // # State
 //
