@@ -16,7 +16,16 @@ import "strings"
 // made on this key or with this configuration, now or later: treated as an
 // outage, a fail-open policy would admit on a healthy Redis. A reply
 // missing from the list is thus refused, never admitted: the safe side.
+//
+// Redis before 7 reports an error a script's call raised inside its own
+// ("ERR Error running script (call to f_…): @user_script:1: -READONLY You
+// can't write…"): the inner reply decides.
 func Unavailable(msg string) bool {
+	if strings.HasPrefix(msg, "ERR Error running script") {
+		if i := strings.LastIndex(msg, ": -"); i >= 0 {
+			return Unavailable(msg[i+3:])
+		}
+	}
 	code, _, _ := strings.Cut(msg, " ")
 	switch code {
 	case "LOADING", "BUSY", "OOM", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "MISCONF":

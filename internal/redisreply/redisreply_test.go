@@ -25,6 +25,10 @@ func TestUnavailable(t *testing.T) {
 		"ERR user_script:1: attempt to perform arithmetic on local 'a' (a nil value)": false,
 		"NOSCRIPT No matching script. Please use EVAL.":                               false,
 		"": false,
+		"ERR Error running script (call to f_0e0f5b8e): @user_script:60: @user_script: 60: -READONLY You can't write against a read only replica.":             true,
+		"ERR Error running script (call to f_0e0f5b8e): @user_script:60: @user_script: 60: -OOM command not allowed when used memory > 'maxmemory'.":           true,
+		"ERR Error running script (call to f_0e0f5b8e): @user_script:60: @user_script: 60: -WRONGTYPE Operation against a key holding the wrong kind of value": false,
+		"ERR Error running script (call to f_0e0f5b8e): @user_script:12: user_script:12: attempt to compare nil with number":                                   false,
 	} {
 		if got := redisreply.Unavailable(msg); got != want {
 			t.Errorf("Unavailable(%q) = %v, want %v", msg, got, want)

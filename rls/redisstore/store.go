@@ -31,9 +31,12 @@
 // ends up taking from none of its buckets, except at most one round trip's
 // refill from a bucket that was nearly full; between its take and its
 // give-back another request may see those tokens missing and be refused
-// (never over-admitted); and if a give-back fails (a node down or past the
-// timeout), its tokens stay taken, which errs on the side of refusing, and
-// the request fails with an error wrapping admit.ErrUnavailable.
+// (never over-admitted). A request that an enforced hit refused is refused
+// (no error) even when another key's node or a give-back (on a timeout of
+// its own) failed: what those left taken errs on the side of refusing. Only
+// a request that nothing refused and some node failed to decide fails,
+// with an error wrapping admit.ErrUnavailable; one that some node answered
+// with an error reply no retry changes fails with a plain error.
 //
 // # Units
 //
@@ -359,7 +362,10 @@ func (s *Store) decideSplit(ctx, cctx context.Context, hits []rls.Hit, ps []para
 		})
 	}
 	wg.Wait()
-	admitted := !refused
+	// denied: an enforced hit that Redis answered (or a limit of zero)
+	// refused, so the request is refused whatever else failed: an error
+	// would be an outage, which a failure mode may admit.
+	denied := refused
 	var failed error
 	for g, idx := range groups {
 		if errs[g] != nil {
@@ -368,12 +374,15 @@ func (s *Store) decideSplit(ctx, cctx context.Context, hits []rls.Hit, ps []para
 		}
 		for _, i := range idx {
 			if !results[i].OK && !hits[i].Shadow {
-				admitted = false
+				denied = true
 			}
 		}
 	}
-	if refused || admitted && failed == nil {
-		return admitted, s.wrap(ctx, failed)
+	switch {
+	case refused:
+		return false, nil // the others ran as a refused request's: nothing to give back
+	case !denied && failed == nil:
+		return true, nil
 	}
 	// Give back what each key's script took: the costs of its ordinary
 	// hits that held (a debt hit's charge stands whatever the outcome),
@@ -397,7 +406,11 @@ func (s *Store) decideSplit(ctx, cctx context.Context, hits []rls.Hit, ps []para
 		h.N = min(n, 2*h.Capacity) // no more than a bucket can owe
 		wg.Go(func() {
 			back := make([]rls.Result, 1)
-			if _, err := s.run(cctx, []rls.Hit{h}, ps[last:last+1], back, taken[last:last+1], nil, false); err != nil {
+			// A timeout of its own: the decision's may be spent by the
+			// node that failed.
+			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+			defer cancel()
+			if _, err := s.run(bctx, []rls.Hit{h}, ps[last:last+1], back, taken[last:last+1], nil, false); err != nil {
 				backErrs[g] = fmt.Errorf("giving back %d tokens of %q: %w", h.N, h.Key, err)
 				return
 			}
@@ -407,6 +420,12 @@ func (s *Store) decideSplit(ctx, cctx context.Context, hits []rls.Hit, ps []para
 		})
 	}
 	wg.Wait()
+	if denied {
+		// Refused by Redis: that answer stands. Tokens that a failed
+		// node's script or give-back left taken err on the side of
+		// refusing, as documented.
+		return false, nil
+	}
 	failed = errors.Join(append([]error{failed}, backErrs...)...)
 	return false, s.wrap(ctx, failed)
 }
@@ -423,32 +442,34 @@ func (s *Store) wrap(ctx context.Context, err error) error {
 		// outage, so REDIS_FAILURE_MODE_ALLOW must not admit it.
 		msg := "redisstore: redis refused the decision"
 		if crossSlot(err) {
-			msg += " (a Redis Cluster needs a cluster client: admit-rls's REDIS_TYPE=CLUSTER)"
+			msg += " (a single-node client on a Redis Cluster? admit-rls's REDIS_TYPE=CLUSTER)"
 		}
 		return fmt.Errorf("%s: %w", msg, err)
 	}
 	return fmt.Errorf("%w: redis: %w", admit.ErrUnavailable, err)
 }
 
-// refusal reports whether err is made only of error replies that do not
-// say Redis cannot decide now (redisreply.Unavailable): a key of another
-// type, a value this store did not write, CROSSSLOT, NOPERM.
+// refusal reports whether err holds an error reply that does not say Redis
+// cannot decide now (redisreply.Unavailable): a key of another type, a value
+// this store did not write, CROSSSLOT, NOPERM. One is enough: that key's
+// decision fails whatever the others' (a timeout beside it included), so no
+// retry or failure mode would make the request right.
 func refusal(err error) bool {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		n := 0
-		for _, e := range j.Unwrap() {
-			if e == nil {
-				continue
+	switch e := err.(type) {
+	case nil:
+		return false
+	case interface{ Unwrap() []error }:
+		for _, x := range e.Unwrap() {
+			if refusal(x) {
+				return true
 			}
-			if !refusal(e) {
-				return false
-			}
-			n++
 		}
-		return n > 0
+		return false
 	}
-	msg, ok := replyMessage(err)
-	return ok && !redisreply.Unavailable(msg)
+	if msg, ok := replyMessage(err); ok && msg != "" && !redisreply.Unavailable(msg) {
+		return true
+	}
+	return refusal(errors.Unwrap(err))
 }
 
 // crossSlot reports whether err holds a reply that a single-node client
@@ -467,15 +488,16 @@ func crossSlot(err error) bool {
 	return code == "CROSSSLOT" || code == "MOVED" || code == "ASK"
 }
 
-// replyMessage returns the message of the error reply err holds, from
-// either client.
+// replyMessage returns the message of the error reply err is (or wraps,
+// through single-error wrapping), from either client. A nil reply (no
+// value) is not an error reply.
 func replyMessage(err error) (string, bool) {
 	var re *rueidis.RedisError
-	if errors.As(err, &re) {
+	if errors.As(err, &re) && !re.IsNil() {
 		return re.Error(), true
 	}
 	var ge redis.Error
-	if errors.As(err, &ge) {
+	if errors.As(err, &ge) && !errors.Is(err, redis.Nil) && !errors.Is(err, redis.TxFailedErr) {
 		return ge.Error(), true
 	}
 	return "", false

@@ -410,3 +410,76 @@ func TestRefusalIsNotAnOutage(t *testing.T) {
 		t.Errorf("a single-node client on a Cluster: admitted %v, %v; want refused, not admit.ErrUnavailable, naming REDIS_TYPE=CLUSTER", ok, err)
 	}
 }
+
+// TestClusterRefusalStands: on a Cluster, where a request's keys are
+// decided on their own nodes, a refusal that Redis gave stands whatever
+// else failed: an error would read as an outage, which
+// REDIS_FAILURE_MODE_ALLOW admits. A key holding another type beside a
+// node past the timeout fails the call with a plain error; a key over its
+// limit beside a node past the timeout is refused (OVER_LIMIT, no error).
+func TestClusterRefusalStands(t *testing.T) {
+	ctx := context.Background()
+	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+	defer admin.Close()
+	p := newPrefix()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	s, err := redisstore.New(c, redisstore.WithPrefix(p), redisstore.WithTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hit := func(k string) rls.Hit { return rls.Hit{Key: k, Capacity: 1, Count: 1, Period: time.Hour, N: 1} }
+	// "full" holds no token; "broken" holds a hash.
+	if ok, err := s.Decide(ctx, []rls.Hit{hit("full")}, make([]rls.Result, 1)); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if err := admin.HSet(ctx, p+"broken", "x", "y").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// other returns a key on another node than key's, and that node.
+	other := func(key string) (string, *redis.Client) {
+		nk, err := admin.MasterForKey(ctx, p+key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 64 {
+			k := fmt.Sprintf("other%d", i)
+			n, err := admin.MasterForKey(ctx, p+k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.Options().Addr != nk.Options().Addr {
+				return k, n
+			}
+		}
+		t.Fatal("no key on another node")
+		return "", nil
+	}
+	pause := func(n *redis.Client) {
+		if err := n.Do(ctx, "CLIENT", "PAUSE", "2000", "ALL").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unpause := func(n *redis.Client) {
+		if err := n.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	k, n := other("broken")
+	pause(n)
+	ok, err := s.Decide(ctx, []rls.Hit{hit("broken"), hit(k)}, make([]rls.Result, 2))
+	unpause(n)
+	if ok || err == nil || errors.Is(err, admit.ErrUnavailable) {
+		t.Errorf("a key of another type beside a node past the timeout: admitted %v, %v; want refused with an error that is not admit.ErrUnavailable", ok, err)
+	}
+
+	k, n = other("full")
+	pause(n)
+	res := make([]rls.Result, 2)
+	ok, err = s.Decide(ctx, []rls.Hit{hit("full"), hit(k)}, res)
+	unpause(n)
+	if ok || err != nil || res[0].OK {
+		t.Errorf("a key over its limit beside a node past the timeout: admitted %v, %v, results %+v; want refused, no error", ok, err, res)
+	}
+}
