@@ -84,8 +84,9 @@ func (a Algorithm) String() string {
 	return "algorithm(invalid)"
 }
 
-// window is what an update window saw: the outcomes of permits taken since
-// the limit last changed.
+// window is what an update window saw: the successes of permits taken
+// since the limit last changed, the drops of those taken since it was last
+// cut.
 type window struct {
 	limit     float64 // the limit during the window
 	inflight  float64 // time-averaged calls in flight

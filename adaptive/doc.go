@@ -27,8 +27,9 @@
 // # The algorithm
 //
 // Outcomes are gathered in update windows: a window closes when it holds
-// max(40, 2·limit) outcomes of permits taken since the limit last changed
-// (about two round trips when the limit binds), or eight round trips'
+// max(40, 2·limit) outcomes (successes of permits taken since the limit last
+// changed, drops of those taken since it was last cut; about two round
+// trips when the limit binds), or eight round trips'
 // worth (by Little's law, as many per round trip as calls in flight), at
 // least 10, so that at a low rate of calls the limit still moves every
 // second or so; or at 40 drops (WithMinSamples sets the 40 and the 10);

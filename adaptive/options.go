@@ -125,8 +125,9 @@ func WithAlgorithm(a Algorithm) Option {
 	}
 }
 
-// WithMinSamples sets the outcomes (successes and drops of permits taken
-// since the limit last changed) an update window gathers, 40 by default:
+// WithMinSamples sets the outcomes (successes of permits taken since the
+// limit last changed, drops of those taken since it was last cut) an update
+// window gathers, 40 by default:
 // a window closes with max(n, 2·limit, 5) of them, about two round trips when
 // the limiter is saturated; sooner, when the limit bound, with eight round
 // trips' worth and at least a quarter of n; or at n drops (two at least).
