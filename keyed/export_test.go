@@ -1,6 +1,9 @@
 package keyed
 
-import "sync/atomic"
+import (
+	"math/rand/v2"
+	"sync/atomic"
+)
 
 // ShardOf returns the index of key's shard.
 func (l *Limiter) ShardOf(key string) int { return l.shardOf(key) }
@@ -118,4 +121,14 @@ func (l *Limiter) IsMulti(key string) (multi bool) {
 		multi = e != nil && e.st.Load() == multiTag
 	})
 	return multi
+}
+
+// FixHash replaces the secrets that hash keys of up to 16 bytes with ones
+// drawn from seed, so that a walk over such keys lays them out the same way
+// on every run and replays from its seed. Call it before first use.
+func (l *Limiter) FixHash(seed uint64) {
+	r := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	for i := range l.hasher.k {
+		l.hasher.k[i] = r.Uint64()
+	}
 }

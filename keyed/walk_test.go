@@ -202,6 +202,7 @@ func runWalk(seed uint64, nops int, forceForward int) (fail error) {
 	if err != nil {
 		failf("New: %v", err)
 	}
+	l.FixHash(seed) // the keys are short: their layout replays from the seed
 	elapsed := func() int64 { return min(max(clk.Now()-t0, 0), refill.Horizon) }
 	keys := map[string]*rkey{}
 	for _, k := range cfg.keys {
@@ -506,7 +507,8 @@ func walkCount(def int) int {
 }
 
 // TestModelWalk: 500 seeded random walks of 300 calls each (KEYED_WALKS and
-// KEYED_WALK_BASE choose others) on a fake clock that steps forward, by a
+// KEYED_WALK_BASE choose others; a walk replays from its seed, the keys'
+// hash secrets included) on a fake clock that steps forward, by a
 // nanosecond, by up to a year, and in half the walks backwards; under
 // EvictLRU or RefuseNew, WithMaxKeys 1 to 4 over more keys, 1 or 2 shards;
 // AllowN and AllowLimits over random subsets and versions of 2 to 5 Names
