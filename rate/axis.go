@@ -3,6 +3,7 @@ package rate
 import (
 	"math"
 	"math/bits"
+	"sync/atomic"
 	"time"
 )
 
@@ -92,6 +93,51 @@ func offset(t, o time.Time) fixed {
 	}
 	return w.add(wide(int64(t.Nanosecond() - o.Nanosecond())))
 }
+
+// since returns t's offset from the epoch, as the axis measures it, and the
+// time at that offset for the slow path. A t with a monotonic clock reading
+// (time.Now's) is measured by it. One without (time.Now().UTC(), Round(0),
+// a time parsed or built from the calendar) is measured by the wall clock,
+// less the steps the wall clock has taken since the epoch: so both kinds of
+// time agree after the wall clock was stepped, as x/time/rate's do (its Sub
+// falls back to the wall clock when either time lacks a monotonic reading),
+// and Allow, which reads the monotonic clock, cannot be mixed with
+// AllowN(time.Now().UTC(), n) into an over-admission. A step is measured at
+// each such call and taken when it moved by more than stepTolerance, so that
+// the jitter between the two clocks' readings never moves a time.
+func since(t time.Time) (time.Duration, time.Time) {
+	if t != t.Round(0) {
+		return t.Sub(epoch), t
+	}
+	step := wallStepNow()
+	cur := wallStep.Load()
+	if step-cur > stepTolerance || cur-step > stepTolerance {
+		wallStep.CompareAndSwap(cur, step)
+		cur = wallStep.Load()
+	}
+	if cur == 0 {
+		return t.Sub(epoch), t
+	}
+	t = t.Add(-time.Duration(cur))
+	return t.Sub(epoch), t
+}
+
+// wallStepNow measures the wall clock's steps since the epoch: how much
+// more wall time than monotonic time has passed. A variable for the tests,
+// which cannot step the system's clock.
+var wallStepNow = func() int64 {
+	now := time.Now()
+	return int64(now.Round(0).Sub(epochWall) - now.Sub(epoch))
+}
+
+// wallStep is the wall clock's steps since the epoch, in ns, as since last
+// took them; stepTolerance is the change it ignores.
+var wallStep atomic.Int64
+
+const stepTolerance = int64(time.Millisecond)
+
+// epochWall is epoch without its monotonic reading.
+var epochWall = epoch.Round(0)
 
 // origin is the time of the axis's 0.
 func (lim *Limiter) origin() time.Time {

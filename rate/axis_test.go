@@ -194,3 +194,38 @@ func TestAxisImplicitMix(t *testing.T) {
 		}
 	}
 }
+
+// TestWallStepMixedTimes: after the wall clock steps (NTP, a resume from
+// suspend), a time without a monotonic reading (time.Now().UTC(), which
+// reads the stepped wall clock) and Allow's monotonic reading stay on one
+// axis, so alternating AllowN(time.Now().UTC(), 1) and Allow() admits no
+// more than capacity + rate × elapsed + 1. The step, which a test cannot
+// make on the system's clock, is simulated through wallStepNow. Before,
+// wall-only times were measured on the wall clock and Allow's on the
+// monotonic one: 5 s apart, each AllowN moved the limiter's time back 5 s
+// (explicit times keep x/time/rate's rule) and the next Allow refilled
+// them, 40 admissions in a few milliseconds at 10/s, burst 10.
+func TestWallStepMixedTimes(t *testing.T) {
+	defer func(f func() int64) { wallStepNow = f; wallStep.Store(0) }(wallStepNow)
+	for _, delta := range []time.Duration{-5 * time.Second, 5 * time.Second} {
+		measure := func() int64 { return int64(time.Now().Round(0).Sub(epochWall)-time.Since(epoch)) + int64(delta) }
+		wallStepNow = measure
+		lim := NewLimiter(10, 10)
+		admitted := 0
+		start := time.Now()
+		for range 20 {
+			wall := time.Now().Round(0).Add(delta) // what time.Now().UTC() reads after the step
+			if lim.AllowN(wall, 1) {
+				admitted++
+			}
+			if lim.Allow() {
+				admitted++
+			}
+		}
+		elapsed := time.Since(start)
+		if bound := 10 + 10*elapsed.Seconds() + 1; float64(admitted) > bound {
+			t.Errorf("wall clock stepped by %v: %d admitted in %v at 10/s, burst 10; bound %.1f", delta, admitted, elapsed, bound)
+		}
+		wallStep.Store(0)
+	}
+}

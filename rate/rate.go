@@ -215,7 +215,7 @@ func (lim *Limiter) Burst() int {
 // TokensAt returns the number of tokens available at time t. A t before the
 // limiter's latest update sees the balance of that update.
 func (lim *Limiter) TokensAt(t time.Time) float64 {
-	d := t.Sub(epoch)
+	d, t := since(t)
 	lim.mu.Lock()
 	b := lim.advance(lim.at(t, d))
 	den := lim.den
@@ -280,7 +280,7 @@ func (lim *Limiter) allow1(ts int64) bool {
 // tokens if so. Use it to drop or skip events that exceed the rate limit;
 // otherwise use Reserve or Wait.
 func (lim *Limiter) AllowN(t time.Time, n int) bool {
-	d := t.Sub(epoch)
+	d, t := since(t)
 	lim.mu.Lock()
 	ok, _ := lim.reserve(lim.at(t, d), n, 0)
 	lim.mu.Unlock()
@@ -329,7 +329,7 @@ func (lim *Limiter) ReserveN(t time.Time, n int) *Reservation {
 // It returns a Reservation, not a pointer, so that callers that do not keep
 // it do not allocate.
 func (lim *Limiter) reserveN(t time.Time, n int, maxFutureReserve time.Duration) Reservation {
-	d := t.Sub(epoch)
+	d, t := since(t)
 	lim.mu.Lock()
 	r, wait := lim.reservation(lim.at(t, d), n, maxFutureReserve)
 	lim.mu.Unlock()
@@ -418,7 +418,7 @@ func (lim *Limiter) waitAt(ctx context.Context, n int, t time.Time, now int64, i
 	dl, hasDeadline := ctx.Deadline()
 	var d time.Duration
 	if !implicit {
-		d = t.Sub(epoch)
+		d, t = since(t)
 	}
 	lim.mu.Lock()
 	var ts int64
@@ -473,7 +473,7 @@ func (lim *Limiter) SetLimit(newLimit Limit) {
 // Burst, may be violated or underutilized by those which reserved (using
 // Reserve or Wait) but did not yet act before SetLimitAt was called.
 func (lim *Limiter) SetLimitAt(t time.Time, newLimit Limit) {
-	d := t.Sub(epoch)
+	d, t := since(t)
 	lim.mu.Lock()
 	lim.setLimit(lim.at(t, d), newLimit)
 	lim.mu.Unlock()
@@ -516,7 +516,7 @@ func (lim *Limiter) SetBurst(newBurst int) {
 // SetBurstAt sets a new burst size for the limiter as of t. A balance above
 // the new burst is cut to it at the next update.
 func (lim *Limiter) SetBurstAt(t time.Time, newBurst int) {
-	d := t.Sub(epoch)
+	d, t := since(t)
 	lim.mu.Lock()
 	lim.setBurst(lim.at(t, d), newBurst)
 	lim.mu.Unlock()

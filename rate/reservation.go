@@ -80,7 +80,7 @@ func (r *Reservation) cancel(t time.Time, now int64, implicit bool) {
 	}
 	var d time.Duration
 	if !implicit {
-		d = t.Sub(epoch)
+		d, t = since(t)
 	}
 	lim := r.lim
 	lim.mu.Lock()
