@@ -302,57 +302,50 @@ func TestCrawlCompleteSite(t *testing.T) {
 	}
 }
 
-// downOpen is a limiter whose shared backend is down and whose failure
-// policy admits, as redisbucket.WithFailOpen answers while Redis is
-// unreachable: Allowed with an error wrapping admit.ErrUnavailable.
-type downOpen struct{}
-
-func (downOpen) AllowN(context.Context, string, int64) (admit.Decision, error) {
-	return admit.Decision{Allowed: true, Limit: 1}, fmt.Errorf("%w: backend down", admit.ErrUnavailable)
+// down is a limiter whose shared backend is down: every call answers
+// its failure policy's Decision with an error wrapping admit.ErrUnavailable
+// (and the policy's own error, if any), as redisbucket does while Redis is
+// unreachable.
+type down struct {
+	d      admit.Decision
+	policy error // the failure policy's own error, or nil
 }
 
-// TestCrawlFailureAdmits: a failure policy's admission is followed (the
-// crawler used to discard any decision that came with an error, and retried
-// every millisecond until its context ended, fetching nothing).
-func TestCrawlFailureAdmits(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "leaf") }))
-	defer srv.Close()
-	c, err := New(downOpen{}, srv.Client(), Config{Workers: 1, Queue: 4, MaxBody: 1 << 10}, []string{srv.URL + "/"})
-	if err != nil {
-		t.Fatal(err)
+func (l down) AllowN(context.Context, string, int64) (admit.Decision, error) {
+	if l.policy != nil {
+		return l.d, fmt.Errorf("%w: backend down (fallback: %w)", admit.ErrUnavailable, l.policy)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st := c.Run(ctx)
-	if got := st.Fetched[srv.Listener.Addr().String()]; got != 1 || st.Waited != 0 {
-		t.Fatalf("fetched %v after %d waits; want the one page at once", st.Fetched, st.Waited)
-	}
+	return l.d, fmt.Errorf("%w: backend down", admit.ErrUnavailable)
 }
 
-// downRefusing is a limiter whose shared backend is down and whose
-// fallback refuses the cost for good (it is above the fallback's capacity):
-// admit.ErrUnavailable wrapping admit.ErrUnsatisfiable, as redisbucket's
-// WithFallback answers.
-type downRefusing struct{}
-
-func (downRefusing) AllowN(context.Context, string, int64) (admit.Decision, error) {
-	return admit.Decision{}, fmt.Errorf("%w: backend down (fallback: %w)", admit.ErrUnavailable, admit.ErrUnsatisfiable)
-}
-
-// TestCrawlFailureRefusesForGood: a refusal that no wait can change is a
-// failed fetch at once (the crawler used to retry it every millisecond
-// until its context ended).
-func TestCrawlFailureRefusesForGood(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "leaf") }))
-	defer srv.Close()
-	c, err := New(downRefusing{}, srv.Client(), Config{Workers: 1, Queue: 4, MaxBody: 1 << 10}, []string{srv.URL + "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st := c.Run(ctx)
-	if ctx.Err() != nil || st.Errors != 1 || st.Waited != 0 || len(st.Fetched) != 0 {
-		t.Fatalf("context ended: %v; %d errors, %d waits, fetched %v; want one failed fetch at once", ctx.Err(), st.Errors, st.Waited, st.Fetched)
+// TestCrawlBackendDown: a failure policy's decision is followed. Its
+// admission (redisbucket.WithFailOpen) fetches at once; a refusal no wait
+// can change (a fallback that finds the cost above its capacity) is a
+// failed fetch at once. The crawler used to discard any decision that came
+// with an error and retry every millisecond until its context ended.
+func TestCrawlBackendDown(t *testing.T) {
+	for _, c := range []struct {
+		name                   string
+		l                      down
+		fetched, errors, waits int
+	}{
+		{"fail open", down{d: admit.Decision{Allowed: true, Limit: 1}}, 1, 0, 0},
+		{"refused for good", down{policy: admit.ErrUnsatisfiable}, 0, 1, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "leaf") }))
+			defer srv.Close()
+			cr, err := New(c.l, srv.Client(), Config{Workers: 1, Queue: 4, MaxBody: 1 << 10}, []string{srv.URL + "/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			st := cr.Run(ctx)
+			if got := st.Fetched[srv.Listener.Addr().String()]; ctx.Err() != nil || got != c.fetched || st.Errors != c.errors || st.Waited != int64(c.waits) {
+				t.Fatalf("context ended: %v; fetched %d, %d errors, %d waits; want %d, %d, %d, at once",
+					ctx.Err(), got, st.Errors, st.Waited, c.fetched, c.errors, c.waits)
+			}
+		})
 	}
 }
