@@ -455,52 +455,42 @@ func (s *Store) wrap(ctx context.Context, err error) error {
 // decision fails whatever the others' (a timeout beside it included), so no
 // retry or failure mode would make the request right.
 func refusal(err error) bool {
-	switch e := err.(type) {
-	case nil:
-		return false
-	case interface{ Unwrap() []error }:
-		for _, x := range e.Unwrap() {
-			if refusal(x) {
-				return true
-			}
-		}
-		return false
-	}
-	if msg, ok := replyMessage(err); ok && msg != "" && !redisreply.Unavailable(msg) {
-		return true
-	}
-	return refusal(errors.Unwrap(err))
+	return anyReply(err, func(msg string) bool { return !redisreply.Unavailable(msg) })
 }
 
 // crossSlot reports whether err holds a reply that a single-node client
 // gets from a Redis Cluster.
 func crossSlot(err error) bool {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if e != nil && crossSlot(e) {
+	return anyReply(err, func(msg string) bool {
+		code, _, _ := strings.Cut(msg, " ")
+		return code == "CROSSSLOT" || code == "MOVED" || code == "ASK"
+	})
+}
+
+// anyReply reports whether any error reply in err's tree (joined errors,
+// wrapped ones), from either client, has a message that f accepts. A nil
+// reply (no value) is not an error reply.
+func anyReply(err error, f func(msg string) bool) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case *rueidis.RedisError:
+		if !e.IsNil() && f(e.Error()) {
+			return true
+		}
+	case redis.Error:
+		if e != redis.Nil && e != redis.TxFailedErr && f(e.Error()) {
+			return true
+		}
+	case interface{ Unwrap() []error }:
+		for _, x := range e.Unwrap() {
+			if anyReply(x, f) {
 				return true
 			}
 		}
 		return false
 	}
-	msg, _ := replyMessage(err)
-	code, _, _ := strings.Cut(msg, " ")
-	return code == "CROSSSLOT" || code == "MOVED" || code == "ASK"
-}
-
-// replyMessage returns the message of the error reply err is (or wraps,
-// through single-error wrapping), from either client. A nil reply (no
-// value) is not an error reply.
-func replyMessage(err error) (string, bool) {
-	var re *rueidis.RedisError
-	if errors.As(err, &re) && !re.IsNil() {
-		return re.Error(), true
-	}
-	var ge redis.Error
-	if errors.As(err, &ge) && !errors.Is(err, redis.Nil) && !errors.Is(err, redis.TxFailedErr) {
-		return ge.Error(), true
-	}
-	return "", false
+	return anyReply(errors.Unwrap(err), f)
 }
 
 // wait converts ticks from the current tick's start to a duration.
