@@ -22,15 +22,7 @@ go: go1.26.8
 BenchmarkTryAcquire/case=mixed/mode=parallel/impl=mutexbucket-2 	 1000	 40.0 ns/op
 BenchmarkTryAcquire/case=mixed/mode=parallel/impl=shardedbucket-2 	 1000	 30.0 ns/op
 `
-	path := filepath.Join(t.TempDir(), "raw.txt")
-	if err := os.WriteFile(path, []byte(raw), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := printSections(&out, path); err != nil {
-		t.Fatal(err)
-	}
-	got := out.String()
+	got := summarize(t, raw)
 	for _, want := range []string{
 		"measured on:",
 		"cpu-model:        AMD EPYC Processor (family 26 model 17 stepping 0)",
@@ -62,18 +54,11 @@ BenchmarkTryAcquire/case=admit/mode=parallel/impl=shardedbucket-2 	 1000	 19.0 n
 BenchmarkTryAcquire/case=admit/mode=parallel/impl=xrate-2 	 1000	 105.0 ns/op
 BenchmarkAcquire/case=rarewait/mode=parallel/impl=xrate-8 	 1000	 1105.0 ns/op
 `
-	path := filepath.Join(t.TempDir(), "raw.txt")
-	if err := os.WriteFile(path, []byte(raw), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := printSections(&out, path); err != nil {
-		t.Fatal(err)
-	}
+	out := summarize(t, raw)
 	impls := []string{"shardedbucket", "gcra", "xrate"}
 	var ends []int // the rune index just past each header name
 	tables := 0
-	for line := range strings.Lines(out.String()) {
+	for line := range strings.Lines(out) {
 		line = strings.TrimSuffix(line, "\n")
 		r := []rune(line)
 		if strings.HasSuffix(line, " xrate") {
@@ -101,10 +86,10 @@ BenchmarkAcquire/case=rarewait/mode=parallel/impl=xrate-8 	 1000	 1105.0 ns/op
 		}
 	}
 	if tables != 2 {
-		t.Errorf("%d tables with headers, want 2:\n%s", tables, out.String())
+		t.Errorf("%d tables with headers, want 2:\n%s", tables, out)
 	}
-	if !strings.Contains(out.String(), "220.0±14") {
-		t.Errorf("no wide value in the summary:\n%s", out.String())
+	if !strings.Contains(out, "220.0±14") {
+		t.Errorf("no wide value in the summary:\n%s", out)
 	}
 }
 
@@ -142,4 +127,19 @@ BenchmarkTryAcquire/case=admit/mode=serial/impl=mutexbucket-2 	 1000	 37.0 ns/op
 	if w := benchprocWord("-x y"); w != `"-x y"` {
 		t.Errorf("benchprocWord(%q) = %s, want it quoted", "-x y", w)
 	}
+}
+
+// summarize writes raw as a raw results file and returns what printSections
+// prints for it.
+func summarize(t *testing.T, raw string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "raw.txt")
+	if err := os.WriteFile(path, []byte(raw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := printSections(&out, path); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }
