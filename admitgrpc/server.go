@@ -357,7 +357,9 @@ func (in *interceptor) undecided(ctx context.Context, key string, n int64, limit
 		// The Decision that comes with this error need not hold the
 		// key's state (keyed's does not): peek for it.
 		var md metadata.MD
-		p, perr := in.allow(ctx, key, 0, limits)
+		// The peek is marked so that a counting wrapper (admitotel) does
+		// not count it as a second decision.
+		p, perr := in.allow(ratelimit.ForHeaders(ctx), key, 0, limits)
 		name := in.name
 		if perr == nil && p.Limit >= 1 {
 			md, name = in.headers(ps, false, p, false)

@@ -578,7 +578,9 @@ func (h *handler) undecided(w http.ResponseWriter, r *http.Request, key string, 
 	case !unavailable && errors.Is(err, admit.ErrUnsatisfiable):
 		// The Decision that comes with an error need not hold the
 		// key's state (keyed's does not): peek for it.
-		if d, err = m.decide(r, key, 0, limits); err == nil && d.Limit >= 1 {
+		// The peek is marked so that a counting wrapper (admitotel) does
+		// not count it as a second decision.
+		if d, err = m.decide(r.WithContext(ratelimit.ForHeaders(r.Context())), key, 0, limits); err == nil && d.Limit >= 1 {
 			m.setFields(w.Header(), ps, false, d, false)
 		}
 		http.Error(w, "413 request costs more than the whole quota", http.StatusRequestEntityTooLarge)

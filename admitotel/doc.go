@@ -24,7 +24,12 @@
 // admit.result is "allowed", "denied" or "error": "error" for every call
 // that returned an error (a backend outage, a cost above the capacity, a
 // cancelled wait), whatever Decision came with it; "allowed" and "denied"
-// follow Decision.Allowed, or for a bucket whether the call admitted.
+// follow Decision.Allowed, or for a bucket whether the call admitted. A
+// peek (n = 0) is counted as any call is, "allowed", except the one
+// admithttp and admitgrpc make to fill the fields of a request refused for
+// costing more than the whole quota: that request is one decision, an
+// "error", and the middleware's read of the key's state for its response is
+// not a second one.
 // Costs can come from request data, so admit.tokens adds them saturating:
 // it stops at the largest int64 rather than wrap, and never decreases. A
 // Prometheus exporter names them admit_decisions_total, admit_tokens_total

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/internal/ratelimit"
 	"github.com/admit-go/admit/keyed"
 )
 
@@ -59,6 +60,9 @@ func Wrap(l admit.KeyedLimiter, opts ...Option) (*Limiter, error) {
 
 // AllowN decides with the wrapped limiter's AllowN and counts the result.
 func (w *Limiter) AllowN(ctx context.Context, key string, n int64) (d admit.Decision, err error) {
+	if n == 0 && ratelimit.IsForHeaders(ctx) {
+		return w.l.AllowN(ctx, key, n) // a middleware's read for its fields: no decision
+	}
 	if w.k != nil {
 		err = w.k.AllowNInto(&d, key, n)
 	} else {
@@ -91,6 +95,9 @@ func (w *Limiter) AllowN(ctx context.Context, key string, n int64) (d admit.Deci
 // admit.PolicyLimiter, it returns an error wrapping admit.ErrInvalidConfig
 // (counted as an error) and decides nothing.
 func (w *Limiter) AllowLimits(ctx context.Context, key string, n int64, limits ...admit.Limit) (d admit.Decision, err error) {
+	if n == 0 && w.pl != nil && ratelimit.IsForHeaders(ctx) {
+		return w.pl.AllowLimits(ctx, key, n, limits...) // a middleware's read for its fields: no decision
+	}
 	switch {
 	case w.k != nil:
 		err = w.k.AllowLimitsInto(&d, key, n, limits...)

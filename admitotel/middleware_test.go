@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,62 @@ func TestWrapperHidesNothing(t *testing.T) {
 	resp.Body.Close()
 	if got, want := resp.Header.Get("RateLimit-Policy"), `"api";q=2;w=4`; got != want {
 		t.Errorf("RateLimit-Policy %q; want %q (w from the wrapped limiter)", got, want)
+	}
+}
+
+// TestUnsatisfiableCountedOnce: a request that costs more than the whole
+// quota is one decision, an error, and admits nothing. The middleware then
+// peeks (n = 0) for the key's state to fill the 413's fields; through the
+// wrapper that peek was counted as an allowed decision, one phantom
+// admission per oversized request. Through AllowN and through AllowLimits.
+func TestUnsatisfiableCountedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []admithttp.Option
+	}{
+		{"allown", nil},
+		{"limits", []admithttp.Option{admithttp.WithLimits(func(*http.Request) ([]admit.Limit, error) {
+			return []admit.Limit{admit.Per(time.Second, 2).Named("burst")}, nil
+		})}},
+	} {
+		t.Run("path="+tc.name, func(t *testing.T) {
+			l, err := keyed.New(2, 1, admit.WithClock(buckettest.NewFakeClock(0)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			reader := sdkmetric.NewManualReader()
+			w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))), admitotel.WithName("http"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			served := 0
+			opts := append([]admithttp.Option{admithttp.WithCost(func(*http.Request) int64 { return 3 })}, tc.opts...)
+			srv := httptest.NewServer(admithttp.Middleware(w, opts...)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ })))
+			defer srv.Close()
+			resp, err := srv.Client().Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || served != 0 {
+				t.Fatalf("status %d, served %d; want 413, nothing served", resp.StatusCode, served)
+			}
+			if resp.Header.Get("RateLimit") == "" {
+				t.Error("no RateLimit field: the peek for it did not happen")
+			}
+			got := collect(t, reader)
+			var decisions int64
+			for k, v := range got {
+				if strings.HasPrefix(k, "admit.decisions{") {
+					decisions += v
+					if !strings.Contains(k, "admit.result=error") && v != 0 {
+						t.Errorf("%s = %d; want only the one error", k, v)
+					}
+				}
+			}
+			if decisions != 1 {
+				t.Errorf("%d decisions counted; want 1 (%v)", decisions, got)
+			}
+		})
 	}
 }

@@ -9,10 +9,14 @@ import (
 	"time"
 
 	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/admitgrpc"
 	"github.com/admit-go/admit/admitotel"
+	"github.com/admit-go/admit/keyed"
 	"github.com/admit-go/admit/redisbucket"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // points reads every int64 sum through r as "instrument{k=v,...}" → value.
@@ -77,5 +81,42 @@ func TestOtelRedisBackendErrors(t *testing.T) {
 		if _, ok := want[k]; !ok && v != 0 {
 			t.Errorf("unexpected %s = %d", k, v)
 		}
+	}
+}
+
+// TestOtelGRPCUnsatisfiableCountedOnce: a call that costs more than the
+// whole quota is one decision, an error. The interceptor then peeks (n = 0)
+// for the key's state to fill the refusal's metadata; through admitotel's
+// wrapper that peek was counted as an allowed decision.
+func TestOtelGRPCUnsatisfiableCountedOnce(t *testing.T) {
+	l, err := keyed.New(2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))), admitotel.WithName("grpc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startGRPC(t, admitgrpc.UnaryServerInterceptor(w, admitgrpc.WithCost(func(context.Context, string) int64 { return 3 })))
+	md, err := check(t, dialGRPC(t, srv.addr))
+	if status.Code(err) != codes.ResourceExhausted || srv.handled.Load() != 0 {
+		t.Fatalf("code %v, handled %d; want ResourceExhausted, nothing handled", status.Code(err), srv.handled.Load())
+	}
+	if len(md.Get("ratelimit")) == 0 {
+		t.Errorf("no ratelimit metadata (%v): the peek for it did not happen", md)
+	}
+	got := points(t, reader)
+	var decisions int64
+	for k, v := range got {
+		if strings.HasPrefix(k, "admit.decisions{") {
+			decisions += v
+			if !strings.Contains(k, "admit.result=error") && v != 0 {
+				t.Errorf("%s = %d; want only the one error", k, v)
+			}
+		}
+	}
+	if decisions != 1 {
+		t.Errorf("%d decisions counted; want 1 (%v)", decisions, got)
 	}
 }
