@@ -8,13 +8,15 @@
 //
 // Every field of envoyproxy/ratelimit's format is read: domain, descriptors,
 // key, value, rate_limit (unit, requests_per_unit, unlimited, name, replaces),
-// shadow_mode, detailed_metric, value_to_metric, share_threshold and
-// quota_mode. A file is checked as that service checks it, with the same
+// shadow_mode, detailed_metric, value_to_metric, share_threshold,
+// quota_mode and metadata (checked as there, its keys unchecked, then
+// ignored: it only reaches envoyproxy/ratelimit's responses under
+// RESPONSE_DYNAMIC_METADATA, which admit-rls refuses). A file is checked as that service checks it, with the same
 // messages: unknown keys, a key that is not a string, a list of something
 // other than maps, an empty domain or key, a duplicate composite key, a
 // duplicate domain (unless domains are merged), an invalid unit, a unit with
 // unlimited, an empty or self-naming replaces entry, share_threshold on a
-// value that is not a wildcard. Two extensions sit beside requests_per_unit:
+// value that is not a wildcard, metadata that is no protobuf Struct. Two extensions sit beside requests_per_unit:
 // burst, the bucket's capacity (by default requests_per_unit), and debt:
 // true, which charges the rule's hits whatever the request's outcome, for
 // usage reported after the response (see package rls). Any uint32
@@ -31,8 +33,11 @@
 // # Matching
 //
 // A descriptor's entries are matched level by level: first key_value, then a
-// wildcard value of that level (a value ending in "*", the first one in file
-// order whose prefix matches), then the key alone. The limit found at the
+// wildcard of that level (a value, or key, holding "*", each "*" matching any
+// run of characters, the empty one included; the first such in file order
+// that matches), then the key alone. A "*" anywhere matches as on
+// envoyproxy/ratelimit's main branch since 2026-03; before, only a trailing
+// one did. The limit found at the
 // level of the last entry applies; a descriptor with more entries than the
 // configuration's depth, or whose path ends early, matches no limit.
 //

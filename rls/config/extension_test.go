@@ -75,7 +75,7 @@ descriptors:
   - key: a
     value: b
     share_threshold: true
-`, "f.yaml: share_threshold can only be used with wildcard values (ending with '*'), but found key 'a_b'"},
+`, "f.yaml: share_threshold can only be used with wildcard values (containing '*'), but found key 'a_b'"},
 		{`
 domain: d
 descriptors:

@@ -72,9 +72,39 @@ func (r *Rule) Capacity() int64 {
 // node is one level of a domain's descriptor tree.
 type node struct {
 	children  map[string]*node // by "key_value", or "key" for a key-only descriptor
-	wildcards []string         // children's map keys that end in "*", in file order
+	wildcards []wildcard       // children whose map key holds a "*", in file order
 	rule      *Rule
-	shared    string // with share_threshold: the wildcard value, "files/*", that matched values share
+	// shared, with share_threshold, is the child's map key, the pattern
+	// ("path_files/*") whose matched values share one bucket.
+	shared string
+}
+
+// wildcard is a child's map key holding "*", split on "*".
+type wildcard struct {
+	key   string
+	parts []string
+}
+
+// match reports whether s ("key_value") matches the pattern: its parts in
+// order, the first at the start and the last at the end, without overlap.
+func (w wildcard) match(s string) bool {
+	first, last := w.parts[0], w.parts[len(w.parts)-1]
+	if !strings.HasPrefix(s, first) {
+		return false
+	}
+	s = s[len(first):]
+	if !strings.HasSuffix(s, last) {
+		return false
+	}
+	s = s[:len(s)-len(last)]
+	for _, p := range w.parts[1 : len(w.parts)-1] {
+		i := strings.Index(s, p)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(p):]
+	}
+	return true
 }
 
 // Config is a loaded configuration: domains and their descriptor trees.
@@ -163,22 +193,19 @@ func (n *node) load(file, parent string, ds []yamlDescriptor) error {
 				rule.Replaces = append(rule.Replaces, r.Name)
 			}
 		}
-		wild := strings.HasSuffix(k, "*")
+		wild := strings.Contains(k, "*")
 		if yd.ShareThreshold && !wild {
-			return errorf(file, "share_threshold can only be used with wildcard values (ending with '*'), but found key '%s'", k)
+			return errorf(file, "share_threshold can only be used with wildcard values (containing '*'), but found key '%s'", k)
+		}
+		if err := checkMetadata(yd.Metadata); err != nil {
+			return errorf(file, "error parsing metadata: %s", err)
 		}
 		if wild {
-			n.wildcards = append(n.wildcards, k)
+			n.wildcards = append(n.wildcards, wildcard{key: k, parts: strings.Split(k, "*")})
 		}
 		child := &node{children: map[string]*node{}, rule: rule}
 		if yd.ShareThreshold {
-			// What the matched values share: the wildcard value, or the
-			// wildcard key itself when there is no value ("foo*"), as
-			// envoyproxy/ratelimit keys its shared window by the pattern.
-			child.shared = yd.Value
-			if child.shared == "" {
-				child.shared = k
-			}
+			child.shared = k
 		}
 		if err := child.load(file, path+".", yd.Descriptors); err != nil {
 			return err
@@ -231,13 +258,17 @@ func (c *Config) Lookup(domain string, entries []*common.RateLimitDescriptor_Ent
 		next := level.children[k]
 		if next == nil {
 			for _, w := range level.wildcards {
-				if strings.HasPrefix(k, w[:len(w)-1]) {
-					next = level.children[w]
+				if w.match(k) {
+					next = level.children[w.key]
 					if next.shared != "" {
 						if shared == nil {
 							shared = make([]string, len(entries))
 						}
-						shared[i] = next.shared
+						// What the matched values share: the pattern's
+						// value ("files/*"), or the whole pattern when the
+						// key holds the "*" ("foo*"), as
+						// envoyproxy/ratelimit keys its shared window.
+						shared[i] = strings.TrimPrefix(next.shared, e.GetKey()+"_")
 					}
 					break
 				}

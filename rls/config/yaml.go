@@ -5,6 +5,7 @@ import (
 
 	"github.com/admit-go/admit"
 	"go.yaml.in/yaml/v2"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Error is a configuration error: the file's name and what is wrong with it.
@@ -32,7 +33,7 @@ var validKeys = map[string]bool{
 	"rate_limit": true, "unit": true, "requests_per_unit": true,
 	"unlimited": true, "shadow_mode": true, "quota_mode": true, "name": true,
 	"replaces": true, "detailed_metric": true, "value_to_metric": true,
-	"share_threshold": true, "burst": true, "debt": true,
+	"share_threshold": true, "metadata": true, "burst": true, "debt": true,
 }
 
 type yamlReplaces struct {
@@ -59,6 +60,10 @@ type yamlDescriptor struct {
 	DetailedMetric bool             `yaml:"detailed_metric"`
 	ValueToMetric  bool             `yaml:"value_to_metric"`
 	ShareThreshold bool             `yaml:"share_threshold"`
+	// Metadata is arbitrary YAML that envoyproxy/ratelimit returns in the
+	// response's dynamic metadata under RESPONSE_DYNAMIC_METADATA, which
+	// admit-rls refuses: it is checked as there, then ignored.
+	Metadata map[string]any `yaml:"metadata"`
 }
 
 type yamlRoot struct {
@@ -94,6 +99,9 @@ func checkKeys(name string, m map[any]any) error {
 		if !validKeys[ks] {
 			return errorf(name, "config error, unknown key '%s'", ks)
 		}
+		if ks == "metadata" {
+			continue // arbitrary: checked when converted (checkMetadata)
+		}
 		switch v := v.(type) {
 		case []any:
 			for _, e := range v {
@@ -115,4 +123,36 @@ func checkKeys(name string, m map[any]any) error {
 		}
 	}
 	return nil
+}
+
+// checkMetadata checks that a descriptor's metadata converts to a protobuf
+// Struct, as envoyproxy/ratelimit converts it (its keys printed with %v).
+func checkMetadata(m map[string]any) error {
+	if len(m) == 0 {
+		return nil
+	}
+	var conv func(v any) any
+	conv = func(v any) any {
+		switch v := v.(type) {
+		case map[any]any:
+			out := make(map[string]any, len(v))
+			for k, e := range v {
+				out[fmt.Sprintf("%v", k)] = conv(e)
+			}
+			return out
+		case []any:
+			out := make([]any, len(v))
+			for i, e := range v {
+				out[i] = conv(e)
+			}
+			return out
+		}
+		return v
+	}
+	top := make(map[string]any, len(m))
+	for k, v := range m {
+		top[k] = conv(v)
+	}
+	_, err := structpb.NewStruct(top)
+	return err
 }
