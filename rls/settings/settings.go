@@ -123,7 +123,7 @@ var refused = map[string]string{
 	"USE_STATSD": "false", "USE_DOG_STATSD": "false", "USE_DOG_STATSD_MOGRIFIERS": "",
 	"MEMCACHE_HOST_PORT": "", "MEMCACHE_SRV": "", "MEMCACHE_TLS": "false",
 	"CONFIG_TYPE": "FILE", "FORCE_START_WITHOUT_INITIAL_CONFIG": "false",
-	"QUOTA_MODE": "false", "RESPONSE_DYNAMIC_METADATA": "false", "LOCAL_CACHE_SIZE_IN_BYTES": "0",
+	"QUOTA_MODE": "false", "RESPONSE_DYNAMIC_METADATA": "false",
 	"REDIS_PERSECOND": "false", "REDIS_SENTINEL_AUTH": "",
 	"GRPC_SERVER_USE_TLS": "false", "GRPC_UDS": "", "TRACING_ENABLED": "false",
 	"PROMETHEUS_MAPPER_YAML": "", "EXTRA_TAGS": "",
@@ -141,6 +141,7 @@ var noEffect = []struct{ name, why string }{
 	{"RUNTIME_WATCH_ROOT", "the configuration directory is polled, so a swapped RUNTIME_ROOT link and files changed in place both apply"},
 	{"EXPIRATION_JITTER_MAX_SECONDS", "a Redis bucket expires when it would be full again"},
 	{"NEAR_LIMIT_RATIO", "there is no near_limit statistic"},
+	{"LOCAL_CACHE_SIZE_IN_BYTES", "every decision goes to the backend; envoyproxy/ratelimit's local cache only spares it Redis calls for keys already over their limit, with the same decisions"},
 	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "a refused request never takes from its buckets"},
 	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "admit-rls serves only once a configuration has loaded"},
 	{"STATSD_", "there is no statsd (USE_STATSD is false)"},
@@ -222,6 +223,7 @@ func FromEnv(env []string) (*Settings, error) {
 		TLSClientCert: r.str("REDIS_TLS_CLIENT_CERT", ""), TLSClientKey: r.str("REDIS_TLS_CLIENT_KEY", ""),
 		TLSSkipHostname: r.bool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"),
 	}
+	r.int("LOCAL_CACHE_SIZE_IN_BYTES", 0) // no effect (see noEffect), but an integer, as envoyproxy/ratelimit requires
 	errs = append(errs, r.errs...)
 	switch {
 	case s.BackendType != "":
