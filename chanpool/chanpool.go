@@ -188,6 +188,7 @@ func (p *Pool[T]) Acquire(ctx context.Context) (Lease[T], error) {
 	var s *slot[T]
 	select {
 	case s = <-p.ch:
+		p.took(s)
 	default:
 		if s = p.takeUnborn(); s == nil {
 			if s = p.yieldRetry(); s == nil {
@@ -213,6 +214,7 @@ func (p *Pool[T]) TryAcquire() (Lease[T], bool) {
 	var s *slot[T]
 	select {
 	case s = <-p.ch:
+		p.took(s)
 	default:
 		if s = p.takeUnborn(); s == nil {
 			return Lease[T]{}, false
@@ -248,6 +250,7 @@ func (p *Pool[T]) yieldRetry() *slot[T] {
 		runtime.Gosched()
 		select {
 		case s := <-p.ch:
+			p.took(s)
 			return s
 		default:
 		}
@@ -282,7 +285,14 @@ func (p *Pool[T]) wait(ctx context.Context) (*slot[T], error) {
 	case <-p.closing:
 		err = ErrClosed
 	}
-	p.waiting.Add(-1)
+	if s != nil && testHookReceived != nil {
+		testHookReceived()
+	}
+	if s != nil && s.handed {
+		s.handed = false // its sender counted this caller out
+	} else {
+		p.waiting.Add(-1)
+	}
 	p.counters.waits.Add(1)
 	p.counters.waitNanos.Add(max(0, p.cfg.clock.Now()-start))
 	return s, err
@@ -459,9 +469,45 @@ func (p *Pool[T]) put(s *slot[T]) {
 	if testHookBeforeSend != nil {
 		testHookBeforeSend()
 	}
+	s.handed = p.serveWaiter()
 	p.ch <- s
 	if p.closed.Load() {
 		p.drain()
+	}
+}
+
+// serveWaiter counts one waiter out, if any is counted, for the slot about
+// to be sent, and reports whether it did.
+//
+// With a caller blocked in wait, the send hands the slot to it directly,
+// but that caller runs, and would count itself out, only when it is
+// scheduled again: on another processor, microseconds later. Until then a
+// caller finding the pool exhausted saw it still waiting and, at
+// WithMaxWaiters' bound, was refused with nobody left unserved (a pool of
+// one with a bound of one, used by two goroutines, refused thousands of
+// times). So the sender counts it out. The slot's handed flag tells its
+// receiver: a waiter receiving it must not count itself out again; anyone
+// else receiving it (the counted caller had not yet blocked, and a caller
+// on the fast path took the slot from the buffer) counts that waiter back
+// in (took). So waiting always equals the callers in wait less the handed
+// slots not yet received: it can read -1 for a moment, when such a caller
+// gives up before the slot is taken.
+func (p *Pool[T]) serveWaiter() bool {
+	for n := p.waiting.Load(); n > 0; n = p.waiting.Load() {
+		if p.waiting.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+	return false
+}
+
+// took is called by every receiver of a slot other than wait: if the
+// slot's sender counted a waiter out for it (serveWaiter), that waiter did
+// not get it and is counted back in. The caller holds s.
+func (p *Pool[T]) took(s *slot[T]) {
+	if s.handed {
+		s.handed = false
+		p.waiting.Add(1)
 	}
 }
 
@@ -469,6 +515,11 @@ func (p *Pool[T]) put(s *slot[T]) {
 // put between the first read of closed and the send: where a concurrent
 // Close can start and finish unseen.
 var testHookBeforeSend func()
+
+// testHookReceived, when set by a test before the pool is used, runs in
+// wait when a slot was received, before the waiter counts itself out: as
+// if the waiter, woken on another processor, had not run yet.
+var testHookReceived func()
 
 // testHookSaturated, when set by a test before the pool is used, runs when
 // a caller is refused with ErrSaturated, before it returns.
@@ -480,6 +531,7 @@ func (p *Pool[T]) drain() {
 	for {
 		select {
 		case s := <-p.ch:
+			p.took(s)
 			p.retire(s)
 		default:
 			return

@@ -743,6 +743,55 @@ func TestRefusedCallerIsNotAWaiter(t *testing.T) {
 	f.checkAllDestroyedOnce(t)
 }
 
+// TestServedWaiterIsNotAWaiter: a waiter handed the resource by a Release
+// stops counting at the hand-off, not when it runs again (on another
+// processor, microseconds later; the hook holds it there). Counted until
+// then, it made a caller arriving in between find the bound reached and be
+// refused with nobody left waiting: a pool of one with WithMaxWaiters(1),
+// used by two goroutines, refused thousands of times a second.
+func TestServedWaiterIsNotAWaiter(t *testing.T) {
+	f := &factory{}
+	p := newPool(t, 1, f, chanpool.WithMaxWaiters[*res](1))
+	held, err := p.Acquire(context.Background())
+	require.NoError(t, err)
+	gate := make(chan struct{})
+	chanpool.SetTestHookReceived(func() { <-gate })
+	defer chanpool.SetTestHookReceived(nil)
+	served := make(chan chanpool.Lease[*res], 1)
+	go func() {
+		l, err := p.Acquire(context.Background())
+		if err != nil {
+			close(served)
+			return
+		}
+		served <- l
+	}()
+	waitBlocked(t, waitFrame, 1)
+	held.Release() // handed to the waiter, which is held in the hook
+
+	assert.Zero(t, p.Stats().Waiting, "the served waiter still counts")
+	// A caller arriving now is the only one waiting: it waits (until its
+	// context ends), and is not refused.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for p.Stats().Waiting == 0 {
+			runtime.Gosched()
+		}
+		cancel()
+	}()
+	_, err = p.Acquire(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Zero(t, p.Stats().SaturatedAcquires)
+
+	close(gate)
+	l, ok := <-served
+	require.True(t, ok, "the waiter was refused the resource handed to it")
+	assert.Zero(t, p.Stats().Waiting)
+	l.Release()
+	closeNow(t, p)
+	f.checkAllDestroyedOnce(t)
+}
+
 func TestCloseDestroysIdleAtOnceAndLeasedOnRelease(t *testing.T) {
 	f := &factory{}
 	p := newPool(t, 3, f)

@@ -13,3 +13,8 @@ func SetTestHookBeforeSend(f func()) { testHookBeforeSend = f }
 // ErrSaturated. Tests set it only while no pool is in use by another
 // goroutine.
 func SetTestHookSaturated(f func()) { testHookSaturated = f }
+
+// SetTestHookReceived sets the hook that runs in a waiter that received a
+// slot, before it counts itself out of the waiters. Tests set it only while
+// no pool is in use by another goroutine.
+func SetTestHookReceived(f func()) { testHookReceived = f }

@@ -34,6 +34,10 @@ type slot[T any] struct {
 	live     bool  // value holds a resource that has not been destroyed
 	lastUsed int64 // clock reading at creation or last Release, if stamped
 	expires  int64 // clock reading at which the lifetime ends, if limited
+	// handed is set by put when it counted a waiter out for this slot
+	// (serveWaiter) and cleared by the slot's receiver; the channel hands
+	// the slot, and the write, from one to the other.
+	handed bool
 
 	// Keeps two slots' gen words out of one cache line, so that leases on
 	// different slots do not contend.

@@ -60,7 +60,7 @@ func (p *Pool[T]) Stats() Stats {
 		Capacity:            int(p.capacity),
 		InUse:               inUse,
 		Creating:            int(p.creating.Load()),
-		Waiting:             int(p.waiting.Load()),
+		Waiting:             int(max(0, p.waiting.Load())),
 		Acquires:            acquires,
 		Waits:               uint64(c.waits.Load()),
 		WaitTime:            time.Duration(c.waitNanos.Load()),
