@@ -31,6 +31,10 @@ type Limiter struct {
 	mu sync.Mutex
 	// Everything below requires mu.
 
+	// skew is added to every reading of the clock: after a step of the
+	// clock back (see now), the limiter's time goes on from where it was.
+	skew int64
+
 	limit    int     // the enforced limit: ⌊lim⌋ clamped to the bounds
 	lim      float64 // the algorithm's limit, fractional so that small steps add up
 	inflight int     // permits handed out and not yet ended
@@ -126,6 +130,12 @@ const maxHold = int64(30e9) // 30 s
 // minValid is the fewest successes whose latency a window reads.
 const minValid = 5
 
+// maxSlip is how far a reading of the clock may lie before one already
+// applied and still be taken for a late one (a caller that read the clock
+// and then waited for the mutex, or was descheduled): it is read as that
+// time. Further back, the clock itself went back: see now.
+const maxSlip = int64(1e9) // 1 s
+
 // windowRTTs bounds an update window in round trips: see full.
 const windowRTTs = 8
 
@@ -219,6 +229,7 @@ func (l *Limiter) acquire(ctx context.Context, p *Permit) error {
 	prio := PriorityFrom(ctx)
 	now := l.clk.Now()
 	l.mu.Lock()
+	now = l.now(now)
 	l.top = max(l.top, prio)
 	if l.inflight < l.threshold(prio) && l.mask>>prio.index() == 0 {
 		l.advance(now)
@@ -279,8 +290,29 @@ const (
 func (l *Limiter) end(p *Permit, o outcome) {
 	now := l.clk.Now()
 	l.mu.Lock()
-	l.endLocked(p, o, now)
+	l.endLocked(p, o, l.now(now))
 	l.mu.Unlock()
+}
+
+// now maps a reading of the clock to the limiter's time, which never goes
+// back: a reading up to maxSlip before the latest one applied is taken as
+// that one; one further back is a step of the clock back (a fake clock,
+// one built on the wall clock), and the limiter's time goes on from the
+// latest reading, so that the times it keeps (its window's start, the
+// last change and cut of the limit, a hold of raises) are not an hour in
+// its future after a step of an hour back, which left every later permit
+// "taken before the last change" and the limit frozen until the clock
+// caught up. A step forward cannot be told from an idle spell: it counts.
+// Requires mu.
+func (l *Limiter) now(t int64) int64 {
+	t += l.skew
+	if t < l.last {
+		if l.last-t > maxSlip {
+			l.skew += l.last - t
+		}
+		t = l.last
+	}
+	return t
 }
 
 // endLocked is end with the time read. Requires mu.

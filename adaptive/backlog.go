@@ -109,6 +109,7 @@ func (l *Limiter) wait(ctx context.Context, prio Priority, p *Permit) error {
 	now := l.clk.Now()
 
 	l.mu.Lock()
+	now = l.now(now)
 	switch w.state {
 	case waitGranted:
 		if err := ctx.Err(); err != nil {

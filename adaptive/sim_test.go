@@ -145,6 +145,7 @@ type classLoad struct {
 	factor float64 // offered load as a multiple of capacity
 	prio   Priority
 	from   int64 // arrivals start at this time
+	to     int64 // and end at this one, when positive
 }
 
 // step changes the backend at a time: its workers, and its service time
@@ -172,6 +173,19 @@ type scenario struct {
 	// workFrom and workTo, when workTo > 0, bound the span in which the
 	// work each request gets from the backend is added up (request.work).
 	workFrom, workTo int64
+	// clock, when set, maps the simulation's time to what the limiter's
+	// clock reads (a coarse clock, one that jumps or goes back); the
+	// backend, the arrivals and the deadlines stay on the simulation's.
+	clock func(now int64) int64
+	// hooks run at their times (hook.at), with the simulator's control.
+	hooks []hook
+}
+
+// hook is a function a scenario runs at a time: a caller that takes a
+// permit and holds it, say.
+type hook struct {
+	at int64
+	f  func(s *sim)
 }
 
 type reqState uint8
@@ -219,6 +233,7 @@ const (
 	evStep
 	evRefused // the backend's refusal reaches the caller
 	evLeave   // a noise request's caller goes away
+	evHook    // a scenario's hook
 )
 
 type event struct {
@@ -312,7 +327,12 @@ type sim struct {
 
 type simClock struct{ s *sim }
 
-func (c simClock) Now() int64 { return c.s.now }
+func (c simClock) Now() int64 {
+	if c.s.sc.clock != nil {
+		return c.s.sc.clock(c.s.now)
+	}
+	return c.s.now
+}
 
 // Sleep registers a timer event and hands control back to the simulator
 // until it resumes this sleeper, at the timer or when ctx ended.
@@ -358,6 +378,9 @@ func runSim(sc *scenario) *sim {
 	for _, st := range sc.steps {
 		s.push(event{t: st.at, kind: evStep, n: st.workers, d: st.d})
 	}
+	for i, h := range sc.hooks {
+		s.push(event{t: h.at, kind: evHook, n: i})
+	}
 	for len(s.q) > 0 {
 		e := heap.Pop(&s.q).(event)
 		if e.t > sc.duration+sc.deadline {
@@ -392,7 +415,7 @@ func (s *sim) nextGap(i int) int64 { return s.now + int64(s.rng.ExpFloat64()/s.r
 func (s *sim) handle(e event) {
 	switch e.kind {
 	case evArrive:
-		if e.t < s.sc.duration {
+		if c := s.sc.classes[e.n]; e.t < s.sc.duration && (c.to == 0 || e.t < c.to) {
 			s.arrive(e.n)
 			s.push(event{t: s.nextGap(e.n), kind: evArrive, n: e.n})
 		}
@@ -444,6 +467,8 @@ func (s *sim) handle(e event) {
 				r.p.Dropped()
 			}
 		}
+	case evHook:
+		s.sc.hooks[e.n].f(s)
 	case evStep:
 		if e.d != nil {
 			s.d = e.d
