@@ -61,6 +61,11 @@ type Limiter struct {
 	ends      int // permits ended in the window, whenever taken, any outcome
 	saturated bool
 
+	// tick is the lowest bucket above 0 that any window's latencies
+	// touched, histBuckets before any did: on a coarse clock, its
+	// resolution (see update).
+	tick int
+
 	// base is the no-load latency estimate in ns, 0 until the first
 	// window: see estimate for what changes it and probe for the probes.
 	// baseAge counts windows since it was last measured.
@@ -161,6 +166,7 @@ func New(opts ...Option) (*Limiter, error) {
 	l.limit = cfg.initial
 	l.epoch, l.cutEpoch, l.start, l.last = now, now, now, now
 	l.hist.reset()
+	l.tick = histBuckets
 	l.limitA.Store(int64(l.limit))
 	l.top, l.topPrev = Sheddable, Sheddable
 	return l, nil
@@ -377,10 +383,24 @@ func (l *Limiter) full(n int, now int64) bool {
 
 // update closes the window at now and sets the next limit. Requires mu.
 func (l *Limiter) update(now int64) {
+	// No window reads a latency below the shortest one the clock has
+	// shown above 0. On a precise clock that changes nothing: the mean
+	// of a window's fastest is at least its fastest. On a coarse one
+	// (a tick of 1 or 15.6 ms, calls shorter than that) most latencies
+	// read 0 and the rest a tick or two: the fastest 80% read 0, a window
+	// that read nothing, and the few that read a tick or more against an
+	// estimate set from such a window were taken for a queue, so the
+	// limit was only ever cut, down to 4 at half load. Floored at the
+	// tick, a latency that no reading can tell from it is no queue.
+	l.tick = min(l.tick, l.hist.lowestPositive())
+	lat := l.hist.lowerMean(trimQ)
+	if l.hist.n > 0 && l.tick < histBuckets {
+		lat = math.Max(lat, bucketMid(l.tick))
+	}
 	w := window{
 		limit:     l.lim,
 		inflight:  float64(l.inflight),
-		latency:   l.hist.lowerMean(trimQ),
+		latency:   lat,
 		successes: l.hist.n,
 		drops:     l.drops,
 		lossy:     l.drops > max(1, int(lossTolerance*float64(l.drops+l.hist.n))),

@@ -71,3 +71,14 @@ func (h *histogram) lowerMean(q float64) float64 {
 	}
 	return sum / float64(seen)
 }
+
+// lowestPositive returns the lowest bucket above 0 that holds a value,
+// histBuckets if none does.
+func (h *histogram) lowestPositive() int {
+	for i := max(h.lo, 1); i <= h.hi; i++ {
+		if h.counts[i] > 0 {
+			return i
+		}
+	}
+	return histBuckets
+}
