@@ -1,9 +1,7 @@
 package adaptive
 
-// Edge cases from an adversarial review: clocks that step back or are
-// coarse, a bimodal backend at light load, a backlog whose wait outlasts
-// the callers' deadlines, Vegas after a backend gets slower. Each runs the
-// simulator on fixed seeds; each asserts counts, limits and shares.
+// Clocks that step back or are coarser than the calls, on the simulator
+// with fixed seeds; each test asserts counts, limits and shares.
 
 import (
 	"fmt"
@@ -18,7 +16,7 @@ import (
 // 0 updates in the 90 s after the step, and when the backend doubled its
 // workers 10 s later the limit stayed at 11, goodput 0.645 of the new
 // capacity. Now the limiter's time goes on from where it was.
-func TestReviewClockStepBack(t *testing.T) {
+func TestClockStepBack(t *testing.T) {
 	m := model{name: "fifo/fixed", workers: 8, d: distFixed}
 	const back, at = int64(time.Hour), int64(30 * time.Second)
 	sc := &scenario{m: m, classes: []classLoad{{factor: 3}}, duration: int64(120 * time.Second), deadline: simDeadline, seed: 1,
@@ -57,7 +55,7 @@ func TestReviewClockStepBack(t *testing.T) {
 // nothing abandoned. (Latency within target 2 is out of reach: the
 // limiter cannot see a queue shorter than the clock's tick; it holds it
 // to about 1.5 ticks.)
-func TestReviewCoarseClock(t *testing.T) {
+func TestCoarseClock(t *testing.T) {
 	for _, c := range []struct {
 		m        model
 		grain    int64
