@@ -58,6 +58,7 @@ type Limiter struct {
 	area      float64 // Σ inflight × ns since start
 	hist      histogram
 	drops     int
+	lateDrops int // the drops of permits handed out of the backlog
 	ends      int // permits ended in the window, whenever taken, any outcome
 	saturated bool
 
@@ -114,6 +115,10 @@ type Limiter struct {
 	queues [numPriorities]waitQueue
 	mask   uint8
 	nwait  int
+	// lifo makes grant serve the newest waiter of a priority first: set
+	// by a window whose loss came mostly from permits handed out of the
+	// backlog, cleared when the backlog empties (see grant).
+	lifo bool
 
 	stats Stats
 
@@ -339,6 +344,9 @@ func (l *Limiter) endLocked(p *Permit, o outcome, now int64) {
 			l.hist.add(now - p.start)
 		} else {
 			l.drops++
+			if p.waited {
+				l.lateDrops++
+			}
 			if age := now - p.start; l.dropAge == 0 || age < l.dropAge {
 				l.dropAge = age
 			}
@@ -411,6 +419,9 @@ func (l *Limiter) update(now int64) {
 	}
 	if w.lossy {
 		l.lossless = 0
+		if l.nwait > 0 && 2*l.lateDrops > l.drops {
+			l.lifo = true
+		}
 	} else {
 		l.lossless++
 	}
@@ -482,6 +493,7 @@ func (l *Limiter) update(now int64) {
 	l.area = 0
 	l.hist.reset()
 	l.drops = 0
+	l.lateDrops = 0
 	l.dropAge = 0
 	l.ends = 0
 	l.saturated = false

@@ -59,6 +59,9 @@ func (l *Limiter) remove(w *waiter) {
 		l.mask &^= 1 << i
 	}
 	l.nwait--
+	if l.nwait == 0 {
+		l.lifo = false
+	}
 }
 
 // lowestBelow returns the newest waiter of the lowest priority below p, or
@@ -78,6 +81,9 @@ func (l *Limiter) grant(now int64) {
 	for l.mask != 0 {
 		i := bits.Len8(l.mask) - 1
 		w := l.queues[i].head
+		if l.lifo {
+			w = l.queues[i].tail
+		}
 		if l.inflight >= l.threshold(w.prio) {
 			return
 		}
@@ -127,7 +133,7 @@ func (l *Limiter) wait(ctx context.Context, prio Priority, p *Permit) error {
 		l.stats.Waited++
 		l.inflightA.Store(int64(l.inflight))
 		l.mu.Unlock()
-		p.l, p.start = l, w.start
+		p.l, p.start, p.waited = l, w.start, true
 		return nil
 	case waitShed:
 		// Shed was counted with Displaced.

@@ -112,9 +112,10 @@
 // the last permit), but keeps one permit for itself, while traffic of a
 // single priority has the whole limit. WithBacklog lets callers wait instead, for at most its
 // maxWait and never past their context: every priority may then use the
-// whole limit, waiters are served highest priority first, and a full
-// backlog makes room for a higher priority by shedding its newest lowest
-// waiter.
+// whole limit, waiters are served highest priority first (oldest first
+// within a priority, newest first while the waits are making the calls
+// they admit miss their deadlines: see WithBacklog), and a full backlog
+// makes room for a higher priority by shedding its newest lowest waiter.
 //
 // # Cost
 //
@@ -123,7 +124,7 @@
 // window under the same mutex. The path that admits at once allocates
 // nothing (the Permit lives in the caller's frame when it does not escape
 // it); shedding allocates its error, waiting a context and a waiter. A
-// Limiter is about 4.4 KiB (4560 bytes on amd64, TestLimiterSize; New takes
+// Limiter is about 4.4 KiB (4576 bytes on amd64, TestLimiterSize; New takes
 // 4864 bytes of heap, the allocator's size class above that), most of it
 // one fixed histogram of the window's latencies, and its backlog holds at
 // most WithBacklog's n waiters. It starts no goroutine.

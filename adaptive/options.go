@@ -91,6 +91,17 @@ func WithInitialLimit(n int) Option {
 // full takes the place of the newest waiter of the lowest priority below its
 // own (that waiter is shed); with nobody below it, it is shed itself.
 //
+// Keep maxWait well below the callers' deadlines (the simulation's targets
+// use 40% of it): a call that waited nearly all of its time is abandoned
+// once admitted. If most of an update window's loss comes from permits
+// handed out of the backlog (the waits are eating the callers' time), the
+// backlog serves the newest waiter of each priority first until it empties:
+// served oldest first, every waiter would get its permit just before its
+// deadline, every call would be dropped, and the drops would cut the limit,
+// lengthening the waits (in the simulator, with maxWait at or above a 1 s
+// deadline at 3× load, goodput fell to 0 for good; now it stays at the
+// capacity, TestBacklogWaitPastDeadline).
+//
 // WithBacklog(0, 0), the default, sheds at once. n above MaxLimitBound, a
 // negative n or maxWait, or n > 0 with maxWait 0 is a configuration error.
 func WithBacklog(n int, maxWait time.Duration) Option {

@@ -745,3 +745,29 @@ func TestSmallMinSamplesLearns(t *testing.T) {
 		}
 	}
 }
+
+// A backlog whose maxWait is at least the callers' deadline (1 s here;
+// WithBacklog(n, 2*time.Second) in front of 1 s client timeouts is a
+// natural setting). Served oldest first, every waiter got its permit after
+// waiting nearly its whole deadline, its call was abandoned in the backend,
+// the drops cut the limit, which lengthened the wait: at 3× the limit fell
+// to 1 and the goodput to 0 for good, with every algorithm. Once a window's
+// loss comes mostly from permits handed out of the backlog, it serves the
+// newest waiters first until it empties. A backlog must not make the
+// limiter worse than none (goodput >= 0.9 at 3× without one).
+func TestBacklogWaitPastDeadline(t *testing.T) {
+	m := model{name: "fifo/fixed", workers: 8, d: distFixed}
+	for _, alg := range []Algorithm{Gradient(), Vegas(), AIMD()} {
+		for _, b := range []struct {
+			n    int
+			wait time.Duration
+		}{{64, time.Second}, {1000, 2 * time.Second}, {MaxLimitBound, time.Hour}} {
+			s, me := load(m, 3, 1, WithAlgorithm(alg), WithBacklog(b.n, b.wait))
+			name := fmt.Sprintf("%v, WithBacklog(%d, %v) at 3x", alg, b.n, b.wait)
+			t.Logf("%s: final limit %d; %v", name, s.l.Limit(), me)
+			if me.goodput < 0.9 {
+				t.Errorf("%s: goodput %.3f (limit %d), want >= 0.9", name, me.goodput, s.l.Limit())
+			}
+		}
+	}
+}

@@ -11,6 +11,8 @@ type Permit struct {
 	l     *Limiter
 	start int64 // when it was handed out, on the limiter's clock
 	ended atomic.Bool
+	// waited is set when the permit was handed out of the backlog.
+	waited bool
 }
 
 // Success ends the call as done: its latency, from the permit being handed
