@@ -59,7 +59,12 @@ import (
 // caused the shedding. Configure both on clients of a server that sheds;
 // without a retry policy the client sees the Unavailable error. The shed
 // status carries no pushback (grpc-retry-pushback-ms), so clients keep
-// their own backoff.
+// their own backoff. One client-side quirk (grpc-go v1.85, streams only):
+// when a stream's last allowed attempt is shed before the client has sent
+// its first message, the client may end the stream with "max retries
+// exhausted: ... EOF" (codes.Unknown) instead of the Unavailable status;
+// a streaming client that looks for Unavailable to detect shedding should
+// treat that error the same way. Unary calls always see Unavailable.
 //
 // The priority comes from opts' WithCallPriority function, or from the
 // context (an outer interceptor's adaptive.ContextWithPriority), Normal by
