@@ -71,6 +71,7 @@ type Limiter struct {
 	// window: see estimate for what changes it and probe for the probes.
 	// baseAge counts windows since it was last measured.
 	base      float64
+	base2     float64 // the same estimate of the window's lower half (latency2)
 	baseAge   int
 	probing   bool
 	probes    int     // probes completed
@@ -90,6 +91,7 @@ type Limiter struct {
 	// first's latency and successes.
 	confirm int8
 	probeM  float64
+	probeM2 float64
 	probeN  int
 
 	// The previous window's average in-flight and latency, 0 when its
@@ -401,14 +403,16 @@ func (l *Limiter) update(now int64) {
 	// limit was only ever cut, down to 4 at half load. Floored at the
 	// tick, a latency that no reading can tell from it is no queue.
 	l.tick = min(l.tick, l.hist.lowestPositive())
-	lat := l.hist.lowerMean(trimQ)
+	lat, lat2 := l.hist.lowerMean(trimQ), l.hist.lowerMean(0.5)
 	if l.hist.n > 0 && l.tick < histBuckets {
 		lat = math.Max(lat, bucketMid(l.tick))
+		lat2 = math.Max(lat2, bucketMid(l.tick))
 	}
 	w := window{
 		limit:     l.lim,
 		inflight:  float64(l.inflight),
 		latency:   lat,
+		latency2:  lat2,
 		successes: l.hist.n,
 		drops:     l.drops,
 		lossy:     l.drops > max(1, int(lossTolerance*float64(l.drops+l.hist.n))),
@@ -446,7 +450,7 @@ func (l *Limiter) update(now int64) {
 	if l.cfg.alg.kind != kindAIMD {
 		doubt = l.estimate(&w, valid)
 	}
-	w.base = l.base
+	w.base, w.base2 = l.base, l.base2
 	next := l.probe(&w, l.cfg.alg.next(&w), doubt)
 	l.prevIn, l.prevLat = 0, 0
 	if valid {
@@ -561,7 +565,7 @@ func (l *Limiter) estimate(w *window, valid bool) bool {
 	r := m / l.base
 	switch {
 	case l.base == 0:
-		l.base = m
+		l.base, l.base2 = m, w.latency2
 		l.baseAge = probeEvery - 1
 	case l.probing:
 		// The start-up probe's steps set the estimate, and so does any
@@ -574,17 +578,20 @@ func (l *Limiter) estimate(w *window, valid bool) bool {
 		switch {
 		case l.confirm == 2:
 			l.base = (l.probeM*float64(l.probeN) + m*float64(w.successes)) / float64(l.probeN+w.successes)
+			l.base2 = (l.probeM2*float64(l.probeN) + w.latency2*float64(w.successes)) / float64(l.probeN+w.successes)
 		case l.probes == 0 || l.probeStep > 0 || r > 1+0.15:
-			l.base = m
+			l.base, l.base2 = m, w.latency2
 		case r < 1-0.15:
-			l.base = m
-			l.confirm, l.probeM, l.probeN = 1, m, w.successes
+			l.base, l.base2 = m, w.latency2
+			l.confirm, l.probeM, l.probeM2, l.probeN = 1, m, w.latency2, w.successes
 		default:
 			l.base += (m - l.base) / 3
+			l.base2 += (w.latency2 - l.base2) / 3
 		}
 		l.baseAge = 0
 	case !w.saturated && (m < l.base || w.inflight < w.limit/2):
 		l.base += (m - l.base) / 8
+		l.base2 += (w.latency2 - l.base2) / 8
 		l.baseAge = 0
 	default:
 		l.baseAge++

@@ -771,3 +771,29 @@ func TestBacklogWaitPastDeadline(t *testing.T) {
 		}
 	}
 }
+
+// A backend of two kinds of call (cache hits of 1 ms, misses of 200 ms)
+// at half load, 16 workers. The mean of a window's fastest 80% then
+// straddles the two modes, and how many misses a window draws (70/30:
+// 12 ± 2.9 of 40) swings it from about 1 to 45 ms with no queue at all:
+// Gradient cut on that, and rarely found a window low enough to raise, so
+// the limit ratcheted down and 17-45% of the calls were shed at 70% hits
+// (13.8% at 80%, seed 1). It now cuts only when the window's fastest half
+// shows a queue too. Target 3's 0.5% holds at 90% and 80% hits; at 70% a
+// burst that fills every worker with misses is a real queue for the hits,
+// and the cut it brings is not undone at half load, where windows are
+// seldom saturated: 0.26-1.08% shed (docs/adaptive.md).
+func TestBimodalLightLoad(t *testing.T) {
+	for _, c := range []struct {
+		hit, most float64
+	}{{0.9, 0.005}, {0.8, 0.005}, {0.7, 0.015}} {
+		m := model{name: fmt.Sprintf("fifo/bimodal %.0f%% 1ms, else 200ms", 100*c.hit), workers: 16, d: mixDist{[]int64{ms, 200 * ms}, []float64{c.hit, 1 - c.hit}}}
+		for _, seed := range simSeeds {
+			s, me := load(m, 0.5, seed)
+			t.Logf("%s 0.5x seed %d: final limit %d, estimate %v; %v", m.name, seed, s.l.Limit(), time.Duration(s.l.base).Round(time.Microsecond), me)
+			if me.rejected > c.most {
+				t.Errorf("%s 0.5x seed %d: rejected %.4f, want <= %.3f", m.name, seed, me.rejected, c.most)
+			}
+		}
+	}
+}
