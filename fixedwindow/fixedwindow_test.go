@@ -92,3 +92,11 @@ func TestSteps(t *testing.T) {
 		assert.Equal(t, st.tokens, l.Tokens(), "step %d", i)
 	}
 }
+
+// TestWalk is the model-based walk: every decision, Tokens and wake against
+// windowtest.FixedModel over random interleavings of every operation.
+func TestWalk(t *testing.T) { windowtest.Walk(t, alg, windowtest.FixedModel{}, 1000) }
+
+// TestWalkConcurrent checks the declared bound under contention on the fake
+// clock, reservations cancelled while others take.
+func TestWalkConcurrent(t *testing.T) { windowtest.WalkConcurrent(t, alg, 30) }

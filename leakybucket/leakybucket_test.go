@@ -200,3 +200,7 @@ func TestLeaveQueue(t *testing.T) {
 	require.NoError(t, <-d)
 	assert.Equal(t, 0, clk.Sleepers())
 }
+
+// TestWalkConcurrent checks the declared bound under contention on the fake
+// clock, reservations cancelled while others take.
+func TestWalkConcurrent(t *testing.T) { windowtest.WalkConcurrent(t, alg, 30) }

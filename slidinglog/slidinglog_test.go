@@ -86,3 +86,11 @@ func TestEveryWindowExact(t *testing.T) {
 	}
 	assert.Greater(t, len(at), 30*limit, "about 35 s of greedy calls")
 }
+
+// TestWalk is the model-based walk: every decision, Tokens and wake against
+// windowtest.LogModel over random interleavings of every operation.
+func TestWalk(t *testing.T) { windowtest.Walk(t, alg, windowtest.LogModel{}, 1000) }
+
+// TestWalkConcurrent checks the declared bound under contention on the fake
+// clock, reservations cancelled while others take.
+func TestWalkConcurrent(t *testing.T) { windowtest.WalkConcurrent(t, alg, 30) }

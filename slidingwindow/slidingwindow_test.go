@@ -91,3 +91,11 @@ func TestAdversarial(t *testing.T) {
 	assert.GreaterOrEqual(t, got, int64(2*limit-2), "the adversary gets within 2 of 2 × limit in one window")
 	t.Logf("%d admitted in one window of limit %d", got, limit)
 }
+
+// TestWalk is the model-based walk: every decision, Tokens and wake against
+// windowtest.CounterModel over random interleavings of every operation.
+func TestWalk(t *testing.T) { windowtest.Walk(t, alg, windowtest.CounterModel{}, 1000) }
+
+// TestWalkConcurrent checks the declared bound under contention on the fake
+// clock, reservations cancelled while others take.
+func TestWalkConcurrent(t *testing.T) { windowtest.WalkConcurrent(t, alg, 30) }

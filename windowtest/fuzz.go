@@ -1,8 +1,10 @@
 package windowtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -260,32 +262,44 @@ func advance(t *testing.T, clk *buckettest.FakeClock, to int64, sleeping int, co
 // admission (the busiest span of a length always can).
 func check(t *testing.T, a Algorithm, limit, maxN int64, log []admission) {
 	t.Helper()
-	if !slices.IsSortedFunc(log, func(x, y admission) int { return int(x.at - y.at) }) {
-		t.Fatalf("admissions out of time order: %v", log)
+	if err := checkLog(a, limit, fuzzWindow, maxN, start, log); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkLog is check for a window and an origin (the elapsed time 0 of the
+// aligned windows); log is in time order.
+func checkLog(a Algorithm, limit int64, window time.Duration, maxN, origin int64, log []admission) error {
+	if !slices.IsSortedFunc(log, func(x, y admission) int { return cmp.Compare(x.at, y.at) }) {
+		return fmt.Errorf("admissions out of time order: %v", log)
 	}
 	if a.Aligned {
 		counts := map[int64]int64{}
 		for _, x := range log {
-			k := (x.at - start) / int64(fuzzWindow)
+			k := (x.at - origin) / int64(window)
 			if counts[k] += x.n; counts[k] > limit {
-				t.Fatalf("limit %d: %d admitted in aligned window %d; admissions %v", limit, counts[k], k, log)
+				return fmt.Errorf("limit %d: %d admitted in aligned window %d; admissions %v", limit, counts[k], k, log)
 			}
 		}
 	}
-	for _, span := range []time.Duration{fuzzWindow / time.Duration(2*limit), fuzzWindow / 2, fuzzWindow, 3 * fuzzWindow / 2, 2 * fuzzWindow} {
-		bound := a.Bound(limit, fuzzWindow, span, maxN)
+	for _, span := range []time.Duration{window / time.Duration(2*limit), window / 2, window, 3 * window / 2, 2 * window} {
+		if span <= 0 {
+			continue
+		}
+		bound := a.Bound(limit, window, span, maxN)
 		var sum int64
 		j := 0
 		for i := range log {
-			for j < len(log) && log[j].at < log[i].at+int64(span) {
+			for j < len(log) && log[j].at-log[i].at < int64(span) {
 				sum += log[j].n
 				j++
 			}
 			if sum > bound {
-				t.Fatalf("limit %d: %d admitted in [%v, %v + %v), bound %d; admissions %v",
-					limit, sum, time.Duration(log[i].at-start), time.Duration(log[i].at-start), span, bound, log)
+				return fmt.Errorf("limit %d: %d admitted in [%v, %v + %v), bound %d; admissions %v",
+					limit, sum, time.Duration(log[i].at-origin), time.Duration(log[i].at-origin), span, bound, log)
 			}
 			sum -= log[i].n
 		}
 	}
+	return nil
 }
