@@ -173,11 +173,13 @@ func (b *Bucket) AcquireN(ctx context.Context, n int64) error {
 }
 
 // Tokens returns the room left in the queue: capacity minus the units of
-// leak standing ahead of a caller arriving now. It is capacity when the
+// leak standing ahead of a caller arriving now, and 0 once they are more
+// (a caller is queued with up to capacity units ahead of it, so the backlog
+// behind the last one can reach twice the capacity). It is capacity when the
 // outlet is free, the only time TryAcquire admits.
 func (b *Bucket) Tokens() float64 {
 	backlog := max(0, b.free.Load()-b.p.V(b.clk.Now()))
-	return b.p.Float(b.p.Cap - backlog)
+	return b.p.Float(max(0, b.p.Cap-backlog))
 }
 
 // reserve is the blocking step; see windowed.Reserve. It admits at once

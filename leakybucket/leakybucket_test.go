@@ -204,3 +204,20 @@ func TestLeaveQueue(t *testing.T) {
 // TestWalkConcurrent checks the declared bound under contention on the fake
 // clock, reservations cancelled while others take.
 func TestWalkConcurrent(t *testing.T) { windowtest.WalkConcurrent(t, alg, 30) }
+
+// TestTokensRoom: Tokens is documented as "the room left in the queue". With
+// capacity 2 at 1/s, the outlet busy and two callers queued, the queue is
+// full (ErrQueueFull): the room left is 0, not negative.
+func TestTokensRoom(t *testing.T) {
+	clk := buckettest.NewFakeClock(0)
+	b, err := leakybucket.New(2, 1, admit.WithClock(clk))
+	require.NoError(t, err)
+	require.True(t, b.TryAcquire())
+	ws := buckettest.NewWaiters(b, clk)
+	defer ws.Close()
+	ws.Start(1)
+	ws.Start(1)
+	require.Equal(t, []int{0, 1}, ws.Pending(), "both callers queue")
+	require.ErrorIs(t, b.Acquire(context.Background()), admit.ErrQueueFull)
+	assert.GreaterOrEqual(t, b.Tokens(), 0.0, "the room left in a full queue")
+}
