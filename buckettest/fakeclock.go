@@ -2,6 +2,7 @@ package buckettest
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -46,11 +47,14 @@ func (c *FakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	}
 	c.mu.Lock()
 	s := &sleeper{until: c.now + int64(d), wake: make(chan struct{})}
-	c.sleepers = append(c.sleepers, s)
-	c.notifyLocked()
 	if w, ok := ctx.Value(waiterKey{}).(*waiter); ok {
 		w.asleep(s.until) // Waiters learns the deadline before Advance can pass it
+		if w.deaf {
+			s.until = math.MaxInt64 // only its context ends the sleep (Walk)
+		}
 	}
+	c.sleepers = append(c.sleepers, s)
+	c.notifyLocked()
 	c.mu.Unlock()
 	select {
 	case <-s.wake:

@@ -39,6 +39,7 @@ type waiter struct {
 	err     error         // AcquireN's result; read after done
 	until   int64         // the wake time it slept until
 	slept   bool
+	deaf    bool // the clock does not wake it; immutable
 }
 
 // waiterKey carries a *waiter in the context the limiter passes to Sleep.
@@ -56,9 +57,15 @@ func NewWaiters(l admit.Limiter, clk *FakeClock) *Waiters { return &Waiters{l: l
 
 // Start calls AcquireN(ctx, n) in a new goroutine and returns its index once
 // it is asleep on the clock or has returned.
-func (ws *Waiters) Start(n int64) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &waiter{n: n, started: ws.clk.Now(), cancel: cancel, settled: make(chan struct{}), done: make(chan struct{})}
+func (ws *Waiters) Start(n int64) int { return ws.start(context.Background(), n, false) }
+
+// start is Start with a parent context (Walk's deadlines). A deaf waiter's
+// sleep does not end when the clock reaches its wake, only when its context
+// ends: Walk cancels it after its wake, the race in which a waiter whose
+// tokens have come due gives up, deterministically.
+func (ws *Waiters) start(parent context.Context, n int64, deaf bool) int {
+	ctx, cancel := context.WithCancel(parent)
+	w := &waiter{n: n, started: ws.clk.Now(), cancel: cancel, settled: make(chan struct{}), done: make(chan struct{}), deaf: deaf}
 	ctx = context.WithValue(ctx, waiterKey{}, w)
 	ws.all = append(ws.all, w)
 	go func() {
@@ -91,7 +98,7 @@ func (ws *Waiters) Advance(d time.Duration) {
 	ws.clk.Advance(d)
 	now := ws.clk.Now()
 	for _, w := range ws.all {
-		if until, slept := w.wake(); slept && until <= now {
+		if until, slept := w.wake(); slept && until <= now && !w.deaf {
 			<-w.done
 		}
 	}

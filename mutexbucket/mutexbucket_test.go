@@ -26,3 +26,7 @@ func TestAllocs(t *testing.T) {
 	e.TryAcquire()
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { e.TryAcquire() }), "reject")
 }
+
+// TestWalk is the model-based walk: every decision, Tokens and wake against
+// the reference, and the bound on every window (see buckettest.Walk).
+func TestWalk(t *testing.T) { buckettest.Walk(t, mutexbucket.New, 400) }

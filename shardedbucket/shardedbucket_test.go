@@ -1,6 +1,8 @@
 package shardedbucket_test
 
 import (
+	"fmt"
+
 	"testing"
 
 	"go.uber.org/goleak"
@@ -27,4 +29,24 @@ func TestConformanceManyShards(t *testing.T) {
 		}
 		return shardedbucket.New(capacity, rate, append(opts, shardedbucket.WithShards(n))...)
 	})
+}
+
+// TestWalk is the model-based walk on a clock that never steps back (rule
+// 5's exception): with the default shards (2 on two Ps), exact from the
+// first reservation until an admission may spread the bucket, the bound and
+// the documented promises elsewhere; with one shard, exact throughout; with
+// 16 (fewer where the capacity is smaller), gathers across many shards.
+func TestWalk(t *testing.T) {
+	t.Run("default", func(t *testing.T) { buckettest.Walk(t, shardedbucket.New, 300) })
+	for _, n := range []int{1, 16} {
+		t.Run(fmt.Sprintf("shards=%d", n), func(t *testing.T) {
+			buckettest.Walk(t, func(capacity int64, rate float64, opts ...admit.Option) (*shardedbucket.Bucket, error) {
+				s := n
+				for s > 1 && int64(s) > capacity {
+					s >>= 1
+				}
+				return shardedbucket.New(capacity, rate, append(opts, shardedbucket.WithShards(s))...)
+			}, 300)
+		})
+	}
 }
