@@ -46,7 +46,11 @@ func (c *FakeClock) Sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 	c.mu.Lock()
-	s := &sleeper{until: c.now + int64(d), wake: make(chan struct{})}
+	until := c.now + int64(d)
+	if until < c.now {
+		until = math.MaxInt64 // saturate: the clock never gets past it
+	}
+	s := &sleeper{until: until, wake: make(chan struct{})}
 	if w, ok := ctx.Value(waiterKey{}).(*waiter); ok {
 		w.asleep(s.until) // Waiters learns the deadline before Advance can pass it
 		if w.deaf {
