@@ -34,6 +34,13 @@ type Limiter struct {
 	// skew is added to every reading of the clock: after a step of the
 	// clock back (see now), the limiter's time goes on from where it was.
 	skew int64
+	// hiRaw is the highest reading mapped with the current skew. At a
+	// step back, preRaw and preSkew keep the old timeline's frontier and
+	// skew, and stepAt the limiter's time then: a reading taken just
+	// before the step and applied just after it is mapped on the old
+	// timeline (see now).
+	hiRaw, preRaw, preSkew, stepAt int64
+	stepped                        bool
 
 	limit    int     // the enforced limit: ⌊lim⌋ clamped to the bounds
 	lim      float64 // the algorithm's limit, fractional so that small steps add up
@@ -171,7 +178,7 @@ func New(opts ...Option) (*Limiter, error) {
 	now := l.clk.Now()
 	l.lim = float64(cfg.initial)
 	l.limit = cfg.initial
-	l.epoch, l.cutEpoch, l.start, l.last = now, now, now, now
+	l.epoch, l.cutEpoch, l.start, l.last, l.hiRaw = now, now, now, now, now
 	l.hist.reset()
 	l.tick = histBuckets
 	l.limitA.Store(int64(l.limit))
@@ -317,14 +324,28 @@ func (l *Limiter) end(p *Permit, o outcome) {
 // "taken before the last change" and the limit frozen until the clock
 // caught up. A step forward cannot be told from an idle spell: it counts.
 // Requires mu.
-func (l *Limiter) now(t int64) int64 {
-	t += l.skew
+//
+// A caller reads the clock before it takes mu, so a reading from just
+// before a step can be applied just after another caller's reading from
+// after it set the new skew. Such a reading, within maxSlip of the old
+// timeline's frontier and applied within maxSlip of the step, is mapped
+// with the old skew; with the new one it would put the limiter's time an
+// hour ahead after a step of an hour back (and the next reading would
+// then add an hour more of skew).
+func (l *Limiter) now(raw int64) int64 {
+	if l.stepped && l.last-l.stepAt <= maxSlip && raw >= l.preRaw-maxSlip && raw <= l.preRaw+maxSlip {
+		return max(raw+l.preSkew, l.last)
+	}
+	t := raw + l.skew
 	if t < l.last {
 		if l.last-t > maxSlip {
+			l.preRaw, l.preSkew, l.stepAt, l.stepped = l.hiRaw, l.skew, l.last, true
 			l.skew += l.last - t
+			l.hiRaw = raw
 		}
-		t = l.last
+		return l.last
 	}
+	l.hiRaw = max(l.hiRaw, raw)
 	return t
 }
 
