@@ -113,6 +113,17 @@ func WithMaxLifetime[T any](d time.Duration) Option[T] {
 // ErrSaturated instead of queueing: load shedding rather than an unbounded
 // queue. WithMaxWaiters(0) means never wait. By default the
 // number of waiters is unbounded. A negative n is a configuration error.
+//
+// A waiter stops counting when a Release hands it a resource, not when it
+// runs again. One race loosens the bound: a resource released for a caller
+// that has just counted itself a waiter but has not yet blocked sits in the
+// pool for an instant, and a caller arriving on the fast path then can take
+// it; the robbed waiter counts again, and those admitted to wait in that
+// instant stay. So up to the pool's capacity more than n callers may wait,
+// for as long as such leases are held. (Counting a waiter until it ran
+// again kept n exact but refused callers with nobody else waiting: a pool
+// of one with a bound of one, used by two goroutines, refused thousands of
+// times a second.)
 func WithMaxWaiters[T any](n int) Option[T] {
 	return func(c *config[T]) {
 		if n < 0 {
