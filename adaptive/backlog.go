@@ -64,14 +64,20 @@ func (l *Limiter) remove(w *waiter) {
 	}
 }
 
-// lowestBelow returns the newest waiter of the lowest priority below p, or
-// nil if every waiter's priority is p or higher. Requires mu.
+// lowestBelow returns the waiter of the lowest priority below p that is
+// served last (the newest, or while grant serves newest first the oldest,
+// the likeliest to miss its deadline), or nil if every waiter's priority
+// is p or higher. Requires mu.
 func (l *Limiter) lowestBelow(p Priority) *waiter {
 	below := l.mask & (1<<p.index() - 1)
 	if below == 0 {
 		return nil
 	}
-	return l.queues[bits.TrailingZeros8(below)].tail
+	q := &l.queues[bits.TrailingZeros8(below)]
+	if l.lifo {
+		return q.head
+	}
+	return q.tail
 }
 
 // grant hands free permits to waiters, highest priority first, oldest

@@ -364,3 +364,55 @@ func fillLimit(l *Limiter) []*Permit {
 		ps = append(ps, p)
 	}
 }
+
+// TestNewestFirstOrder: while the backlog serves newest first (lifo), a
+// priority's newest waiter gets the next permit, and a higher priority
+// finding the backlog full displaces the oldest waiter of the lowest
+// priority below it, the one served last, instead of the newest, the one
+// served next.
+func TestNewestFirstOrder(t *testing.T) {
+	bg := context.Background()
+	clk := buckettest.NewFakeClock(1e9)
+	l, err := New(WithClock(clk), WithInitialLimit(1), WithLimitBounds(1, 1), WithBacklog(3, time.Hour))
+	require.NoError(t, err)
+	held, err := l.Acquire(bg)
+	require.NoError(t, err)
+	l.mu.Lock()
+	l.lifo = true // as a window whose loss came from the backlog sets it
+	l.mu.Unlock()
+
+	type result struct {
+		name string
+		p    *Permit
+		err  error
+	}
+	out := make(chan result, 4)
+	acquire := func(name string, prio Priority) {
+		p, err := l.Acquire(ContextWithPriority(bg, prio))
+		out <- result{name, p, err}
+	}
+	for i, name := range []string{"low1", "low2", "low3"} {
+		go acquire(name, Low)
+		require.NoError(t, clk.WaitForSleepers(bg, i+1))
+	}
+	go acquire("high", High) // the backlog is full: a low waiter goes
+	r := <-out
+	require.Equal(t, "low1", r.name, "the oldest low waiter is displaced")
+	require.ErrorIs(t, r.err, admit.ErrOverloaded)
+	require.NoError(t, clk.WaitForSleepers(bg, 3))
+
+	var order []string
+	p := held
+	for range 3 {
+		p.Success()
+		r := <-out
+		require.NoError(t, r.err, r.name)
+		order = append(order, r.name)
+		p = r.p
+	}
+	p.Success()
+	require.Equal(t, []string{"high", "low3", "low2"}, order, "the highest priority first, then the newest")
+	l.mu.Lock()
+	require.False(t, l.lifo, "the backlog emptied: oldest first again")
+	l.mu.Unlock()
+}

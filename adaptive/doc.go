@@ -115,7 +115,8 @@
 // whole limit, waiters are served highest priority first (oldest first
 // within a priority, newest first while the waits are making the calls
 // they admit miss their deadlines: see WithBacklog), and a full backlog
-// makes room for a higher priority by shedding its newest lowest waiter.
+// makes room for a higher priority by shedding the lowest priority's
+// waiter that would be served last.
 //
 // # Cost
 //

@@ -88,14 +88,16 @@ func WithInitialLimit(n int) Option {
 // waiter never waits past its context either: when ctx ends first, Acquire
 // returns ctx.Err() unchanged. Waiters are served highest priority first and
 // in arrival order within a priority, and a caller that finds the backlog
-// full takes the place of the newest waiter of the lowest priority below its
-// own (that waiter is shed); with nobody below it, it is shed itself.
+// full takes the place of the waiter of the lowest priority below its own
+// that would be served last, the newest (that waiter is shed); with nobody
+// below it, it is shed itself.
 //
 // Keep maxWait well below the callers' deadlines (the simulation's targets
 // use 40% of it): a call that waited nearly all of its time is abandoned
 // once admitted. If most of an update window's loss comes from permits
 // handed out of the backlog (the waits are eating the callers' time), the
-// backlog serves the newest waiter of each priority first until it empties:
+// backlog serves the newest waiter of each priority first until it empties
+// (and a full backlog then sheds the oldest of the lowest priority):
 // served oldest first, every waiter would get its permit just before its
 // deadline, every call would be dropped, and the drops would cut the limit,
 // lengthening the waits (in the simulator, with maxWait at or above a 1 s
