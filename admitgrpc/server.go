@@ -88,12 +88,17 @@ import (
 //     whole milliseconds, rounded up, so the retry comes when the token is
 //     due (and is admitted, unless another call of the key took it first),
 //     not earlier to be denied again;
-//   - a denial whose token comes at or after the deadline, or more than
-//     2^31-1 ms away (the int32 every gRPC implementation parses; a zero
-//     rate's "never"), and a cost above the capacity: -1, no retry, so the
-//     client gets ResourceExhausted at once instead of DeadlineExceeded at
-//     the deadline, and the limiter is not asked again in vain;
-//   - a denial of a call without a deadline: none, so the retryPolicy's
+//   - a denial whose token comes at or after the deadline (as the server
+//     sees it: the client's deadline plus the request's transit and the
+//     rounding up of grpc-timeout, a few microseconds on a LAN; a wait
+//     that falls in between gets its pushback, and the client sees
+//     DeadlineExceeded at its deadline), or more than 2^31-1 ms away (the
+//     int32 every gRPC implementation parses; a zero rate's "never"; with
+//     or without a deadline), and a cost above the capacity: -1, no retry,
+//     so the client gets ResourceExhausted at once instead of
+//     DeadlineExceeded at the deadline, and the limiter is not asked again
+//     in vain;
+//   - any other denial of a call without a deadline: none, so the retryPolicy's
 //     own backoff and maxAttempts govern. Such a call states no bound on
 //     its caller's patience, and the exact wait would hold it open for as
 //     long as the limit says (hours, under a daily limit); give calls a
