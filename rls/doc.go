@@ -56,8 +56,9 @@
 // Each limited status carries current_limit, limit_remaining (whole tokens
 // left; 0 when the descriptor is over its limit, shadowed or not, and in
 // debt, as envoyproxy/ratelimit answers 0 over the limit) and
-// duration_until_reset (exactly until the bucket is full again; absent for
-// a limit of zero, which has no bucket). An
+// duration_until_reset (exactly until the bucket is full again; for a limit
+// of zero, which has no bucket, one unit of the rule, where
+// envoyproxy/ratelimit answers the end of the unit's window). An
 // unlimited descriptor answers OK with limit_remaining 4294967295; one that
 // no limit applies to (it matches no rule, its rule is replaced by another
 // matched rule's replaces, or its domain is unknown) answers OK with

@@ -278,7 +278,16 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		if !over { // one over its limit has nothing left for its cost: 0, as envoyproxy/ratelimit answers
 			st.LimitRemaining = uint32(min(r.Remaining, math.MaxUint32))
 		}
-		if hits[p.hit].Capacity != 0 && r.ResetAfter != Never { // a limit of zero has no bucket to fill
+		switch {
+		case hits[p.hit].Capacity == 0:
+			// A limit of zero has no bucket to fill and never admits.
+			// envoyproxy/ratelimit answers the end of the rule's unit
+			// window; one unit is the nearest a bucket can say, so that
+			// a client retrying at the reset comes back once a unit, not
+			// at once (a reset of 0) and for ever.
+			p.reset = hits[p.hit].Period
+			st.DurationUntilReset = durationpb.New(p.reset)
+		case r.ResetAfter != Never:
 			st.DurationUntilReset = durationpb.New(r.ResetAfter)
 		}
 		switch {

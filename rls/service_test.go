@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/admit-go/admit/rls"
 	"github.com/admit-go/admit/rls/config"
@@ -156,4 +157,22 @@ func TestOverrideKeepsDebt(t *testing.T) {
 	require.Equal(t, pb.RateLimitResponse_OVER_LIMIT, ask(t, svc, "llm", team(1000, higher)).OverallCode, "1000 on a balance of 500")
 	resp := ask(t, svc, "llm", team(0, higher))
 	require.Equal(t, pb.RateLimitResponse_OVER_LIMIT, resp.OverallCode, "the report was charged: in debt")
+}
+
+// TestZeroLimitReset: a rule of requests_per_unit: 0 refuses every request
+// and has no bucket to fill. It answered no duration_until_reset and a
+// RateLimit-Reset of 0, which tells a client to retry at once, for ever;
+// envoyproxy/ratelimit answers the end of the rule's unit window. It now
+// answers one unit.
+func TestZeroLimitReset(t *testing.T) {
+	svc := newService(t, "domain: d\ndescriptors:\n  - key: zero\n    rate_limit: {unit: hour, requests_per_unit: 0}\n", rls.Options{Headers: true})
+	resp := ask(t, svc, "d", &common.RateLimitDescriptor{Entries: []*common.RateLimitDescriptor_Entry{{Key: "zero", Value: "a"}}})
+	require.Equal(t, pb.RateLimitResponse_OVER_LIMIT, resp.OverallCode)
+	require.NotNil(t, resp.Statuses[0].DurationUntilReset)
+	require.Equal(t, time.Hour, resp.Statuses[0].DurationUntilReset.AsDuration())
+	hd := map[string]string{}
+	for _, h := range resp.ResponseHeadersToAdd {
+		hd[h.Key] = h.Value
+	}
+	require.Equal(t, "3600", hd["RateLimit-Reset"], "%v", hd)
 }
