@@ -81,8 +81,9 @@ func (l *Limiter) lowestBelow(p Priority) *waiter {
 }
 
 // grant hands free permits to waiters, highest priority first, oldest
-// first within a priority, while the best waiter's threshold allows: if it
-// does not, no lower priority's does either. Requires mu.
+// first within a priority (newest first while lifo is set: see
+// WithBacklog), while the best waiter's threshold allows: if it does not,
+// no lower priority's does either. Requires mu.
 func (l *Limiter) grant(now int64) {
 	for l.mask != 0 {
 		i := bits.Len8(l.mask) - 1

@@ -734,7 +734,7 @@ func drift(t *testing.T, mk func(int64, float64, ...admit.Option) (admit.Limiter
 		for l.TryAcquire() {
 			admitted++
 		}
-		if i%1000 == 0 && l.TryAcquireN(0) != true {
+		if i%1000 == 0 && !l.TryAcquireN(0) {
 			t.Fatal("TryAcquireN(0) is false")
 		}
 	}
