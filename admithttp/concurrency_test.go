@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -319,4 +321,99 @@ func TestConcurrencyWriterInterfaces(t *testing.T) {
 	s := l.Stats()
 	require.Equal(t, uint64(4), s.Successes)
 	require.Zero(t, s.Drops)
+}
+
+// TestConcurrencyEveryEnd: every way a handler can end releases its permit, classified as the
+// package doc says: a panic (http.ErrAbortHandler or any other value) is
+// a drop, a hijacked connection closed without a word a success, a handler
+// that never writes a success (the implicit 200), a 503 it writes itself a
+// drop, a handler that returns after an outer deadline without writing a
+// drop; a request whose context ended before Concurrency asked takes no
+// permit and counts nothing.
+func TestConcurrencyEveryEnd(t *testing.T) {
+	l, err := adaptive.New(adaptive.WithInitialLimit(4))
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/abort", func(w http.ResponseWriter, r *http.Request) { panic(http.ErrAbortHandler) })
+	mux.HandleFunc("/panic", func(w http.ResponseWriter, r *http.Request) { panic("boom") })
+	mux.HandleFunc("/abort-after-write", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "partial")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	})
+	mux.HandleFunc("/hijack", func(w http.ResponseWriter, r *http.Request) {
+		c, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		c.Close()
+	})
+	mux.HandleFunc("/silent", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("/503", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
+	mux.HandleFunc("/late", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	h := admithttp.Concurrency(l)(mux)
+	gone := make(chan struct{}, 1)
+	outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/late":
+			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Millisecond)
+			defer cancel()
+			r = r.WithContext(ctx)
+		case "/gone":
+			<-r.Context().Done() // the client closed the connection first
+			defer func() { gone <- struct{}{} }()
+		}
+		h.ServeHTTP(w, r)
+	})
+	srv := httptest.NewUnstartedServer(outer)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.Start()
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+	for _, tc := range []struct {
+		path      string
+		clientErr bool
+		drop      bool
+	}{
+		{"/abort", true, true},
+		{"/panic", true, true},
+		{"/abort-after-write", true, true},
+		{"/hijack", true, false},
+		{"/silent", false, false},
+		{"/503", false, true},
+		{"/late", false, true},
+	} {
+		before := l.Stats()
+		resp, err := client.Post(srv.URL+tc.path, "text/plain", nil)
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		if tc.clientErr {
+			require.Error(t, err, tc.path)
+		} else {
+			require.NoError(t, err, tc.path)
+		}
+		require.Eventually(t, func() bool { return l.InFlight() == 0 }, 10*time.Second, time.Millisecond, tc.path)
+		after := l.Stats()
+		require.Equal(t, uint64(1), (after.Drops+after.Successes+after.Ignored)-(before.Drops+before.Successes+before.Ignored), tc.path)
+		if tc.drop {
+			require.Equal(t, before.Drops+1, after.Drops, tc.path)
+		} else {
+			require.Equal(t, before.Successes+1, after.Successes, tc.path)
+		}
+	}
+
+	before := l.Stats()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	_, err = c.Write([]byte("GET /gone HTTP/1.1\r\nHost: x\r\n\r\n"))
+	require.NoError(t, err)
+	c.Close()
+	<-gone
+	after := l.Stats()
+	before.Limit, after.Limit, before.Baseline, after.Baseline = 0, 0, 0, 0
+	require.Equal(t, before, after, "a request whose context had ended takes and counts nothing")
 }
