@@ -53,7 +53,8 @@
 // and its table stops growing at the slots that share needs at a load of
 // 4/5. So the store's memory is bounded in bytes, however clients choose
 // their keys: at most maxKeys × BucketBytes + FixedBytes (80 bytes a
-// bucket; 80 MiB and 64 KiB at the default bound), and, below its bound, at
+// bucket; 80 MiB and 1,088 KiB at the default bound, the fixed part
+// mostly the allocator's rounding of the tables' arrays), and, below its bound, at
 // most 2 × BucketBytes per bucket held (a table that has just doubled is
 // 2/5 full). (A shard passes its share only when one request brings more
 // new buckets to it than its share, all of them held at once, which a

@@ -26,7 +26,7 @@ const DefaultMaxKeys = 1 << 20
 // whatever the keys: a slot (a 16-byte digest and the bucket's 48 bytes)
 // at the tables' largest load, 4/5. A store of bound maxKeys never holds
 // more than maxKeys × BucketBytes + FixedBytes in its tables and shards
-// (80 MiB at DefaultMaxKeys), however many keys come and go; see table.
+// (81 MiB at DefaultMaxKeys), however many keys come and go; see table.
 const BucketBytes = 80
 
 // BucketBytes is what the slots cost at the largest load.
@@ -34,8 +34,11 @@ var _ = [1]struct{}{}[BucketBytes-slotBytes*loadDen/loadNum]
 
 // FixedBytes bounds what a store costs besides BucketBytes per bucket of
 // its bound: its shards, each table's rounding up to a whole slot and its
-// smallest size, and the parameters memo.
-const FixedBytes = 64 << 10
+// smallest size, and the parameters memo (64 KiB), and the allocator's
+// rounding of each table's two arrays, less than 8 KiB each (a size class
+// below 32 KiB, whole 8 KiB pages above): at a bound of 65,536 the arrays
+// of 1,280 slots are rounded up by 204 KiB in all, none at the default.
+const FixedBytes = 64<<10 + 2*nShards*8<<10
 
 // maxUnits bounds a bucket's debt (twice its capacity in units), so that
 // every sum of two quantities stays within int64.
