@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestReviewWideRequestsBounded: a client whose every request carries
+// TestWideRequestsBounded: a client whose every request carries
 // rls.MaxLimited distinct, never-full descriptors (values it chooses),
 // against stores of small bounds, the clock frozen. The documented bound is
 // maxKeys × BucketBytes + FixedBytes whatever the client sends.
-func TestReviewWideRequestsBounded(t *testing.T) {
+func TestWideRequestsBounded(t *testing.T) {
 	for _, maxKeys := range []int{1, 64, 256, 1024, 4096, 16384} {
 		t.Run(fmt.Sprint("maxKeys=", maxKeys), func(t *testing.T) {
 			clk := buckettest.NewFakeClock(0)
@@ -45,12 +45,12 @@ func TestReviewWideRequestsBounded(t *testing.T) {
 	}
 }
 
-// TestReviewFilledToBound: a client that brings maxKeys distinct never-full
+// TestFilledToBound: a client that brings maxKeys distinct never-full
 // descriptor values, one a request, fills a store to its bound; the live
 // heap must stay within maxKeys × BucketBytes + FixedBytes. The tables'
 // arrays are rounded up by the allocator (a size class, or whole 8 KiB
 // pages past 32 KiB), which the bound must count.
-func TestReviewFilledToBound(t *testing.T) {
+func TestFilledToBound(t *testing.T) {
 	for _, maxKeys := range []int{16384, 65536, 209728, 1 << 20} {
 		t.Run(fmt.Sprint("maxKeys=", maxKeys), func(t *testing.T) {
 			clk := buckettest.NewFakeClock(0)
