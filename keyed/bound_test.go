@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -505,5 +506,29 @@ func TestMultiKeyForgottenNamesFreed(t *testing.T) {
 	grown := heapNow() - before
 	bound := int64(keys*(keyed.MaxBytesPerMultiKey+keyed.MaxBytesPerKey) + keyed.MaxBytesParamsCache)
 	require.LessOrEqual(t, grown, bound, "%d bytes a key", grown/keys)
+	runtime.KeepAlive(l)
+}
+
+// TestHugeKeysNotRetained: keys as a client sends them through
+// admithttp.KeyByHeader or admitgrpc.KeyByMetadata (the header value as
+// it is): 1024 distinct keys of 64 KiB each, and 1024 keys of 64 bytes
+// each the tail of its own 64 KiB buffer. The limiter must keep neither
+// buffer: the heap stays within MaxBytesPerKey·n + MaxBytesPerShard·shards.
+func TestHugeKeysNotRetained(t *testing.T) {
+	const n = 2048
+	const self = 8 << 10
+	before := heapNow()
+	l, _ := newFake(t, 10, 1, keyed.WithMaxKeys(n))
+	shards := l.Stats().Shards
+	for i := range n / 2 {
+		k := fmt.Sprintf("%d-", i) + strings.Repeat("x", 64<<10)
+		require.True(t, l.Allow(k))
+		buf := strings.Repeat("y", 64<<10) + fmt.Sprintf("%064d", i)
+		require.True(t, l.Allow(buf[len(buf)-64:]))
+	}
+	grown := heapNow() - before
+	bound := int64(n*keyed.MaxBytesPerKey + shards*keyed.MaxBytesPerShard + self)
+	t.Logf("%d keys (half 64 KiB, half 64-byte tails of 64 KiB buffers): %d bytes, bound %d", l.Len(), grown, bound)
+	require.LessOrEqual(t, grown, bound)
 	runtime.KeepAlive(l)
 }
