@@ -30,10 +30,15 @@
 //
 // The declared bound: in any span T at most ⌊rate × T'⌋ + n admitted, T'
 // the span plus one unit of the rate's stream for rounding (a reading is
-// rounded down to the stream's units, so a slot may open up to one unit,
-// at most 1 ns, before the exact 1/rate: at 1/3 per second, admissions at
-// 4 ns and 3,000,000,003 ns), n the largest request (⌊rate × T'⌋ + 1 for
-// single units), against a token bucket's capacity + rate × T.
+// rounded down to the stream's units, so a slot may open up to one unit
+// before the exact 1/rate: at 1/3 per second, admissions at 4 ns and
+// 3,000,000,003 ns. A unit lasts under 2 ns, so a slot is at most 1 ns
+// early in whole nanoseconds where 1/rate is one, unless the capacity is
+// so large for the rate that finer units would not fit (internal/refill):
+// at capacity 1e9 and 1e-6 per second a unit is about 466 µs, and
+// admissions at 465,000 ns and 10^15 − 20 ns), n the largest request
+// (⌊rate × T'⌋ + 1 for single units), against a token bucket's
+// capacity + rate × T.
 //
 // # The leaky bucket as a meter is the token bucket
 //

@@ -221,3 +221,35 @@ func TestTokensRoom(t *testing.T) {
 	require.ErrorIs(t, b.Acquire(context.Background()), admit.ErrQueueFull)
 	assert.GreaterOrEqual(t, b.Tokens(), 0.0, "the room left in a full queue")
 }
+
+// TestEarlyByOneUnit: a slot may open up to one unit of the stream before
+// the exact n/rate after the admission before it, and a unit lasts under
+// 2 ns only where the capacity allows units that fine. At capacity 1e9 and
+// 1e-6 per second a unit is 2^-31 of a token, about 465,661 ns of leak: an
+// admission at 465 µs, whose reading rounds down to 0, leaves the outlet
+// free again at 10^15 − 20 ns (the rate rounded up to the unit's
+// arithmetic adds the 20 ns), 465,020 ns before the exact 1/rate. The
+// package doc said "at most 1 ns"; with T' the span plus 1 ns its bound
+// would be ⌊1e-6/s × (10^15 − 465,020 + 1) ns⌋ + 1 = 1, and two are admitted.
+// With T' the span plus the unit's 465,661 ns, it is 2.
+func TestEarlyByOneUnit(t *testing.T) {
+	clk := buckettest.NewFakeClock(0)
+	b, err := leakybucket.New(1e9, 1e-6, admit.WithClock(clk))
+	require.NoError(t, err)
+	clk.Set(465_000)
+	require.True(t, b.TryAcquire())
+	clk.Set(1e15 - 21)
+	assert.False(t, b.TryAcquire())
+	clk.Set(1e15 - 20)
+	assert.True(t, b.TryAcquire(), "free again at 10^15 − 20 ns, 465,020 ns before 1/rate after the first")
+	// Where a unit lasts under 2 ns, at most 1 ns early: the doc's example.
+	clk = buckettest.NewFakeClock(0)
+	b, err = leakybucket.New(10, 1.0/3, admit.WithClock(clk))
+	require.NoError(t, err)
+	clk.Set(4)
+	require.True(t, b.TryAcquire())
+	clk.Set(3_000_000_002)
+	assert.False(t, b.TryAcquire())
+	clk.Set(3_000_000_003)
+	assert.True(t, b.TryAcquire())
+}

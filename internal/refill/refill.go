@@ -7,8 +7,8 @@
 // large as the limits below allow: a unit is then the refill of at most one
 // nanosecond, so the representation is as fine as the clock, unless the
 // capacity is so large for its rate that finer units would not fit (at
-// capacity 1e9 and 1e-6 tokens/s a unit is about 233 µs of refill, still
-// 2^-32 of a token). At 1e9 tokens/s a unit is a whole token; at 1 token/s it
+// capacity 1e9 and 1e-6 tokens/s a unit is about 466 µs of refill, still
+// 2^-31 of a token). At 1e9 tokens/s a unit is a whole token; at 1 token/s it
 // is 2^-29 of one.
 //
 // # Refill without drift
