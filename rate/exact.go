@@ -49,7 +49,8 @@ import (
 //     made Limit(7.0/86400) 15.5 ms late per token.) Rates below 2^-64
 //     token/ns (5.4e-11 per second) that are not such decimals read as 0.
 //
-// Limits at or below zero, and NaN, refill nothing (num = 0); Inf, +Inf and
+// Limits at or below zero, NaN and those that read as 0, refill nothing
+// (num = 0); Inf, +Inf and
 // finite rates of 2^64 tokens per nanosecond or more fill the bucket in any
 // positive time (fill). Both keep the previous den, so that the balance
 // survives a change to them and back exactly. A SetLimit between rates of
@@ -117,6 +118,12 @@ func ratio(l Limit, oldDen uint64) (num, den uint64, fill bool) {
 		return 0, max(oldDen, 1), true
 	}
 	num, den = below(perNs, new(big.Int).SetUint64(math.MaxUint64))
+	if num == 0 {
+		// Too slow for any such fraction: it refills nothing, as zero does,
+		// and keeps the balance's unit as zero does (below's 0/1 would
+		// round the balance down to a whole token).
+		return 0, max(oldDen, 1), false
+	}
 	return num, den, false
 }
 
