@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -102,69 +101,27 @@ func (s *WalkStats) reached(t *testing.T) {
 }
 
 // horizonNs is refill.Horizon: elapsed time stops there.
-const horizonNs = int64(1) << 62
+const horizonNs = StreamHorizon
 
 // maxDebt is how far below zero reservations may take a balance.
 const maxDebt = -int64(1) << 62
 
 // refModel is the reference token bucket, in units of 2^-shift tokens.
 type refModel struct {
+	Stream
 	capTok int64
 	cap    int64
-	shift  uint
-	r      *big.Int // rate in units per ns, times 2^64, rounded up; 0 for rate 0
-	own    bool     // NoLatestReading: a stale reading sees its own moment
-	z      int64    // empty point: balance = min(cap, V(t) − z)
-	last   int64    // the latest reading a state change applied (latest rule)
-	debt   int64    // the latest wake of any reservation (own rule's Tokens)
+	own    bool  // NoLatestReading: a stale reading sees its own moment
+	z      int64 // empty point: balance = min(cap, V(t) − z)
+	last   int64 // the latest reading a state change applied (latest rule)
+	debt   int64 // the latest wake of any reservation (own rule's Tokens)
 }
 
-// newRefModel picks the unit as internal/refill's package doc says: the
-// finest with capacity·2^k < 2^61 and a refill of at most one unit a ns.
 func newRefModel(capacity int64, rate float64, own bool) *refModel {
-	k := uint(61 - bits.Len64(uint64(capacity)))
-	m := &refModel{capTok: capacity, own: own, r: new(big.Int)}
-	if rate > 0 {
-		dec, _ := new(big.Rat).SetString(strconv.FormatFloat(rate, 'g', -1, 64))
-		for ; ; k-- {
-			perNs := new(big.Rat).Mul(dec, new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), k)))
-			perNs.Quo(perNs, big.NewRat(1e9, 1))
-			if perNs.Cmp(big.NewRat(1, 1)) <= 0 || k == 0 {
-				num := new(big.Int).Lsh(perNs.Num(), 64)
-				q, rem := new(big.Int).QuoRem(num, perNs.Denom(), new(big.Int))
-				if rem.Sign() != 0 {
-					q.Add(q, big.NewInt(1))
-				}
-				m.r = q
-				break
-			}
-		}
-	}
-	m.shift, m.cap = k, capacity<<k
+	m := &refModel{Stream: NewStream(capacity, rate), capTok: capacity, own: own}
+	m.cap = capacity << m.Shift
 	m.z = -m.cap
 	return m
-}
-
-// v is V(t) = ⌊t·R / 2^64⌋.
-func (m *refModel) v(t int64) int64 {
-	p := new(big.Int).Mul(big.NewInt(t), m.r)
-	return p.Rsh(p, 64).Int64()
-}
-
-// reach is the first t with V(t) >= target, or horizonNs+1 if none.
-func (m *refModel) reach(target int64) int64 {
-	if m.r.Sign() == 0 {
-		return horizonNs + 1
-	}
-	num := new(big.Int).Lsh(big.NewInt(target), 64)
-	q, rem := new(big.Int).QuoRem(num, m.r, new(big.Int))
-	if rem.Sign() != 0 {
-		q.Add(q, big.NewInt(1))
-	}
-	if !q.IsInt64() || q.Int64() > horizonNs {
-		return horizonNs + 1
-	}
-	return max(q.Int64(), 0)
 }
 
 // at is the moment a reading e is decided at.
@@ -175,9 +132,9 @@ func (m *refModel) at(e int64) int64 {
 	return max(e, m.last)
 }
 
-func (m *refModel) balance(te int64) int64 { return min(m.cap, m.v(te)-m.z) }
+func (m *refModel) balance(te int64) int64 { return min(m.cap, m.V(te)-m.z) }
 
-func (m *refModel) float(u int64) float64 { return math.Ldexp(float64(u), -int(m.shift)) }
+func (m *refModel) float(u int64) float64 { return math.Ldexp(float64(u), -int(m.Shift)) }
 
 func (m *refModel) tokens(e int64) float64 {
 	bal := m.balance(m.at(e))
@@ -191,11 +148,11 @@ func (m *refModel) tokens(e int64) float64 {
 // instant it was admitted at.
 func (m *refModel) take(e, n int64) (bool, int64) {
 	te := m.at(e)
-	need := n << m.shift
+	need := n << m.Shift
 	if m.balance(te) < need {
 		return false, 0
 	}
-	m.z = max(m.z, m.v(te)-m.cap) + need
+	m.z = max(m.z, m.V(te)-m.cap) + need
 	if !m.own {
 		m.last = te
 	}
@@ -206,7 +163,7 @@ func (m *refModel) take(e, n int64) (bool, int64) {
 // == te), a reservation waking at wake, or never. It changes nothing.
 func (m *refModel) plan(e, n int64) (te, wake int64, never bool) {
 	te = m.at(e)
-	need := n << m.shift
+	need := n << m.Shift
 	bal := m.balance(te)
 	if bal >= need {
 		return te, te, false
@@ -214,13 +171,13 @@ func (m *refModel) plan(e, n int64) (te, wake int64, never bool) {
 	if bal-need < maxDebt {
 		return te, 0, true
 	}
-	wake = m.reach(max(m.z, m.v(te)-m.cap) + need)
+	wake = m.Reach(max(m.z, m.V(te)-m.cap) + need)
 	return te, wake, wake > horizonNs
 }
 
 // reserve applies a reservation planned at te, and returns its end.
 func (m *refModel) reserve(te, wake, n int64) (end int64) {
-	m.z = max(m.z, m.v(te)-m.cap) + n<<m.shift
+	m.z = max(m.z, m.V(te)-m.cap) + n<<m.Shift
 	if !m.own {
 		m.last = te
 	}
@@ -232,13 +189,13 @@ func (m *refModel) reserve(te, wake, n int64) (end int64) {
 // reading e: due (the caller is admitted), undone or forfeited.
 func (m *refModel) cancel(e, n, end int64) (due, undone bool) {
 	te := m.at(e)
-	if m.v(te) >= end {
+	if m.V(te) >= end {
 		return true, false
 	}
 	if m.z != end {
 		return false, false
 	}
-	m.z = end - n<<m.shift
+	m.z = end - n<<m.Shift
 	if !m.own {
 		m.last = te
 	}
@@ -318,7 +275,7 @@ func (k *bucketWalker) fail(format string, args ...any) {
 	k.t.Helper()
 	tail := k.trace[max(0, len(k.trace)-40):]
 	k.t.Fatalf("%s\ncapacity=%d rate=%v origin=%d shards=%d exact=%v unit=2^-%d; last steps:\n  %s", fmt.Sprintf(format, args...),
-		k.capacity, k.rate, k.origin, k.shards, k.exact, k.m.shift, strings.Join(tail, "\n  "))
+		k.capacity, k.rate, k.origin, k.shards, k.exact, k.m.Shift, strings.Join(tail, "\n  "))
 }
 
 func (k *bucketWalker) log(format string, args ...any) {
@@ -403,7 +360,7 @@ func (k *bucketWalker) record(at, n int64) { k.adm = append(k.adm, Admission{At:
 // afterTake leaves exact mode for a sharded bucket once an admission may
 // have spread it again.
 func (k *bucketWalker) afterTake(e int64) {
-	if k.shards > 1 && k.exact && k.m.balance(k.m.at(e)) >= min(2, k.capacity)<<k.m.shift {
+	if k.shards > 1 && k.exact && k.m.balance(k.m.at(e)) >= min(2, k.capacity)<<k.m.Shift {
 		k.exact = false
 	}
 }
@@ -553,11 +510,11 @@ func (k *bucketWalker) acquire(n int64, deadline bool) {
 		if !k.exact {
 			// The bucket is now one central word: its debt is exact from
 			// here, and the wake is at most n tokens' refill away.
-			if got <= e || got > k.m.reach(k.m.v(e)+n<<k.m.shift) {
+			if got <= e || got > k.m.Reach(k.m.V(e)+n<<k.m.Shift) {
 				k.fail("AcquireN(%d) sleeps until %d from reading %d: more than %d tokens' refill", n, got, e, n)
 			}
 			k.exact = true
-			k.m.z = k.m.v(got) - n<<k.m.shift
+			k.m.z = k.m.V(got) - n<<k.m.Shift
 			k.m.debt = k.wakes
 			te, wake, never = k.m.plan(e, n)
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -100,13 +99,10 @@ func (s *lbStats) reached(t *testing.T) {
 	}
 }
 
-const lbHorizon = int64(1) << 62
-
 // lbModel is the reference outlet, in internal/refill's units.
 type lbModel struct {
+	buckettest.Stream
 	capTok, cap int64
-	shift       uint
-	r           *big.Int // rate in units per ns times 2^64, rounded up
 	free        int64
 	q           []*mslot // slots still waiting, in order
 }
@@ -116,45 +112,10 @@ type mslot struct {
 	start, need int64
 }
 
-// newLBModel picks the unit as internal/refill's package doc says: the
-// finest with capacity·2^k < 2^61 and at most one unit a ns.
 func newLBModel(capacity int64, rate float64) *lbModel {
-	k := uint(61 - bits.Len64(uint64(capacity)))
-	m := &lbModel{capTok: capacity}
-	dec, _ := new(big.Rat).SetString(strconv.FormatFloat(rate, 'g', -1, 64))
-	for ; ; k-- {
-		perNs := new(big.Rat).Mul(dec, new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), k)))
-		perNs.Quo(perNs, big.NewRat(1e9, 1))
-		if perNs.Cmp(big.NewRat(1, 1)) <= 0 || k == 0 {
-			num := new(big.Int).Lsh(perNs.Num(), 64)
-			q, rem := new(big.Int).QuoRem(num, perNs.Denom(), new(big.Int))
-			if rem.Sign() != 0 {
-				q.Add(q, big.NewInt(1))
-			}
-			m.r = q
-			break
-		}
-	}
-	m.shift, m.cap = k, capacity<<k
+	m := &lbModel{Stream: buckettest.NewStream(capacity, rate), capTok: capacity}
+	m.cap = capacity << m.Shift
 	return m
-}
-
-func (m *lbModel) v(t int64) int64 {
-	p := new(big.Int).Mul(big.NewInt(t), m.r)
-	return p.Rsh(p, 64).Int64()
-}
-
-// reach is the first t >= 0 with V(t) >= target, or lbHorizon+1.
-func (m *lbModel) reach(target int64) int64 {
-	num := new(big.Int).Lsh(big.NewInt(target), 64)
-	q, rem := new(big.Int).QuoRem(num, m.r, new(big.Int))
-	if rem.Sign() != 0 {
-		q.Add(q, big.NewInt(1))
-	}
-	if !q.IsInt64() || q.Int64() > lbHorizon {
-		return lbHorizon + 1
-	}
-	return max(q.Int64(), 0)
 }
 
 // settle marks admitted the waiting slots that have come due at v and
@@ -282,7 +243,7 @@ func (k *lbWalker) fail(format string, args ...any) {
 	k.t.Helper()
 	tail := k.trace[max(0, len(k.trace)-40):]
 	k.t.Fatalf("%s\ncapacity=%d rate=%v origin=%d unit=2^-%d; last steps:\n  %s", fmt.Sprintf(format, args...),
-		k.capacity, k.rate, k.origin, k.m.shift, strings.Join(tail, "\n  "))
+		k.capacity, k.rate, k.origin, k.m.Shift, strings.Join(tail, "\n  "))
 }
 
 func (k *lbWalker) log(format string, args ...any) {
@@ -299,7 +260,7 @@ func (k *lbWalker) elapsed() int64 {
 	if now <= k.origin {
 		return 0
 	}
-	return min(now-k.origin, lbHorizon)
+	return min(now-k.origin, buckettest.StreamHorizon)
 }
 
 func (k *lbWalker) liveIDs() []int {
@@ -354,7 +315,7 @@ func (k *lbWalker) step() {
 
 func (k *lbWalker) try(n int64) {
 	e := k.elapsed()
-	v := k.m.v(e)
+	v := k.m.V(e)
 	want := false
 	switch {
 	case n == 0:
@@ -363,7 +324,7 @@ func (k *lbWalker) try(n int64) {
 	case k.m.free <= v:
 		want = true
 		k.admitAllQueued()
-		k.m.free = v + n<<k.m.shift
+		k.m.free = v + n<<k.m.Shift
 		k.record(e, n)
 	}
 	k.log("TryAcquireN(%d) want %v", n, want)
@@ -391,7 +352,7 @@ func (k *lbWalker) markDue(s *mslot) {
 	if w == nil || !w.deaf {
 		k.fail("slot #%d admitted by a reading but its caller is not a deaf sleeper", s.id)
 	}
-	k.due[s.id] = k.m.reach(s.start)
+	k.due[s.id] = k.m.Reach(s.start)
 	k.st.DeafSettled++
 }
 
@@ -402,8 +363,8 @@ func (k *lbWalker) record(at, n int64) {
 
 func (k *lbWalker) tokens() {
 	e := k.elapsed()
-	backlog := max(0, k.m.free-k.m.v(e))
-	want := math.Ldexp(float64(max(0, k.m.cap-backlog)), -int(k.m.shift))
+	backlog := max(0, k.m.free-k.m.V(e))
+	want := math.Ldexp(float64(max(0, k.m.cap-backlog)), -int(k.m.Shift))
 	k.st.Tokens++
 	if got := k.b.Tokens(); got != want {
 		k.fail("Tokens() = %v, want %v (backlog %d units)", got, want, backlog)
@@ -415,7 +376,7 @@ func (k *lbWalker) tokens() {
 // the model's instant for its slot.
 func (k *lbWalker) acquire(n int64, kind string) {
 	e := k.elapsed()
-	v := k.m.v(e)
+	v := k.m.V(e)
 	var want error
 	queue := false
 	var wake int64
@@ -429,19 +390,19 @@ func (k *lbWalker) acquire(n int64, kind string) {
 		want = admit.ErrUnsatisfiable
 	case k.m.free <= v:
 		k.admitAllQueued()
-		k.m.free = v + n<<k.m.shift
+		k.m.free = v + n<<k.m.Shift
 		k.record(e, n)
 		k.st.AtOnce++
 	default:
 		for _, s := range k.m.settle(v) {
 			k.markDue(s)
 		}
-		wake = k.m.reach(k.m.free)
+		wake = k.m.Reach(k.m.free)
 		switch {
 		case k.m.free-v > k.m.cap:
 			want = admit.ErrQueueFull
 			k.st.Full++
-		case wake > lbHorizon:
+		case wake > buckettest.StreamHorizon:
 			want = admit.ErrUnsatisfiable
 			k.st.Unsatisfiable++
 		case kind == "deadline" && wake-e > hour+int64(time.Minute):
@@ -455,8 +416,8 @@ func (k *lbWalker) acquire(n int64, kind string) {
 				k.st.DeadlineSleep++
 			}
 			queue = true
-			k.m.q = append(k.m.q, &mslot{id: k.ids, start: k.m.free, need: n << k.m.shift})
-			k.m.free += n << k.m.shift
+			k.m.q = append(k.m.q, &mslot{id: k.ids, start: k.m.free, need: n << k.m.Shift})
+			k.m.free += n << k.m.Shift
 			k.st.Queued++
 		}
 	}
@@ -500,7 +461,7 @@ func (k *lbWalker) acquire(n int64, kind string) {
 func (k *lbWalker) cancel(id int) {
 	w := k.live[id]
 	e := k.elapsed()
-	v := k.m.v(e)
+	v := k.m.V(e)
 	var want error
 	at, isDue := k.due[id]
 	if !isDue {
@@ -549,7 +510,7 @@ func (k *lbWalker) advance() {
 	next := int64(math.MaxInt64)
 	for _, s := range k.m.q {
 		if !k.live[s.id].deaf {
-			next = min(next, k.origin+k.m.reach(s.start))
+			next = min(next, k.origin+k.m.Reach(s.start))
 		}
 	}
 	var to int64
@@ -576,20 +537,20 @@ func (k *lbWalker) advance() {
 	default:
 		to = now + k.r.Int64N(int64(time.Second))
 	}
-	if to-k.origin > lbHorizon/2 {
+	if to-k.origin > buckettest.StreamHorizon/2 {
 		to = k.origin + k.r.Int64N(1<<40)
 	}
 	k.clk.Set(to)
 	e := k.elapsed()
 	var woken []*mslot
 	for _, s := range k.m.q {
-		if !k.live[s.id].deaf && k.origin+k.m.reach(s.start) <= to {
+		if !k.live[s.id].deaf && k.origin+k.m.Reach(s.start) <= to {
 			woken = append(woken, s)
 		}
 	}
 	k.log("Set(%d): %d woken", to, len(woken))
 	if len(woken) > 0 {
-		for _, s := range k.m.settle(k.m.v(e)) {
+		for _, s := range k.m.settle(k.m.V(e)) {
 			if k.live[s.id].deaf {
 				k.markDue(s)
 			}
@@ -600,12 +561,12 @@ func (k *lbWalker) advance() {
 		select {
 		case <-w.done:
 		case <-time.After(10 * time.Second):
-			k.fail("#%d was not woken at its slot %d", s.id, k.origin+k.m.reach(s.start))
+			k.fail("#%d was not woken at its slot %d", s.id, k.origin+k.m.Reach(s.start))
 		}
 		if w.err != nil {
 			k.fail("woken #%d returned %v", s.id, w.err)
 		}
-		k.record(k.m.reach(s.start), w.n)
+		k.record(k.m.Reach(s.start), w.n)
 		delete(k.live, s.id)
 		k.st.Woken++
 	}
@@ -618,7 +579,7 @@ func (k *lbWalker) advance() {
 func (k *lbWalker) settled() {
 	expect := map[int]int64{}
 	for _, s := range k.m.q {
-		expect[s.id] = k.origin + k.m.reach(s.start)
+		expect[s.id] = k.origin + k.m.Reach(s.start)
 	}
 	timeout := time.After(10 * time.Second)
 	for {
@@ -662,9 +623,9 @@ func (k *lbWalker) checkRecord() {
 	// No burst, nothing early: in time order, each admission is at least
 	// the previous one's size later on the stream.
 	for i := 1; i < len(a); i++ {
-		if gap := k.m.v(a[i].at) - k.m.v(a[i-1].at); gap < a[i-1].n<<k.m.shift {
+		if gap := k.m.V(a[i].at) - k.m.V(a[i-1].at); gap < a[i-1].n<<k.m.Shift {
 			k.fail("admissions at %d (n=%d) and %d (n=%d) are %d units apart, want >= %d",
-				a[i-1].at, a[i-1].n, a[i].at, a[i].n, gap, a[i-1].n<<k.m.shift)
+				a[i-1].at, a[i-1].n, a[i].at, a[i].n, gap, a[i-1].n<<k.m.Shift)
 		}
 	}
 	// The declared bound on every window: ⌊rate × T'⌋ + n, T' the span
@@ -674,7 +635,7 @@ func (k *lbWalker) checkRecord() {
 	// value the bound fails by one over a year of back-to-back slots of
 	// 1e9 tokens at 7.3 per second, the float64 7.3 being a hair less.)
 	rat, _ := new(big.Rat).SetString(strconv.FormatFloat(k.rate, 'g', -1, 64))
-	unit := new(big.Rat).SetFrac(new(big.Int).Lsh(big.NewInt(1), 64), k.m.r)
+	unit := new(big.Rat).SetFrac(new(big.Int).Lsh(big.NewInt(1), 64), k.m.R)
 	for i := range a {
 		sum := int64(0)
 		for j := i; j < len(a); j++ {
