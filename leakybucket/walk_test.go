@@ -1,6 +1,7 @@
 package leakybucket_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -619,7 +620,7 @@ func (k *lbWalker) settled() {
 // checkRecord checks the package doc's guarantees on the admissions alone.
 func (k *lbWalker) checkRecord() {
 	a := slices.Clone(k.adm)
-	slices.SortStableFunc(a, func(x, y lbAdm) int { return int(min(1, max(-1, x.at-y.at))) })
+	slices.SortStableFunc(a, func(x, y lbAdm) int { return cmp.Compare(x.at, y.at) })
 	// No burst, nothing early: in time order, each admission is at least
 	// the previous one's size later on the stream.
 	for i := 1; i < len(a); i++ {

@@ -1,6 +1,7 @@
 package windowtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -539,15 +540,7 @@ func (k *walker) move(r *rand.Rand) {
 
 func (k *walker) checkBound() {
 	log := slices.Clone(k.adm)
-	slices.SortStableFunc(log, func(x, y admission) int {
-		switch {
-		case x.at < y.at:
-			return -1
-		case x.at > y.at:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(log, func(x, y admission) int { return cmp.Compare(x.at, y.at) })
 	maxN := int64(1)
 	for _, x := range log {
 		maxN = max(maxN, x.n)
