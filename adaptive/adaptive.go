@@ -39,8 +39,8 @@ type Limiter struct {
 	// skew, and stepAt the limiter's time then: a reading taken just
 	// before the step and applied just after it is mapped on the old
 	// timeline (see now).
+	// (Before the first step preSkew equals skew; every step raises skew.)
 	hiRaw, preRaw, preSkew, stepAt int64
-	stepped                        bool
 
 	limit    int     // the enforced limit: ⌊lim⌋ clamped to the bounds
 	lim      float64 // the algorithm's limit, fractional so that small steps add up
@@ -333,13 +333,13 @@ func (l *Limiter) end(p *Permit, o outcome) {
 // hour ahead after a step of an hour back (and the next reading would
 // then add an hour more of skew).
 func (l *Limiter) now(raw int64) int64 {
-	if l.stepped && l.last-l.stepAt <= maxSlip && raw >= l.preRaw-maxSlip && raw <= l.preRaw+maxSlip {
+	if l.skew != l.preSkew && l.last-l.stepAt <= maxSlip && raw >= l.preRaw-maxSlip && raw <= l.preRaw+maxSlip {
 		return max(raw+l.preSkew, l.last)
 	}
 	t := raw + l.skew
 	if t < l.last {
 		if l.last-t > maxSlip {
-			l.preRaw, l.preSkew, l.stepAt, l.stepped = l.hiRaw, l.skew, l.last, true
+			l.preRaw, l.preSkew, l.stepAt = l.hiRaw, l.skew, l.last
 			l.skew += l.last - t
 			l.hiRaw = raw
 		}

@@ -125,7 +125,7 @@
 // window under the same mutex. The path that admits at once allocates
 // nothing (the Permit lives in the caller's frame when it does not escape
 // it); shedding allocates its error, waiting a context and a waiter. A
-// Limiter is about 4.5 KiB (4632 bytes on amd64, TestLimiterSize; New takes
+// Limiter is about 4.5 KiB (4624 bytes on amd64, TestLimiterSize; New takes
 // 4864 bytes of heap, the allocator's size class above that), most of it
 // one fixed histogram of the window's latencies, and its backlog holds at
 // most WithBacklog's n waiters. It starts no goroutine.
