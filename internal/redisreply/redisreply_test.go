@@ -35,3 +35,19 @@ func TestUnavailable(t *testing.T) {
 		}
 	}
 }
+
+func TestRedirect(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"MOVED 3999 127.0.0.1:6381":                               true,
+		"ASK 3999 127.0.0.1:6381":                                 true,
+		"CROSSSLOT Keys in request don't hash to the same slot":   false,
+		"TRYAGAIN Multiple keys request during rehashing of slot": false,
+		"ERR Script attempted to access a non local key in a cluster node script: f_0e0f5b8e, on @user_script:1.": false,
+		"MOVEDX": false,
+		"":       false,
+	} {
+		if got := redisreply.Redirect(msg); got != want {
+			t.Errorf("Redirect(%q) = %v, want %v", msg, got, want)
+		}
+	}
+}
