@@ -95,9 +95,11 @@
 // that loses data refills every bucket: an absent key is a full one.
 // An error reply is an outage only when it says that Redis cannot decide
 // now (LOADING, BUSY, OOM, READONLY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
-// NOREPLICAS, MISCONF, too many clients); any other (a script error,
-// WRONGTYPE, NOPERM) is a refusal of this decision: denied, with an error
-// wrapping admit.ErrInvalidConfig, whatever the policy.
+// NOREPLICAS, MISCONF, too many clients, and MOVED or ASK from a Cluster
+// client that ran out of redirects while a slot moved); any other (a script
+// error, WRONGTYPE, NOPERM, MOVED to a single-node client on a Cluster) is a
+// refusal of this decision: denied, with an error wrapping
+// admit.ErrInvalidConfig, whatever the policy.
 // The client must honour context deadlines
 // (ContextTimeoutEnabled: true in go-redis's options); New rejects a
 // *redis.Client or *redis.ClusterClient that does not, and go-redis's
@@ -443,12 +445,12 @@ func (l *Limiter) settle(err error, sent int64) error {
 
 // result turns a settled reply into AllowN's answer. Only a failure to
 // reach Redis, or an error reply that says Redis cannot decide now
-// (unavailableReply), goes to the failure policy: any other error reply, or
+// (l.unavailableReply), goes to the failure policy: any other error reply, or
 // a reply the script cannot have sent, is Redis refusing this decision, and
 // no policy may admit it.
 func (l *Limiter) result(ctx context.Context, key string, n int64, res []int64, err error, set *limitSet) (admit.Decision, int64, error) {
 	if err != nil {
-		if l.tr.isReply(err) && !unavailableReply(err.Error()) {
+		if l.tr.isReply(err) && !l.unavailableReply(err.Error()) {
 			d, err := l.refused(key, err, set)
 			return d, 0, err
 		}
@@ -485,7 +487,15 @@ func decision(res []int64, set *limitSet) (admit.Decision, int64, error) {
 // decide now (redisreply.Unavailable: an outage, for the failure policy);
 // every other reply is refused, never admitted (a review saw WithFailOpen
 // admit 5 of 5 at capacity 2 on a healthy Redis when they were outages).
-func unavailableReply(msg string) bool { return redisreply.Unavailable(msg) }
+// MOVED or ASK from a Cluster client is an outage: it followed redirects
+// until its limit (go-redis's MaxRedirects, 3 by default) while the masters
+// disagreed about the slot, as they do while it moves or a replica takes
+// over (TestClusterRedirectsRunOut). From any other client it is refused:
+// a single-node client on a Cluster gets MOVED for every key of the other
+// masters' slots, for good.
+func (l *Limiter) unavailableReply(msg string) bool {
+	return redisreply.Unavailable(msg) || redisreply.Redirect(msg) && l.tr.cluster()
+}
 
 // refused answers an error reply that is not an outage: one of the
 // limiter's Names stored with other parameters by another limiter on the
@@ -508,6 +518,9 @@ func (l *Limiter) refused(key string, reply error, set *limitSet) (admit.Decisio
 	}
 	if stored, ok := strings.CutPrefix(msg, malformed); ok {
 		return d, fmt.Errorf("%w: key %q holds %q, which this package did not write", admit.ErrInvalidConfig, key, stored)
+	}
+	if redisreply.Redirect(msg) {
+		return d, fmt.Errorf("%w: key %q: %w: a Redis Cluster node redirected a client that does not follow redirects; use a Cluster client (a *redis.ClusterClient, or a rueidis client in cluster mode)", admit.ErrInvalidConfig, key, reply)
 	}
 	return d, fmt.Errorf("%w: key %q: Redis refused the decision (not an outage, so the failure policy does not apply): %w", admit.ErrInvalidConfig, key, reply)
 }

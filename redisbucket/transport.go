@@ -24,17 +24,24 @@ type transport interface {
 	// policies returns the maxmemory-policy of each node that could be
 	// asked (see checkEviction).
 	policies(ctx context.Context) []nodePolicy
+	// cluster reports whether the client follows Cluster redirects, so
+	// that a MOVED or ASK it returns means it ran out of them.
+	cluster() bool
 }
 
 // goRedis runs the script through go-redis: EVALSHA, then EVAL on NOSCRIPT.
 type goRedis struct {
-	c     redis.UniversalClient
-	dials *dialWatcher
+	c       redis.UniversalClient
+	dials   *dialWatcher
+	routing bool // c is a *redis.ClusterClient
 }
 
 func newGoRedis(c redis.UniversalClient) *goRedis {
-	return &goRedis{c: c, dials: watchDials(c)}
+	_, routing := c.(*redis.ClusterClient)
+	return &goRedis{c: c, dials: watchDials(c), routing: routing}
 }
+
+func (g *goRedis) cluster() bool { return g.routing }
 
 // The script's command names and bodies, boxed once.
 var (
@@ -95,6 +102,8 @@ var rueidisScript = rueidis.NewLuaScript(src)
 type rueidisT struct {
 	c rueidis.Client
 }
+
+func (r *rueidisT) cluster() bool { return r.c.Mode() == rueidis.ClientModeCluster }
 
 func (r *rueidisT) run(ctx context.Context, key string, n, want int64, set *limitSet) ([]int64, error) {
 	argv := make([]string, 2, 2+len(set.argv))
