@@ -65,10 +65,11 @@
 //
 // Every Decide is bounded by the store's timeout. When Redis cannot
 // decide (no answer in time, a connection error, or an error reply saying
-// it cannot now: LOADING, BUSY, OOM, READONLY, a Cluster failing over),
-// Decide returns an error wrapping admit.ErrUnavailable and the cause. Any
-// other error reply (a key of another type or a value this store did not
-// write, CROSSSLOT from a single-node client on a Cluster, NOPERM) is a
+// it cannot now: LOADING, BUSY, OOM, READONLY, a Cluster failing over, MOVED
+// from a Cluster client out of redirects while a slot moves), Decide
+// returns an error wrapping admit.ErrUnavailable and the cause. Any other
+// error reply (a key of another type or a value this store did not write,
+// CROSSSLOT or MOVED from a single-node client on a Cluster, NOPERM) is a
 // plain error, which no failure mode turns into an admission. ctx's own
 // error is returned unchanged. The client must
 // honour context deadlines (ContextTimeoutEnabled in go-redis's options).
@@ -437,11 +438,11 @@ func (s *Store) wrap(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return cerr
 	}
-	if refusal(err) {
+	if s.refusal(err) {
 		// Redis answered, and no retry would change the answer: not an
 		// outage, so REDIS_FAILURE_MODE_ALLOW must not admit it.
 		msg := "redisstore: redis refused the decision"
-		if crossSlot(err) {
+		if !s.split && crossSlot(err) {
 			msg += " (a single-node client on a Redis Cluster? admit-rls's REDIS_TYPE=CLUSTER)"
 		}
 		return fmt.Errorf("%s: %w", msg, err)
@@ -451,11 +452,16 @@ func (s *Store) wrap(ctx context.Context, err error) error {
 
 // refusal reports whether err holds an error reply that does not say Redis
 // cannot decide now (redisreply.Unavailable): a key of another type, a value
-// this store did not write, CROSSSLOT, NOPERM. One is enough: that key's
-// decision fails whatever the others' (a timeout beside it included), so no
-// retry or failure mode would make the request right.
-func refusal(err error) bool {
-	return anyReply(err, func(msg string) bool { return !redisreply.Unavailable(msg) })
+// this store did not write, CROSSSLOT, NOPERM, MOVED to a single-node
+// client. One is enough: that key's decision fails whatever the others' (a
+// timeout beside it included), so no retry or failure mode would make the
+// request right. MOVED or ASK from a Cluster client (s.split) is an outage:
+// it ran out of redirects while the masters disagreed about the slot, as
+// they do while it moves or a replica takes over (TestClusterRedirectsRunOut).
+func (s *Store) refusal(err error) bool {
+	return anyReply(err, func(msg string) bool {
+		return !redisreply.Unavailable(msg) && !(s.split && redisreply.Redirect(msg))
+	})
 }
 
 // crossSlot reports whether err holds a reply that a single-node client
