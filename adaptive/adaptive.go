@@ -149,6 +149,11 @@ const maxHold = int64(30e9) // 30 s
 // minValid is the fewest successes whose latency a window reads.
 const minValid = 5
 
+// probeSpan is the widest spread, in histogram buckets above the lowest
+// (each 1/16 of its octave), of the latencies of a probe's window that may
+// close before minSamples: 2, so at most three buckets, about a sixth.
+const probeSpan = 2
+
 // maxSlip is how far a reading of the clock may lie before one already
 // applied and still be taken for a late one (a caller that read the clock
 // and then waited for the mutex, or was descheduled): it is read as that
@@ -397,14 +402,24 @@ func (l *Limiter) endLocked(p *Permit, o outcome, now int64) {
 // say) a window still closes every few round trips instead of every
 // minSamples/in-flight of them. A window in which the limit did not bind
 // has nothing urgent to say and waits for its count (the uncontended path
-// stays cheap), and a probe's window takes its full count: its latency
-// becomes the no-load estimate. Requires mu, with area advanced to now.
+// stays cheap). A probe's window takes its full count (its latency becomes
+// the no-load estimate), unless every success in it so far lies within
+// probeSpan+1 buckets of the histogram, a spread of at most about a sixth,
+// with no drop: then max(2·limit, the successes a latency needs to count)
+// suffice, and a window that idles some of the backend's workers ends
+// sooner. Requires mu, with area advanced to now.
 func (l *Limiter) full(n int, now int64) bool {
 	// Never fewer than minValid: a window's latency counts (update's
 	// valid) only with that many successes, and a limiter whose windows
 	// all close sooner (WithMinSamples below it, a limit of 1 or 2) would
 	// never learn its no-load latency and hold its limit forever.
 	if n >= max(l.cfg.minSamples, 2*l.limit, minValid) {
+		return true
+	}
+	// A steady backend's probe: every latency within a few percent of
+	// the others, so a few round trips read the mean as well as minSamples
+	// would. hi and lo span the window's successes (add widens them only).
+	if l.probing && n == l.hist.n && n >= max(2*l.limit, minValid, l.cfg.minSamples/4) && l.hist.hi-l.hist.lo <= probeSpan {
 		return true
 	}
 	// n ≥ windowRTTs·area/(now-start), without the division.

@@ -52,7 +52,10 @@
 // limit binds, where the latency is b by construction (at start-up, and
 // whenever a probe's latency halved with its limit, it halves again; one
 // that reads more than 15% below b reads a second window, and b becomes the
-// two windows' pooled latency). Besides probes, only a window in which
+// two windows' pooled latency; a probe's window whose latencies all lie
+// within about a sixth of each other, a steady backend's, closes after
+// 2·limit of them rather than the full count, to idle the workers less).
+// Besides probes, only a window in which
 // nobody was shed or waited, and which used at most half the limit or read
 // below b, moves b, an eighth of the way: there no queue of this
 // limiter's making is in the reading. A long overload, whose windows all

@@ -623,6 +623,53 @@ func TestStartupProbeOnce(t *testing.T) {
 	}
 }
 
+// A probe's window below the knee idles some of the backend's workers, so
+// it should last no longer than its reading needs. When every latency of
+// the window lies within probeSpan+1 histogram buckets (a spread of at
+// most about a sixth: a steady service time, and no queue), the mean of
+// 2·limit of them is as good as that of minSamples, and the window closes
+// there; a window of wider spread (a lognormal service time) still takes
+// its full count. On the wall-clock comparison's backend (8 workers ×
+// 40 ms), the start-up probe's window at a limit of 5 took 40 calls, 0.32 s
+// at 5/8 of the capacity: at 2× the first 2 s completed 0.92 of it.
+func TestProbeWindowSteadyBackend(t *testing.T) {
+	const minSamples = 40 // the default
+	for _, m := range []model{
+		{name: "fifo/fixed 40ms", workers: 8, d: fixedDist{40 * ms}},
+		{name: "fifo/lognormal", workers: 8, d: distLognormal},
+	} {
+		steady := m.d == fixedDist{40 * ms}
+		for _, f := range []float64{2, 5} {
+			for _, seed := range simSeeds {
+				sc := &scenario{m: m, classes: []classLoad{{factor: f}}, duration: int64(4 * time.Second), deadline: simDeadline, seed: seed}
+				s := runSim(sc)
+				// The windows run below the workers: the start-up
+				// probe's (the only probe in 4 s).
+				var below []int
+				for i := 1; i < len(s.updates); i++ {
+					if s.updates[i-1].limit < m.workers {
+						below = append(below, s.updates[i].n)
+					}
+				}
+				me := s.measure(0, int64(2*time.Second), s.capacity(m.workers))
+				name := fmt.Sprintf("%s %gx seed %d", m.name, f, seed)
+				t.Logf("%s: windows below the workers closed with %v successes; first 2 s %v", name, below, me)
+				if len(below) == 0 {
+					t.Fatalf("%s: no window below the workers: the start-up probe did not run", name)
+				}
+				for _, n := range below {
+					if steady && n >= minSamples || !steady && n < minSamples {
+						t.Errorf("%s: a window below the workers closed with %d successes; want %s %d", name, n, map[bool]string{true: "fewer than", false: "at least"}[steady], minSamples)
+					}
+				}
+				if steady && me.goodput < 0.95 {
+					t.Errorf("%s: goodput %.3f in the first 2 s, want >= 0.95", name, me.goodput)
+				}
+			}
+		}
+	}
+}
+
 // The slower-backend doubt (a run of cuts that lowered the in-flight and
 // the throughput but not the latency) is read in the window after a cut,
 // not again in a window that held the limit: held windows bring nothing

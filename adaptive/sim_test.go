@@ -293,6 +293,7 @@ type limitPoint struct {
 	t     int64
 	limit int
 	base  float64 // the no-load estimate after the update, ns
+	n     int     // the successes of the window the update closed
 }
 
 type sim struct {
@@ -364,7 +365,7 @@ func runSim(sc *scenario) *sim {
 		if err != nil {
 			panic(err)
 		}
-		l.testHookUpdate = func(now int64, limit int) { s.updates = append(s.updates, limitPoint{now, limit, l.base}) }
+		l.testHookUpdate = func(now int64, limit int) { s.updates = append(s.updates, limitPoint{now, limit, l.base, l.hist.n}) }
 		s.l = l
 	}
 	if sc.workTo > 0 {
