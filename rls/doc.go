@@ -54,7 +54,8 @@
 // # Answers
 //
 // Each limited status carries current_limit, limit_remaining (whole tokens
-// left; 0 when the descriptor is over its limit, shadowed or not, and in
+// left right after its own hit, so a descriptor sent twice answers its
+// first take, then both, as envoyproxy/ratelimit does; 0 when the descriptor is over its limit, shadowed or not, and in
 // debt, as envoyproxy/ratelimit answers 0 over the limit) and
 // duration_until_reset (exactly until the bucket is full again; for a limit
 // of zero, which has no bucket, one unit of the rule, where

@@ -34,11 +34,15 @@ type Result struct {
 	// OK reports whether the bucket held N tokens at the decision (a
 	// bucket in debt holds none, not even 0).
 	OK bool
-	// Remaining is the bucket's whole tokens after the decision, 0 when in
-	// debt.
+	// Remaining is the bucket's whole tokens right after this hit, as the
+	// decision leaves it (with the request's takes up to this hit if it is
+	// admitted, its debt charges up to this hit if refused), 0 when in
+	// debt: two hits of one key report the first's take, then both, as
+	// envoyproxy/ratelimit's increments do; a key's last hit reports the
+	// bucket after the decision.
 	Remaining int64
-	// ResetAfter is the time until the bucket is full again; 0 when full,
-	// Never when it never will be.
+	// ResetAfter is the time from then until the bucket is full again; 0
+	// when full, Never when it never will be.
 	ResetAfter time.Duration
 }
 
@@ -67,7 +71,8 @@ type Result struct {
 //  4. N above Capacity (or negative) is never held. A hit of Capacity 0
 //     holds only N = 0 and has no bucket: Remaining 0, ResetAfter 0.
 //  5. Hits of one request may share a Key; they are taken in order, so two
-//     hits of one key need both costs.
+//     hits of one key need both costs, and each reports the bucket as its
+//     own hit left it (Result).
 //
 // results has one entry per hit. Check reports whether the store can
 // represent a hit's bucket (its capacity, rate and Debt; Key and N are

@@ -198,6 +198,10 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 	var cbuf [8]cell
 	var ibuf [8]int
 	cells, at := cbuf[:0], ibuf[:0]
+	// after[i] is hit i's bucket right after it: each hit reports its own
+	// state, so two hits of one key report the first's take, then both.
+	var abuf [8]state
+	after := abuf[:0]
 	var index map[digest]int // built when a request has many buckets
 	admitted := true
 	for i := range hits {
@@ -206,6 +210,7 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 			results[i].OK = h.N == 0
 			admitted = admitted && (results[i].OK || h.Shadow)
 			at = append(at, -1)
+			after = append(after, state{})
 			continue
 		}
 		j := find(cells, index, digs[i])
@@ -235,6 +240,7 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 		}
 		results[i].OK = held
 		admitted = admitted && (held || h.Shadow)
+		after = append(after, state{all: c.all, dbt: c.dbt, t: c.t})
 	}
 	for j := range cells {
 		c := &cells[j]
@@ -245,21 +251,26 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 		s.store(c, d, cells, index, now)
 	}
 	for i := range hits {
-		j := at[i]
-		if j < 0 {
+		if at[i] < 0 {
 			results[i].Remaining, results[i].ResetAfter = 0, 0
 			continue
 		}
-		c := &cells[j]
-		d := c.dbt
+		// The cell's parameters at hit i were the hit's own: a hit under
+		// other ones carries the cell over to them.
+		a := &after[i]
+		d := a.dbt
 		if admitted {
-			d = c.all
+			d = a.all
 		}
-		results[i].Remaining = c.p.Remaining(d)
-		results[i].ResetAfter = resetAfter(&c.p, d, c.t, now)
+		results[i].Remaining = ps[i].Remaining(d)
+		results[i].ResetAfter = resetAfter(&ps[i], d, a.t, now)
 	}
 	return admitted, nil
 }
+
+// state is a bucket's debts (with every take, and with the debt charges
+// only) and tick, right after one hit of a Decide.
+type state struct{ all, dbt, t int64 }
 
 // load returns the working state of the bucket dg under p at elapsed time
 // now: the stored one refilled (carried over first if its limit changed),

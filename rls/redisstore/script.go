@@ -61,12 +61,15 @@ import (
 // that a refill had filled, and someone had drained since, above its bound.
 // A bucket whose parameters changed since is given nothing back.
 //
-// It returns {admitted, then per hit: ok, remaining, reset, sub, d, t}:
-// remaining in whole tokens after the decision (negative in debt), reset
-// the ticks from the current tick's start until the bucket is full (0 when
-// full, -1 never), sub the microseconds already gone of the current tick,
-// d and t the bucket's debt and tick after the decision (a give-back's d1
-// and t1).
+// It returns {admitted, then per hit: ok, remaining, reset, sub, d, t},
+// each of the bucket right after that hit, as the decision leaves it (the
+// running debt with every take if admitted, with the debt charges only if
+// refused), so that two hits of one key report the first's take, then
+// both, as the last of a key reports the bucket after the decision:
+// remaining in whole tokens (negative in debt), reset the ticks from the
+// current tick's start until the bucket is full (0 when full, -1 never),
+// sub the microseconds already gone of the current tick, d and t the
+// bucket's debt and tick (a give-back's d1 and t1, from a key's last hit).
 const src = `
 local function idiv(a, b)
   local r = math.floor(a / b)
@@ -107,7 +110,7 @@ local function carry(d, ocap, oper, s)
 end
 local tm = redis.call('TIME')
 local us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-local st, okv, all = {}, {}, 1
+local st, okv, hs, all = {}, {}, {}, 1
 for i = 1, #KEYS do
   local b = (i - 1) * 9
   local capU, per, m, q = tonumber(ARGV[b+1]), tonumber(ARGV[b+2]), tonumber(ARGV[b+3]), tonumber(ARGV[b+4])
@@ -166,13 +169,13 @@ for i = 1, #KEYS do
       end
       if ok == 0 and not shadow then all = 0 end
     end
+    hs[i] = {all = s.all, dbt = s.dbt, t = s.t, now = s.now}
   end
   okv[i] = ok
 end
 for k, s in pairs(st) do
   local d, dirty = s.dbt, s.carried or s.charged
   if all == 1 then d, dirty = s.all, dirty or s.taken end
-  s.fin = d
   if dirty then
     if d == 0 then
       redis.call('DEL', k)
@@ -190,20 +193,24 @@ for k, s in pairs(st) do
 end
 local out = {all}
 for i = 1, #KEYS do
-  local s = st[KEYS[i]]
   if tonumber(ARGV[(i - 1) * 9 + 1]) == 0 then
     for _, x in ipairs({okv[i], 0, 0, 0, 0, 0}) do out[#out + 1] = x end
   else
+    -- hit i's own state, right after it, under its own parameters
+    local h, b = hs[i], (i - 1) * 9
+    local capU, per, m, q = tonumber(ARGV[b+1]), tonumber(ARGV[b+2]), tonumber(ARGV[b+3]), tonumber(ARGV[b+4])
+    local fin = h.dbt
+    if all == 1 then fin = h.all end
     local reset = 0
-    if s.fin > 0 then
-      if s.m > 0 then reset = s.t - s.now + cdiv(s.fin, s.m) else reset = -1 end
+    if fin > 0 then
+      if m > 0 then reset = h.t - h.now + cdiv(fin, m) else reset = -1 end
     end
     out[#out + 1] = okv[i]
-    out[#out + 1] = idiv(s.capU - s.fin, s.per)
+    out[#out + 1] = idiv(capU - fin, per)
     out[#out + 1] = reset
-    out[#out + 1] = s.sub
-    out[#out + 1] = s.fin
-    out[#out + 1] = s.t
+    out[#out + 1] = us - h.now * q
+    out[#out + 1] = fin
+    out[#out + 1] = h.t
   end
 end
 return out

@@ -83,12 +83,23 @@ func allOrNothing(t *testing.T, s rls.Store) {
 
 func sameKeyTwice(t *testing.T, s rls.Store) {
 	c := hit("c", 3, 1, 2)
-	ok, _ := decide(t, s, c, c)
+	ok, res := decide(t, s, c, c)
 	expect(t, "two hits of 2 on a bucket of 3", ok, false)
+	expect(t, "the first held", res[0].OK, true)
+	expect(t, "the second held", res[1].OK, false)
+	expect(t, "the first's remaining, nothing taken", res[0].Remaining, int64(3))
+	expect(t, "the first's reset, nothing taken", res[0].ResetAfter, time.Duration(0))
 	expect(t, "remaining", remaining(t, s, c), int64(3))
+	// Each hit reports the bucket right after it, as envoyproxy/ratelimit's
+	// pipelined increments do: the first's take, then both.
 	c.N = 1
-	ok, _ = decide(t, s, c, c)
+	ok, res = decide(t, s, c, c)
 	expect(t, "two hits of 1 on a bucket of 3", ok, true)
+	expect(t, "the first's remaining", res[0].Remaining, int64(2))
+	expect(t, "the second's remaining", res[1].Remaining, int64(1))
+	if res[0].ResetAfter <= 0 || res[0].ResetAfter > time.Hour || res[1].ResetAfter <= time.Hour || res[1].ResetAfter > 2*time.Hour {
+		t.Fatalf("resets %v, %v: not within (0, 1h] and (1h, 2h]", res[0].ResetAfter, res[1].ResetAfter)
+	}
 	expect(t, "remaining", remaining(t, s, c), int64(1))
 }
 
@@ -102,6 +113,7 @@ func twoLimitsOneKey(t *testing.T, s rls.Store) {
 	expect(t, "2 of 5, then 3 of the 3 carried into 10", ok, true)
 	expect(t, "a held", res[0].OK, true)
 	expect(t, "b held", res[1].OK, true)
+	expect(t, "remaining under the first limit, after the first hit", res[0].Remaining, int64(3))
 	expect(t, "remaining under the last limit", res[1].Remaining, int64(0))
 	b.N = 0
 	expect(t, "the bucket, under b", remaining(t, s, b), int64(0))

@@ -253,3 +253,41 @@ func redisClient(t *testing.T, addr, password string, db int) *redis.Client {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// twiceConfig: 10 a minute, one token every 6 s.
+const twiceConfig = "domain: twice\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10}\n"
+
+// TestSameDescriptorTwice: a request naming one descriptor twice reports
+// each status after its own hit, as envoyproxy/ratelimit does (its
+// pipelined INCRBYs answer the first increment, then the sum): 9 then 8
+// remaining of 10, each with its own reset. A refused request takes
+// nothing, so its statuses report what is really left.
+func TestSameDescriptorTwice(t *testing.T) {
+	for name, env := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			p := startRLS(t, append(env, "LIMIT_RESPONSE_HEADERS_ENABLED=true"), map[string]string{"twice.yaml": twiceConfig})
+			resp := p.ask(t, "twice", d("user", "a"), d("user", "a"))
+			require.Equal(t, []pb.RateLimitResponse_Code{ok, ok}, codes3(resp))
+			require.Equal(t, uint32(9), resp.Statuses[0].LimitRemaining)
+			require.Equal(t, uint32(8), resp.Statuses[1].LimitRemaining)
+			r0, r1 := resp.Statuses[0].DurationUntilReset.AsDuration(), resp.Statuses[1].DurationUntilReset.AsDuration()
+			require.True(t, r0 > 0 && r0 <= 6*time.Second, "first reset %v", r0)
+			require.True(t, r1 > 6*time.Second && r1 <= 12*time.Second, "second reset %v", r1)
+			require.Equal(t, "8", header(resp, "RateLimit-Remaining"))
+
+			resp = p.ask(t, "twice", addend(d("user", "b"), 6), addend(d("user", "b"), 6))
+			require.Equal(t, []pb.RateLimitResponse_Code{ok, over}, codes3(resp))
+			require.Equal(t, uint32(10), resp.Statuses[0].LimitRemaining, "refused: nothing taken")
+			require.Equal(t, uint32(0), resp.Statuses[1].LimitRemaining)
+		})
+	}
+}
+
+func header(resp *pb.RateLimitResponse, name string) string {
+	for _, h := range resp.ResponseHeadersToAdd {
+		if h.Key == name {
+			return h.Value
+		}
+	}
+	return ""
+}
