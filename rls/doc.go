@@ -58,7 +58,9 @@
 // first take, then both, as envoyproxy/ratelimit does; 0 when the descriptor is over its limit, shadowed or not, and in
 // debt, as envoyproxy/ratelimit answers 0 over the limit) and
 // duration_until_reset (exactly until the bucket is full again; for a limit
-// of zero, which has no bucket, one unit of the rule, where
+// of zero, which has no bucket, and for a descriptor over its limit that
+// no wait lets through, its cost or the request's costs on its key being
+// above the burst, at least one unit of the rule, where
 // envoyproxy/ratelimit answers the end of the unit's window). An
 // unlimited descriptor answers OK with limit_remaining 4294967295; one that
 // no limit applies to (it matches no rule, its rule is replaced by another

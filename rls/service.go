@@ -287,6 +287,16 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			// at once (a reset of 0) and for ever.
 			p.reset = hits[p.hit].Period
 			st.DurationUntilReset = durationpb.New(p.reset)
+		case over && r.ResetAfter != Never && (r.ResetAfter == 0 || beyondBurst(hits, p.hit)):
+			// No wait lets this hit pass: its cost, or the request's
+			// costs on its key up to it, exceed the burst, or a full
+			// bucket lacked them (one key under two limits). A reset
+			// of 0 would send the client back at once, for ever;
+			// envoyproxy/ratelimit answers its window's end, and one
+			// unit is the nearest a bucket can say, as for a limit of
+			// zero (or the time until full, if longer).
+			p.reset = max(r.ResetAfter, hits[p.hit].Period)
+			st.DurationUntilReset = durationpb.New(p.reset)
 		case r.ResetAfter != Never:
 			st.DurationUntilReset = durationpb.New(r.ResetAfter)
 		}
@@ -324,6 +334,20 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		s.opts.Observer.Decided(label, resp.OverallCode, tokens, shadowed)
 	}
 	return resp, nil
+}
+
+// beyondBurst reports whether hit i's cost, with the costs of the
+// request's earlier hits of its key, exceeds its burst: no wait lets it
+// pass.
+func beyondBurst(hits []Hit, i int) bool {
+	h := &hits[i]
+	n := h.N
+	for j := range i {
+		if hits[j].Key == h.Key {
+			n += min(hits[j].N, math.MaxInt64-n)
+		}
+	}
+	return n > h.Capacity
 }
 
 // failOpen is the answer to n descriptors when the store is unavailable

@@ -261,7 +261,9 @@ const twiceConfig = "domain: twice\ndescriptors:\n  - key: user\n    rate_limit:
 // each status after its own hit, as envoyproxy/ratelimit does (its
 // pipelined INCRBYs answer the first increment, then the sum): 9 then 8
 // remaining of 10, each with its own reset. A refused request takes
-// nothing, so its statuses report what is really left.
+// nothing, so its statuses report what is really left, and the one over
+// its limit, whose bucket is full, answers a reset of one unit (the
+// request's costs exceed the burst: no wait makes it pass).
 func TestSameDescriptorTwice(t *testing.T) {
 	for name, env := range backends(t) {
 		t.Run(name, func(t *testing.T) {
@@ -279,6 +281,42 @@ func TestSameDescriptorTwice(t *testing.T) {
 			require.Equal(t, []pb.RateLimitResponse_Code{ok, over}, codes3(resp))
 			require.Equal(t, uint32(10), resp.Statuses[0].LimitRemaining, "refused: nothing taken")
 			require.Equal(t, uint32(0), resp.Statuses[1].LimitRemaining)
+			require.Equal(t, time.Minute, resp.Statuses[1].DurationUntilReset.AsDuration())
+			require.Equal(t, "60", header(resp, "RateLimit-Reset"))
+		})
+	}
+}
+
+// TestCostAboveBurst: a hits_addend above the burst is never admitted, so
+// its reset is at least one unit of its rule (envoyproxy/ratelimit answers
+// its window's end), never 0, which would tell a client to retry at once,
+// for ever; also where the request's costs on one key exceed it.
+func TestCostAboveBurst(t *testing.T) {
+	for name, env := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			p := startRLS(t, append(env, "LIMIT_RESPONSE_HEADERS_ENABLED=true"), map[string]string{"twice.yaml": twiceConfig})
+			resp := p.ask(t, "twice", addend(d("user", "c"), 11))
+			require.Equal(t, over, resp.OverallCode)
+			require.Equal(t, time.Minute, resp.Statuses[0].DurationUntilReset.AsDuration())
+			require.Equal(t, "60", header(resp, "RateLimit-Reset"))
+			// A full bucket beside it still answers 0: it holds its cost.
+			resp = p.ask(t, "twice", addend(d("user", "d"), 0), addend(d("user", "c"), 11))
+			require.Equal(t, []pb.RateLimitResponse_Code{ok, over}, codes3(resp))
+			require.Zero(t, resp.Statuses[0].DurationUntilReset.AsDuration())
+			// Costs of 3 and 8 on one key, half drained: 11 > 10, so one
+			// unit, not the 30 s until full.
+			require.Equal(t, ok, p.ask(t, "twice", addend(d("user", "e"), 5)).OverallCode)
+			resp = p.ask(t, "twice", addend(d("user", "e"), 3), addend(d("user", "e"), 8))
+			require.Equal(t, []pb.RateLimitResponse_Code{ok, over}, codes3(resp))
+			require.Equal(t, time.Minute, resp.Statuses[1].DurationUntilReset.AsDuration())
+			// One key under two limits: 4 of an override's 5, then the 1
+			// left lacks the rule's 2; the bucket stays full, and no wait
+			// changes that answer.
+			od := addend(d("user", "f"), 4)
+			od.Limit = &commonOverride{RequestsPerUnit: 5, Unit: ratelimit.RateLimitUnit_MINUTE}
+			resp = p.ask(t, "twice", od, addend(d("user", "f"), 2))
+			require.Equal(t, []pb.RateLimitResponse_Code{ok, over}, codes3(resp))
+			require.Equal(t, time.Minute, resp.Statuses[1].DurationUntilReset.AsDuration())
 		})
 	}
 }
