@@ -240,3 +240,26 @@ func TestLogLevel(t *testing.T) {
 		require.Contains(t, err.Error(), "LOG_LEVEL", l)
 	}
 }
+
+// TestEmptyValues: a variable set to the empty string reads as unset, its
+// default (docs/rls.md, What differs: envoyproxy/ratelimit's envconfig
+// takes the empty value, a start-up error for a number, a boolean or a
+// duration). A REDIS_ variable set empty still counts as set when the
+// backend is chosen.
+func TestEmptyValues(t *testing.T) {
+	env := []string{"PORT=", "GRPC_PORT=", "SHADOW_MODE=", "REDIS_TIMEOUT=", "LOG_LEVEL=", "REDIS_TYPE=",
+		"RUNTIME_ROOT=", "RUNTIME_APPDIRECTORY=", "BACKEND_TYPE=", "REDIS_URL=", "USE_STATSD=", "CONFIG_TYPE=",
+		"LIMIT_RESET_HEADER="}
+	s, err := settings.FromEnv(env)
+	require.NoError(t, err)
+	require.Equal(t, 8080, s.Port)
+	require.Equal(t, 8081, s.GrpcPort)
+	require.False(t, s.ShadowMode)
+	require.Equal(t, 10*time.Second, s.RedisTimeout)
+	require.Equal(t, "WARN", s.LogLevel)
+	require.Equal(t, "SINGLE", s.RedisType)
+	require.Equal(t, "/srv/runtime_data/current/config", s.ConfigDir())
+	require.Equal(t, "redis", s.BackendType, "REDIS_URL= is a REDIS_ setting")
+	require.Equal(t, "/var/run/nutcracker/ratelimit.sock", s.RedisURL)
+	require.Equal(t, "RateLimit-Reset", s.ResetHeader)
+}
