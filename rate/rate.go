@@ -213,21 +213,25 @@ func (lim *Limiter) Burst() int {
 }
 
 // TokensAt returns the number of tokens available at time t. A t before the
-// limiter's latest update sees the balance of that update.
+// limiter's latest update sees the balance of that update. As in
+// x/time/rate it changes nothing: it reads the balance with refill, not
+// advance, so that a balance the limiter never reached (t far ahead of the
+// calls that follow) does not become the peak a later Cancel is held to.
 func (lim *Limiter) TokensAt(t time.Time) float64 {
 	d, t := since(t)
 	lim.mu.Lock()
-	b := lim.advance(lim.at(t, d))
+	b := lim.refill(lim.at(t, d))
 	den := lim.den
 	lim.mu.Unlock()
 	return float(b, den)
 }
 
-// Tokens returns the number of tokens available now.
+// Tokens returns the number of tokens available now. Like TokensAt, it
+// changes nothing.
 func (lim *Limiter) Tokens() float64 {
 	now := nanotime()
 	lim.mu.Lock()
-	b := lim.advance(lim.now(now))
+	b := lim.refill(lim.now(now))
 	den := lim.den
 	lim.mu.Unlock()
 	return float(b, den)
@@ -559,14 +563,19 @@ func (lim *Limiter) reserve(ts int64, n int, maxWait time.Duration) (bool, int64
 	return true, wait
 }
 
-// advance returns the balance at time ts without changing lim: refilled
-// from last if ts is later, unchanged otherwise, and capped at the burst in
-// either case. It requires lim.mu. (It gives a zero Limiter its
-// denominator, which changes nothing observable, and once the limit or
-// burst has changed it raises the latest change's peak to the balance: the
-// balance is highest when it is read, before what it is read for takes
-// from it.)
+// advance returns the balance at time ts, as refill does, for a call that
+// may change the limiter at ts: it gives a zero Limiter its denominator,
+// which changes nothing observable, and once the limit or burst has changed
+// it raises the latest change's peak to the balance (the balance is highest
+// when it is read, before what it is read for takes from it; between the
+// calls that change the limiter it only rises, so its highest is at one of
+// them: a pure read such as TokensAt need not, and must not, raise the
+// peak). It requires lim.mu.
 func (lim *Limiter) advance(ts int64) fixed {
+	if lim.den == 0 {
+		lim.den = 1
+		lim.bounds()
+	}
 	b := lim.refill(ts)
 	if lim.changes != 0 {
 		lim.peak(b)
@@ -582,12 +591,11 @@ func (lim *Limiter) peak(b fixed) {
 	}
 }
 
-// refill is advance without the peak.
+// refill returns the balance at time ts without changing lim: refilled
+// from last if ts is later, unchanged otherwise, and capped at the burst in
+// either case. (A zero Limiter, den 0 until its first change, has balance
+// and cap zero: it returns zero.) It requires lim.mu.
 func (lim *Limiter) refill(ts int64) fixed {
-	if lim.den == 0 {
-		lim.den = 1
-		lim.bounds()
-	}
 	b := lim.tokens
 	if !b.less(lim.capB) {
 		return lim.capB

@@ -177,8 +177,7 @@ func walkOnce(t *testing.T, seed uint64, monotone bool, st *walkStats) {
 		tm := now
 		st.calls++
 		// Both balances before the call, for deciding whether a difference
-		// is float rounding at the boundary. (TokensAt changes nothing that
-		// a call at tm would not.)
+		// is float rounding at the boundary. (TokensAt changes nothing.)
 		mb, xb := mine.TokensAt(tm), x.TokensAt(tm)
 		var op string
 		switch k := rng.IntN(20); {
@@ -377,8 +376,12 @@ func walkOnce(t *testing.T, seed uint64, monotone bool, st *walkStats) {
 			op = fmt.Sprintf("SetBurstAt(%v, %d)", tm.Sub(base), b)
 		default: // TokensAt at another time
 			at := tm.Add([]time.Duration{-time.Hour, -1, 1, time.Second, 100 * 365 * 24 * time.Hour}[rng.IntN(5)])
+			before := mine.bookkeeping()
 			m2, x2 := mine.TokensAt(at), x.TokensAt(at)
 			op = fmt.Sprintf("TokensAt(%v)=%v", at.Sub(base), m2)
+			if after := mine.bookkeeping(); after != before {
+				fail("%s changed the limiter: %+v, before %+v", op, after, before)
+			}
 			if m2 > float64(max(cur().burst, 0))+1e-9 && cur().limit != Inf {
 				fail("%s: above the burst", op)
 			}
