@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/admit-go/admit/internal/nilness"
 )
 
 // Limiter is the contract every token bucket in this module satisfies
@@ -154,11 +156,16 @@ type Config struct {
 type Option func(*Config)
 
 // WithClock makes the limiter read time from c instead of the system's
-// monotonic clock. A nil c is a configuration error.
+// monotonic clock. A nil c is a configuration error, and so is a c that
+// holds a nil pointer (or func, map, slice or channel: var c *myClock).
 func WithClock(c Clock) Option {
 	return func(cfg *Config) {
 		if c == nil {
 			cfg.fail(fmt.Errorf("%w: WithClock(nil)", ErrInvalidConfig))
+			return
+		}
+		if nilness.Is(c) {
+			cfg.fail(fmt.Errorf("%w: WithClock(%T(nil))", ErrInvalidConfig, c))
 			return
 		}
 		cfg.Clock = c

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/internal/nilness"
 )
 
 // Default configuration. The limit bounds are wide on purpose: a floor of 1
@@ -46,11 +47,16 @@ func (c *config) fail(format string, args ...any) {
 // WithClock makes the limiter read every time it uses (a permit's start and
 // end, its update windows, a waiter's bound) from c instead of the system's
 // monotonic clock. The overload simulator in the tests drives it on virtual
-// time this way. A nil c is a configuration error.
+// time this way. A nil c is a configuration error, and so is a c that holds
+// a nil pointer (or func, map, slice or channel: var c *myClock).
 func WithClock(c admit.Clock) Option {
 	return func(cfg *config) {
 		if c == nil {
 			cfg.fail("WithClock(nil)")
+			return
+		}
+		if nilness.Is(c) {
+			cfg.fail("WithClock(%T(nil))", c)
 			return
 		}
 		cfg.clock = c

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/internal/nilness"
 )
 
 // Option configures a Pool at construction. Options are applied in order; a
@@ -136,11 +137,17 @@ func WithMaxWaiters[T any](n int) Option[T] {
 
 // WithClock makes the pool read time from clk instead of the system's
 // monotonic clock, for idle time, lifetime, validate-after and wait-time
-// statistics. Tests pass a fake clock. A nil clk is a configuration error.
+// statistics. Tests pass a fake clock. A nil clk is a configuration error,
+// and so is a clk that holds a nil pointer (or func, map, slice or channel:
+// var clk *myClock).
 func WithClock[T any](clk admit.Clock) Option[T] {
 	return func(c *config[T]) {
 		if clk == nil {
 			c.fail("WithClock(nil)")
+			return
+		}
+		if nilness.Is(clk) {
+			c.fail("WithClock(%T(nil))", clk)
 			return
 		}
 		c.clock = clk
