@@ -79,7 +79,26 @@ func (m *exactModel) setRate(l Limit) {
 	m.rate = new(big.Rat).SetFrac(new(big.Int).SetUint64(num), new(big.Int).SetUint64(den))
 }
 
+// advance is balance for a call that updates the model to t: it raises the
+// latest change's peak to the balance, as Limiter.advance does.
 func (m *exactModel) advance(t time.Time) *big.Rat {
+	tok := m.balance(t)
+	m.peak(tok)
+	return tok
+}
+
+// peak raises the latest change's peak to tok, in the sound model once a
+// change was made.
+func (m *exactModel) peak(tok *big.Rat) {
+	if m.sound && m.changes != 0 {
+		if g := &m.gens[(m.changes-1)%genRing]; tok.Cmp(g.peak) > 0 {
+			g.peak = new(big.Rat).Set(tok)
+		}
+	}
+}
+
+// balance is the balance at t, changing nothing.
+func (m *exactModel) balance(t time.Time) *big.Rat {
 	tok := new(big.Rat).Set(m.tokens)
 	burst := new(big.Rat).SetInt64(burstCap(m.burst))
 	if m.fresh || t.After(m.last) {
@@ -91,11 +110,6 @@ func (m *exactModel) advance(t time.Time) *big.Rat {
 	}
 	if tok.Cmp(burst) > 0 {
 		tok.Set(burst)
-	}
-	if m.sound && m.changes != 0 {
-		if g := &m.gens[(m.changes-1)%genRing]; tok.Cmp(g.peak) > 0 {
-			g.peak = new(big.Rat).Set(tok)
-		}
 	}
 	return tok
 }
@@ -128,7 +142,8 @@ func (m *exactModel) reserve(t time.Time, n int, maxWait time.Duration) exactRes
 	if m.inf {
 		return exactReservation{ok: true, tokens: n, act: t, inf: true}
 	}
-	tok := m.advance(t)
+	tok := m.balance(t) // a refused reservation changes nothing
+	before := new(big.Rat).Set(tok)
 	tok.Sub(tok, new(big.Rat).SetInt64(int64(n)))
 	var wait int64
 	if tok.Sign() < 0 && !m.fill {
@@ -141,6 +156,7 @@ func (m *exactModel) reserve(t time.Time, n int, maxWait time.Duration) exactRes
 	if n > m.burst || wait > int64(maxWait) {
 		return exactReservation{}
 	}
+	m.peak(before)
 	m.tokens, m.lastEvent, m.evented = tok, t.Add(time.Duration(wait)), true
 	m.seq += uint64(n)
 	m.update(t)
@@ -214,8 +230,11 @@ func (m *exactModel) cancel(r *exactReservation, t time.Time) (divergent bool) {
 
 // cancelChanged is Limiter.cancelChanged in exact arithmetic.
 func (m *exactModel) cancelChanged(r *exactReservation, t time.Time) {
-	tok := m.advance(t)
+	tok := m.balance(t) // the peak is raised only if something comes back
 	peak, k := new(big.Rat), uint64(0)
+	if tok.Cmp(peak) > 0 {
+		peak = tok
+	}
 	for i := uint64(0); i < min(m.changes, genRing); i++ {
 		g := m.gens[(m.changes-1-i)%genRing]
 		if g.start <= r.seq {
@@ -239,7 +258,8 @@ func (m *exactModel) cancelChanged(r *exactReservation, t time.Time) {
 	if room.Cmp(restore) < 0 {
 		restore = room
 	}
-	tok.Add(tok, restore)
+	m.peak(tok)
+	tok = new(big.Rat).Add(tok, restore)
 	if tok.Cmp(burst) > 0 {
 		tok.Set(burst)
 	}

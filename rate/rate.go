@@ -265,16 +265,18 @@ func (lim *Limiter) allow1(ts int64) bool {
 			b = b.add(add)
 		}
 	}
-	if lim.changes != 0 {
-		lim.peak(b)
-	}
 	after := b.sub(fixed{0, lim.den})
 	if after.negative() {
 		// reserve's wait ⌊deficit/num⌋ is 0 only for a deficit below num.
 		// (A deficit that small is far from minB.)
 		if d := after.neg(); d.hi != 0 || d.lo >= lim.num {
-			return false
+			return false // refused: the peak stays as it was
 		}
+	}
+	if lim.changes != 0 {
+		// The balance before the take, b, from after: so that b need not
+		// live past the refusal, which measurably slowed this path.
+		lim.peak(after.add(fixed{0, lim.den}))
 	}
 	lim.tokens, lim.last, lim.lastEvent = after, ts, ts
 	return true
@@ -543,7 +545,7 @@ func (lim *Limiter) reserve(ts int64, n int, maxWait time.Duration) (bool, int64
 	if n < 0 {
 		return false, 0
 	}
-	b := lim.advance(ts)
+	b := lim.balance(ts)
 	need := mul(uint64(n), lim.den)
 	if b.less(lim.minB.add(need)) {
 		return false, 0 // deeper in debt than the arithmetic allows
@@ -554,7 +556,10 @@ func (lim *Limiter) reserve(ts int64, n int, maxWait time.Duration) (bool, int64
 		wait = delay(after.neg(), lim.num)
 	}
 	if n > lim.burst || wait > int64(maxWait) {
-		return false, 0
+		return false, 0 // refused: it changes nothing, the peak included
+	}
+	if lim.changes != 0 {
+		lim.peak(b)
 	}
 	lim.tokens = after
 	lim.seq += uint64(n)
@@ -563,28 +568,36 @@ func (lim *Limiter) reserve(ts int64, n int, maxWait time.Duration) (bool, int64
 	return true, wait
 }
 
-// advance returns the balance at time ts, as refill does, for a call that
-// may change the limiter at ts: it gives a zero Limiter its denominator,
-// which changes nothing observable, and once the limit or burst has changed
-// it raises the latest change's peak to the balance (the balance is highest
-// when it is read, before what it is read for takes from it; between the
-// calls that change the limiter it only rises, so its highest is at one of
-// them: a pure read such as TokensAt need not, and must not, raise the
-// peak). It requires lim.mu.
+// advance returns the balance at time ts, as balance does, for a call that
+// updates the limiter to ts, and once the limit or burst has changed it
+// raises the latest change's peak to that balance. The balance is highest
+// when it is read, before what it is read for takes from it, and between
+// updates it only rises, so the peak is the highest balance at an update.
+// A call that updates nothing (TokensAt, a refused AllowN or ReserveN, a
+// Cancel that gives nothing back) leaves the peak alone: the balance it
+// read at a later time was never the limiter's, as x/time/rate's such calls
+// change nothing. It requires lim.mu.
 func (lim *Limiter) advance(ts int64) fixed {
-	if lim.den == 0 {
-		lim.den = 1
-		lim.bounds()
-	}
-	b := lim.refill(ts)
+	b := lim.balance(ts)
 	if lim.changes != 0 {
 		lim.peak(b)
 	}
 	return b
 }
 
-// peak raises the latest change's peak to b. It requires lim.mu and a
-// change.
+// balance returns the balance at time ts, as refill does, for a call that
+// may update the limiter: it gives a zero Limiter its denominator first,
+// which changes nothing observable. It requires lim.mu.
+func (lim *Limiter) balance(ts int64) fixed {
+	if lim.den == 0 {
+		lim.den = 1
+		lim.bounds()
+	}
+	return lim.refill(ts)
+}
+
+// peak raises the latest change's peak to b, once the balance b is the
+// limiter's (at an update). It requires lim.mu and a change.
 func (lim *Limiter) peak(b fixed) {
 	if g := &lim.gens[(lim.changes-1)%genRing]; g.peak.less(b) {
 		g.peak = b

@@ -174,9 +174,12 @@ func (r *Reservation) cancel(t time.Time, now int64, implicit bool) {
 // moved back by this one's tokens.
 func (lim *Limiter) cancelChanged(r *Reservation, ts int64) {
 	n := min(lim.changes, genRing)
-	k := uint64(0)       // changes since the reservation
-	var peak fixed       // zero, then the highest of theirs
-	b := lim.advance(ts) // raises the latest peak to the balance now
+	k := uint64(0) // changes since the reservation
+	var peak fixed // zero, then the highest of theirs and the balance now
+	b := lim.balance(ts)
+	if peak.less(b) {
+		peak = b
+	}
 	for i := uint64(0); i < n; i++ {
 		g := lim.gens[(lim.changes-1-i)%genRing]
 		if g.start <= r.seq {
@@ -208,6 +211,7 @@ func (lim *Limiter) cancelChanged(r *Reservation, ts int64) {
 	if room := lim.capB.sub(peak).sub(after); room.less(restore) {
 		restore = room
 	}
+	lim.peak(b) // the balance now is the limiter's: it updates to ts
 	lim.giveBack(b, restore, ts)
 }
 

@@ -1,6 +1,7 @@
 package rate
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -106,4 +107,98 @@ func TestZeroLimiterTokensChangesNothing(t *testing.T) {
 	if lim.Allow() || lim.AllowN(time.Now(), 1) {
 		t.Error("a zero Limiter allowed an event")
 	}
+}
+
+// TestRefusedCallChangesNothing: a call that updates nothing, as x/time/rate's
+// change nothing (a refused AllowN, ReserveN or Allow, a CancelAt that gives
+// nothing back), leaves the peak that a later CancelAt after a change of the
+// limit or burst is held to as it was. Each raised it to the balance at its
+// time, which the limiter never had: a later cancel gave back less (-4
+// tokens instead of 1, or 0.5, or -5.9 instead of -3.9).
+func TestRefusedCallChangesNothing(t *testing.T) {
+	t0 := time.Now().Add(-time.Hour)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	// The limiter of 1/s drained at t0, R of 5 reserved behind it and the
+	// burst set again; then the call, then R cancelled at t0+1s.
+	for _, tc := range []struct {
+		name  string
+		burst int
+		call  func(lim *Limiter, x *xrate.Limiter) (bool, bool)
+	}{
+		{"AllowN(t0+100s, 11)", 10, func(lim *Limiter, x *xrate.Limiter) (bool, bool) {
+			return lim.AllowN(ms(100000), 11), x.AllowN(ms(100000), 11)
+		}},
+		{"ReserveN(t0+100s, 11)", 10, func(lim *Limiter, x *xrate.Limiter) (bool, bool) {
+			return lim.ReserveN(ms(100000), 11).OK(), x.ReserveN(ms(100000), 11).OK()
+		}},
+		{"AllowN(t0+5.5s, 1)", 5, func(lim *Limiter, x *xrate.Limiter) (bool, bool) {
+			return lim.AllowN(ms(5500), 1), x.AllowN(ms(5500), 1)
+		}},
+		// Allow reads now, an hour after t0: half a token (the limit is
+		// lowered first so that R still waits then), refused.
+		{"Allow()", 5, func(lim *Limiter, x *xrate.Limiter) (bool, bool) { return lim.Allow(), x.Allow() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := func(call bool) (float64, float64) {
+				lim, x := NewLimiter(1, tc.burst), xrate.NewLimiter(1, tc.burst)
+				lim.AllowN(ms(0), tc.burst)
+				x.AllowN(ms(0), tc.burst)
+				r, xr := lim.ReserveN(ms(0), 5), x.ReserveN(ms(0), 5)
+				if tc.name == "Allow()" {
+					// 5.5 tokens in an hour and a second: R acts after it.
+					l := Limit(5.5 / 3601)
+					lim.SetLimitAt(ms(0), l)
+					x.SetLimitAt(ms(0), xrate.Limit(l))
+				}
+				lim.SetBurstAt(ms(0), tc.burst)
+				x.SetBurstAt(ms(0), tc.burst)
+				if call {
+					if ok, xok := tc.call(lim, x); ok || xok {
+						t.Fatalf("%s allowed: %v, x/time/rate %v", tc.name, ok, xok)
+					}
+				}
+				r.CancelAt(ms(1000))
+				xr.CancelAt(ms(1000))
+				return lim.TokensAt(ms(1000)), x.TokensAt(ms(1000))
+			}
+			without, xWithout := run(false)
+			with, xWith := run(true)
+			t.Logf("after CancelAt(t0+1s): %v tokens without the call, %v with; x/time/rate %v and %v", without, with, xWithout, xWith)
+			if with != without {
+				t.Errorf("the refused %s changed what CancelAt gave back: %v tokens with it, %v without", tc.name, with, without)
+			}
+			if xWith != xWithout {
+				t.Errorf("x/time/rate: %v with the call, %v without", xWith, xWithout)
+			}
+		})
+	}
+	// A CancelAt that gives nothing back: Ra of 2 and Rb of 3 reserved
+	// behind a drained bucket of 10 at 1/s (acting at t0+2s and t0+5s), the
+	// limit raised to 100/s, R2 of 1 reserved after. Cancelling Ra at t0+1s
+	// (before it acts; the bucket would be full then) gives back nothing:
+	// 3 + 1 tokens were reserved after its 2. Rb cancelled at t0+1ms gives
+	// back 2 (its 3 less R2's 1), -5.9 + 2 tokens, with or without it.
+	t.Run("CancelAt giving nothing back", func(t *testing.T) {
+		run := func(cancelA bool) float64 {
+			lim := NewLimiter(1, 10)
+			lim.AllowN(ms(0), 10)
+			ra, rb := lim.ReserveN(ms(0), 2), lim.ReserveN(ms(0), 3)
+			lim.SetLimitAt(ms(0), 100)
+			lim.ReserveN(ms(0), 1)
+			if cancelA {
+				before := lim.TokensAt(ms(0))
+				ra.CancelAt(ms(1000))
+				if got := lim.TokensAt(ms(0)); got != before {
+					t.Fatalf("Ra's cancel gave back %v tokens, want none", got-before)
+				}
+			}
+			rb.CancelAt(ms(1))
+			return lim.TokensAt(ms(1))
+		}
+		without, with := run(false), run(true)
+		t.Logf("after Rb's CancelAt(t0+1ms): %v tokens without Ra's cancel, %v with", without, with)
+		if math.Abs(without - -3.9) > 1e-9 || with != without {
+			t.Errorf("Rb's cancel: %v tokens after Ra's cancel, %v without, want -3.9", with, without)
+		}
+	})
 }

@@ -183,10 +183,13 @@ func walkOnce(t *testing.T, seed uint64, monotone bool, st *walkStats) {
 		switch k := rng.IntN(20); {
 		case k < 5: // AllowN
 			n := walkNs[rng.IntN(len(walkNs))]
+			before := mine.bookkeeping()
 			ok := mine.AllowN(tm, n)
 			op = fmt.Sprintf("AllowN(%v, %d)=%v", tm.Sub(base), n, ok)
 			if ok {
 				admit(tm, n)
+			} else if after := mine.bookkeeping(); after != before {
+				fail("%s: refused, it changed the limiter: %+v, before %+v", op, after, before)
 			}
 			if n < 0 && ok != (cur().limit == Inf) {
 				fail("%s: a negative n is refused unless the limit is Inf", op)
@@ -209,9 +212,13 @@ func walkOnce(t *testing.T, seed uint64, monotone bool, st *walkStats) {
 		case k < 9: // ReserveN, DelayFrom at other times
 			n := walkNs[rng.IntN(len(walkNs))]
 			inf := cur().limit == Inf
+			before := mine.bookkeeping()
 			r := mine.ReserveN(tm, n)
 			d := r.DelayFrom(tm)
 			op = fmt.Sprintf("ReserveN(%v, %d)=%v,%v", tm.Sub(base), n, r.OK(), d)
+			if after := mine.bookkeeping(); !r.OK() && after != before {
+				fail("%s: refused, it changed the limiter: %+v, before %+v", op, after, before)
+			}
 			if n < 0 && r.OK() != inf {
 				fail("%s: a negative n is refused unless the limit is Inf", op)
 			}
