@@ -301,6 +301,15 @@ func runDifferential(t *testing.T, data []byte, st *diffStats) {
 	if len(data) < 2 {
 		return
 	}
+	// The wall clock's steps are pinned at none: the times below carry no
+	// monotonic reading, so since would take a step of the machine's wall
+	// clock during the run (a VM's clock synchronisation steps it by a
+	// millisecond or more) off them, and x/time/rate, comparing wall
+	// times, would not: the two would part by the step's rounding
+	// (TestWallStepMixedTimes tests the steps).
+	defer func(f func() int64, cur int64) { wallStepNow = f; wallStep.Store(cur) }(wallStepNow, wallStep.Load())
+	wallStepNow = func() int64 { return 0 }
+	wallStep.Store(0)
 	base := time.Now().Round(0) // wall clock only, as the far eras are
 	eras := diffEras(base)
 	era := 0
