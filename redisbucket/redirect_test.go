@@ -26,34 +26,6 @@ func redisKey(t *testing.T, key string) string {
 	return redisbucket.RedisKey(l, key)
 }
 
-// slotOwners returns key's slot, the master that serves it and another
-// master, as single-node clients, closed when t ends.
-func slotOwners(t *testing.T, cl *redistest.Cluster, key string) (slot int64, owner, other *redis.Client) {
-	t.Helper()
-	ctx := context.Background()
-	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
-	defer admin.Close()
-	slot, err := admin.ClusterKeySlot(ctx, key).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := admin.MasterForKey(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range cl.Nodes {
-		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { c.Close() })
-		switch {
-		case s.Addr == m.Options().Addr:
-			owner = c
-		case other == nil:
-			other = c
-		}
-	}
-	return slot, owner, other
-}
-
 // A Cluster whose masters disagree about a slot, as they do for a moment
 // while a slot moves or a replica takes over: its owner has handed it to
 // another master (CLUSTER SETSLOT … NODE, sent to the owner only), which
@@ -78,32 +50,9 @@ func TestClusterRedirectsRunOut(t *testing.T) {
 		t.Fatalf("rueidis client in mode %s", rc.Mode())
 	}
 	const key = "moving"
-	rkey := redisKey(t, key)
-	slot, owner, other := slotOwners(t, cl, rkey)
-	otherID, err := other.ClusterMyID(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := owner.Do(ctx, "cluster", "setslot", slot, "node", otherID).Err(); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []*redis.Client{owner, other} {
-		err := c.Get(ctx, rkey).Err()
-		t.Logf("GET %s on %s: %v", rkey, c.Options().Addr, err)
-		if !redis.HasErrorPrefix(err, "MOVED") {
-			t.Fatalf("GET %s on %s: %v, want MOVED", rkey, c.Options().Addr, err)
-		}
-	}
+	cl.Disagree(t, redisKey(t, key))
 
-	clients := map[string]func(...redisbucket.Option) (*redisbucket.Limiter, error){
-		"go-redis": func(o ...redisbucket.Option) (*redisbucket.Limiter, error) {
-			return redisbucket.New(gr, 2, 0.001, o...)
-		},
-		"rueidis": func(o ...redisbucket.Option) (*redisbucket.Limiter, error) {
-			return redisbucket.NewRueidis(rc, 2, 0.001, o...)
-		},
-	}
-	for name, newL := range clients {
+	for name, newL := range limiters(gr, rc) {
 		fb, err := keyed.New(1, 0.001)
 		if err != nil {
 			t.Fatal(err)
@@ -141,7 +90,7 @@ func TestSingleNodeOnCluster(t *testing.T) {
 	cl := sharedCluster(t)
 	ctx := context.Background()
 	const key = "single"
-	_, _, other := slotOwners(t, cl, redisKey(t, key))
+	_, _, other := cl.Owners(t, redisKey(t, key))
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{other.Options().Addr}, DisableCache: true, ForceSingleClient: true})
 	if err != nil {
 		t.Fatal(err)
@@ -150,15 +99,7 @@ func TestSingleNodeOnCluster(t *testing.T) {
 	if rc.Mode() == rueidis.ClientModeCluster {
 		t.Fatalf("rueidis client in mode %s", rc.Mode())
 	}
-	clients := map[string]func(...redisbucket.Option) (*redisbucket.Limiter, error){
-		"go-redis": func(o ...redisbucket.Option) (*redisbucket.Limiter, error) {
-			return redisbucket.New(other, 2, 0.001, o...)
-		},
-		"rueidis": func(o ...redisbucket.Option) (*redisbucket.Limiter, error) {
-			return redisbucket.NewRueidis(rc, 2, 0.001, o...)
-		},
-	}
-	for name, newL := range clients {
+	for name, newL := range limiters(other, rc) {
 		fb, err := keyed.New(1, 0.001)
 		if err != nil {
 			t.Fatal(err)
@@ -178,5 +119,18 @@ func TestSingleNodeOnCluster(t *testing.T) {
 		if d, err := fb.AllowN(ctx, key, 1); !d.Allowed || err != nil {
 			t.Errorf("%s: the fallback was asked: %+v, %v", name, d, err)
 		}
+	}
+}
+
+// limiters returns constructors of limiters of 2 tokens at 0.001/s through
+// the go-redis client gr and the rueidis client rc.
+func limiters(gr redis.UniversalClient, rc rueidis.Client) map[string]func(...redisbucket.Option) (*redisbucket.Limiter, error) {
+	return map[string]func(...redisbucket.Option) (*redisbucket.Limiter, error){
+		"go-redis": func(o ...redisbucket.Option) (*redisbucket.Limiter, error) {
+			return redisbucket.New(gr, 2, 0.001, o...)
+		},
+		"rueidis": func(o ...redisbucket.Option) (*redisbucket.Limiter, error) {
+			return redisbucket.NewRueidis(rc, 2, 0.001, o...)
+		},
 	}
 }

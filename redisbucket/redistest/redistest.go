@@ -207,6 +207,61 @@ func (cl *Cluster) Addrs() []string {
 	return a
 }
 
+// Owners returns key's slot, a client of the master that owns it and one
+// of another master, both closed when tb's test ends.
+func (cl *Cluster) Owners(tb testing.TB, key string) (slot int64, owner, other *redis.Client) {
+	tb.Helper()
+	ctx := context.Background()
+	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	defer admin.Close()
+	slot, err := admin.ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m, err := admin.MasterForKey(ctx, key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, s := range cl.Nodes {
+		if s.Addr != m.Options().Addr && other != nil {
+			continue
+		}
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+		tb.Cleanup(func() { c.Close() })
+		if s.Addr == m.Options().Addr {
+			owner = c
+		} else {
+			other = c
+		}
+	}
+	return slot, owner, other
+}
+
+// Disagree makes two masters disagree about key's slot, as they do for a
+// moment while a slot moves or a replica takes over: its owner hands it to
+// another master (CLUSTER SETSLOT … NODE, sent to the owner only), which
+// still routes it to the owner, so that each answers MOVED to the other for
+// as long as the Cluster runs. A Cluster client follows the redirects until
+// its limit and then returns the last MOVED. It calls tb.Fatal if either
+// master does not answer a GET of key with MOVED.
+func (cl *Cluster) Disagree(tb testing.TB, key string) {
+	tb.Helper()
+	ctx := context.Background()
+	slot, owner, other := cl.Owners(tb, key)
+	otherID, err := other.ClusterMyID(ctx).Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := owner.Do(ctx, "cluster", "setslot", slot, "node", otherID).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	for _, c := range []*redis.Client{owner, other} {
+		if err := c.Get(ctx, key).Err(); !redis.HasErrorPrefix(err, "MOVED") {
+			tb.Fatalf("GET %s on %s: %v, want MOVED", key, c.Options().Addr, err)
+		}
+	}
+}
+
 // Stop kills every node.
 func (cl *Cluster) Stop() {
 	for _, s := range cl.Nodes {

@@ -28,36 +28,7 @@ func TestClusterRedirectsRunOut(t *testing.T) {
 	ctx := context.Background()
 	p := newPrefix()
 	const key = "moving"
-	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
-	defer admin.Close()
-	slot, err := admin.ClusterKeySlot(ctx, p+key).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, err := admin.MasterForKey(ctx, p+key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var other *redis.Client
-	for _, a := range cl.Addrs() {
-		if a != owner.Options().Addr {
-			other = redis.NewClient(&redis.Options{Addr: a})
-			defer other.Close()
-			break
-		}
-	}
-	otherID, err := other.ClusterMyID(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := owner.Do(ctx, "cluster", "setslot", slot, "node", otherID).Err(); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []*redis.Client{owner, other} {
-		if err := c.Get(ctx, p+key).Err(); !redis.HasErrorPrefix(err, "MOVED") {
-			t.Fatalf("GET on %s: %v, want MOVED", c.Options().Addr, err)
-		}
-	}
+	cl.Disagree(t, p+key)
 
 	gr := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
 	defer gr.Close()
