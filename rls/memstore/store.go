@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/internal/nilness"
 	"github.com/admit-go/admit/internal/refill"
 	"github.com/admit-go/admit/rls"
 	"github.com/admit-go/admit/rls/internal/memo"
@@ -51,8 +52,17 @@ const sweep = 8
 // Option configures a Store.
 type Option func(*Store)
 
-// WithClock sets the time source (a buckettest.FakeClock in tests).
-func WithClock(c admit.Clock) Option { return func(s *Store) { s.clk = refill.NewClock(c) } }
+// WithClock sets the time source (a buckettest.FakeClock in tests). A nil
+// Clock, or one holding a nil pointer or func, is the system clock, as
+// without the option (a typed nil panicked here).
+func WithClock(c admit.Clock) Option {
+	return func(s *Store) {
+		if nilness.Is(c) {
+			c = nil
+		}
+		s.clk = refill.NewClock(c)
+	}
+}
 
 // WithMaxKeys bounds the number of buckets held; n below nShards is raised
 // to one per shard. A request's own buckets are never evicted to make room

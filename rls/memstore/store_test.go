@@ -161,6 +161,18 @@ func TestRefusedTakesNothing(t *testing.T) {
 	require.Equal(t, int64(3), res[0].Remaining)
 }
 
+// A Clock that holds a nil pointer (var c *FakeClock; WithClock(c)) is the
+// system clock, as a nil Clock is: it panicked in New, which read it.
+func TestTypedNilClock(t *testing.T) {
+	var clk *buckettest.FakeClock
+	s := memstore.New(memstore.WithClock(clk))
+	res := make([]rls.Result, 1)
+	ok, err := s.Decide(ctx, []rls.Hit{lim{2, 1, time.Second}.hit("a", 1)}, res)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, int64(1), res[0].Remaining)
+}
+
 // TestChangedLimit carries a balance over to a new limit, clamped.
 func TestChangedLimit(t *testing.T) {
 	clk := buckettest.NewFakeClock(0)
