@@ -163,6 +163,16 @@ type cell struct {
 	p        tick.Params
 	all, dbt int64
 	t        int64
+	// carried: the cell's parameters differ from the stored bucket's
+	// (carried at load or within the request); wasFull: the bucket was
+	// full before any carry (absent, or refilled to full); fullAll and
+	// fullDbt: all and dbt are 0 because the bucket is full, not because a
+	// carry clamped it to a smaller burst. A full bucket is dropped, which
+	// reads as full under any limit, and a full one carries over as full:
+	// a balance clamped to a smaller burst must do neither, or one key
+	// under two limits refills (10 with 5 left, carried into 5, is full;
+	// carried back, or dropped and read under 10, it had 10).
+	carried, wasFull, fullAll, fullDbt bool
 }
 
 // Decide implements rls.Store; see the package doc for how it is atomic.
@@ -248,6 +258,7 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 		case held:
 			c.all = c.p.Take(c.all, h.N)
 		}
+		c.fullAll, c.fullDbt = c.fullAll && c.all == 0, c.fullDbt && c.dbt == 0
 		results[i].OK = held
 		admitted = admitted && (held || h.Shadow)
 		after = append(after, state{all: c.all, dbt: c.dbt, t: c.t})
@@ -257,6 +268,12 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 		d := c.dbt
 		if admitted {
 			d = c.all
+		}
+		if d == 0 && c.carried && !c.wasFull {
+			// Full only by a carry's clamp: dropped, it would read as
+			// full under a larger burst. The stored bucket reads the
+			// same under this limit, so it stays as it is.
+			continue
 		}
 		s.store(c, d, cells, index, now)
 	}
@@ -287,26 +304,37 @@ type state struct{ all, dbt, t int64 }
 // or a full one.
 func (s *Store) load(dg digest, p tick.Params, now int64) cell {
 	sh := &s.shards[dg[0]&(nShards-1)]
-	c := cell{dig: dg, sh: sh, p: p, t: now / p.Q}
-	i := sh.tb.find(dg)
-	if i < 0 {
-		return c
+	c := cell{dig: dg, sh: sh, p: p, t: now / p.Q, wasFull: true}
+	if i := sh.tb.find(dg); i >= 0 {
+		b := &sh.tb.vals[i]
+		if b.p != p {
+			d, _ := b.p.Refill(b.d, b.t, now/b.p.Q)
+			c.all, c.carried, c.wasFull = p.Carry(&b.p, d), true, d == 0
+		} else {
+			c.all, c.t = p.Refill(b.d, b.t, now/p.Q)
+			c.wasFull = c.all == 0
+		}
 	}
-	b := &sh.tb.vals[i]
-	if b.p != p {
-		d, _ := b.p.Refill(b.d, b.t, now/b.p.Q)
-		c.all = p.Carry(&b.p, d)
-	} else {
-		c.all, c.t = p.Refill(b.d, b.t, now/p.Q)
-	}
-	c.dbt = c.all
+	c.dbt, c.fullAll, c.fullDbt = c.all, c.wasFull, c.wasFull
 	return c
 }
 
-// carry moves a cell to new parameters at elapsed time now.
+// carry moves a cell to new parameters at elapsed time now, within a
+// request: a full bucket stays full, and one at 0 only by a carry's clamp
+// carries its balance.
 func (c *cell) carry(p tick.Params, now int64) {
-	c.all, c.dbt = p.Carry(&c.p, c.all), p.Carry(&c.p, c.dbt)
-	c.p, c.t = p, now/p.Q
+	c.all, c.dbt = carryDebt(&p, &c.p, c.all, c.fullAll), carryDebt(&p, &c.p, c.dbt, c.fullDbt)
+	c.fullAll, c.fullDbt = c.fullAll && c.all == 0, c.fullDbt && c.dbt == 0
+	c.p, c.t, c.carried = p, now/p.Q, true
+}
+
+// carryDebt carries debt d of old into p: Carry if the bucket is full or
+// in debt, its balance if d is 0 by a clamp.
+func carryDebt(p, old *tick.Params, d int64, full bool) int64 {
+	if full {
+		return p.Carry(old, d)
+	}
+	return p.CarryBalance(old, d)
 }
 
 // store writes a cell's final debt d back: a full bucket is the same as

@@ -25,6 +25,6 @@ func (s *Store) GiveBackForTest(ctx context.Context, h rls.Hit, d, t int64) (rls
 		return rls.Result{}, err
 	}
 	res := make([]rls.Result, 1)
-	_, err = s.run(ctx, []rls.Hit{h}, []params{p}, res, []take{{d, t}}, nil, false)
+	_, err = s.run(ctx, []rls.Hit{h}, []params{p}, res, []take{{d: d, t: t, full: true}}, nil, false)
 	return res[0], err
 }

@@ -14,7 +14,7 @@ import (
 // (microseconds per tick), n (tokens asked: 0 checks, a negative n gives
 // tokens back), flags (1: shadow, the key may lack n without refusing; 2:
 // debt, the key is charged n whatever the outcome; 4: the request is
-// refused already), sig, the parameters as "capU:per:m:q", and, for
+// refused already; 8: a give-back to a bucket full only by a clamp), sig, the parameters as "capU:per:m:q", and, for
 // a give-back only, d1 and t1: the debt the take left and its tick.
 //
 // A bucket is stored as the string "d t sig": its debt d (capacity minus
@@ -35,9 +35,15 @@ import (
 // stays below 2^53, else rounded down by at most two units) and clamped to
 // [−capacity, capacity], so a balance below zero stays owed under the new
 // limit, whether or not it charges; a full bucket stays full, as an absent
-// one would be. The carry-over is
+// one would be. A balance that a clamp to a smaller capacity made full is
+// not a full bucket: carried again within the request it carries its
+// balance, and it is not deleted (an absent key reads as full under any
+// limit): the stored one, which reads the same under this limit, stays.
+// Otherwise the carry-over is
 // written back whatever the request's outcome, so a raised limit reaches a
-// client whose requests are still being refused.
+// client whose requests are still being refused. A give-back that returns
+// such a bucket to full (flag 8, from the decision's seventh value per hit:
+// whether the key was full before it) leaves it as the take left it.
 //
 // All or nothing: every key is read, carried over and refilled, then each
 // hit, in order, checks the running balance (so two hits of one key need
@@ -61,7 +67,7 @@ import (
 // that a refill had filled, and someone had drained since, above its bound.
 // A bucket whose parameters changed since is given nothing back.
 //
-// It returns {admitted, then per hit: ok, remaining, reset, sub, d, t},
+// It returns {admitted, then per hit: ok, remaining, reset, sub, d, t, full},
 // each of the bucket right after that hit, as the decision leaves it (the
 // running debt with every take if admitted, with the debt charges only if
 // refused), so that two hits of one key report the first's take, then
@@ -69,7 +75,9 @@ import (
 // remaining in whole tokens (negative in debt), reset the ticks from the
 // current tick's start until the bucket is full (0 when full, -1 never),
 // sub the microseconds already gone of the current tick, d and t the
-// bucket's debt and tick (a give-back's d1 and t1, from a key's last hit).
+// bucket's debt and tick (a give-back's d1 and t1, from a key's last hit),
+// full 1 if the key was full before any carry (absent, or refilled to
+// full), else 0.
 const src = `
 local function idiv(a, b)
   local r = math.floor(a / b)
@@ -90,8 +98,8 @@ end
 local function maxdebt(s) return 2 * s.capU end
 -- carry converts debt d of a bucket of capacity ocap units, oper units a
 -- token, into the units of s.
-local function carry(d, ocap, oper, s)
-  if d == 0 then return 0 end
+local function carry(d, ocap, oper, s, full)
+  if d == 0 and full then return 0 end
   local b = ocap - d
   local whole = idiv(b, oper)
   local frac = b - whole * oper
@@ -116,7 +124,7 @@ for i = 1, #KEYS do
   local capU, per, m, q = tonumber(ARGV[b+1]), tonumber(ARGV[b+2]), tonumber(ARGV[b+3]), tonumber(ARGV[b+4])
   local n, flags, sig = tonumber(ARGV[b+5]), tonumber(ARGV[b+6]), ARGV[b+7]
   local shadow, debt = flags % 2 == 1, math.floor(flags / 2) % 2 == 1
-  if flags >= 4 then all = 0 end
+  if math.floor(flags / 4) % 2 == 1 then all = 0 end
   local ok = 0
   if capU == 0 then
     if n == 0 then ok = 1 elseif not shadow then all = 0 end
@@ -125,7 +133,7 @@ for i = 1, #KEYS do
     local s = st[k]
     local now = idiv(us, q)
     if not s then
-      s = {d = 0, t = now, capU = capU, per = per, m = m, q = q, sig = sig, now = now, sub = us - now * q}
+      s = {d = 0, t = now, capU = capU, per = per, m = m, q = q, sig = sig, now = now, sub = us - now * q, full = true}
       local v = redis.call('GET', k)
       if v then
         local a = string.find(v, ' ', 1, true)
@@ -134,20 +142,21 @@ for i = 1, #KEYS do
         local vsig = string.sub(v, c + 1)
         if vsig == sig then
           s.d, s.t = refill(d, t, m, now)
+          s.full = s.d == 0
         else
           local f = {}
           for w in string.gmatch(vsig, '%d+') do f[#f + 1] = tonumber(w) end
           d = refill(d, t, f[3], idiv(us, f[4]))
-          s.d, s.carried = carry(d, f[1], f[2], s), true
+          s.d, s.carried, s.full = carry(d, f[1], f[2], s, true), true, d == 0
         end
       end
-      s.all, s.dbt = s.d, s.d
+      s.all, s.dbt, s.fa, s.fd = s.d, s.d, s.full, s.full
       st[k] = s
     elseif s.sig ~= sig then
       -- one key under two limits in one request
       local ocap, oper = s.capU, s.per
       s.capU, s.per, s.m, s.q, s.sig = capU, per, m, q, sig
-      s.all, s.dbt = carry(s.all, ocap, oper, s), carry(s.dbt, ocap, oper, s)
+      s.all, s.dbt = carry(s.all, ocap, oper, s, s.fa), carry(s.dbt, ocap, oper, s, s.fd)
       s.t, s.now, s.sub, s.carried = now, now, us - now * q, true
     end
     local c = n * s.per
@@ -156,6 +165,9 @@ for i = 1, #KEYS do
       if not s.carried then
         local left = refill(tonumber(ARGV[b+8]), tonumber(ARGV[b+9]), s.m, s.now)
         s.all, s.taken = math.max(0, s.all - math.min(-c, left)), true
+        -- the take being given back was from a bucket full only by a
+        -- carry's clamp: given back to full, it must not be deleted
+        if math.floor(flags / 8) % 2 == 1 then s.full = false; s.carried = true end
       end
     else
       if c <= s.capU - s.all then ok = 1 end
@@ -169,6 +181,7 @@ for i = 1, #KEYS do
       end
       if ok == 0 and not shadow then all = 0 end
     end
+    s.fa, s.fd = s.fa and s.all == 0, s.fd and s.dbt == 0
     hs[i] = {all = s.all, dbt = s.dbt, t = s.t, now = s.now}
   end
   okv[i] = ok
@@ -177,7 +190,11 @@ for k, s in pairs(st) do
   local d, dirty = s.dbt, s.carried or s.charged
   if all == 1 then d, dirty = s.all, dirty or s.taken end
   if dirty then
-    if d == 0 then
+    if d == 0 and s.carried and not s.full then
+      -- full only by a carry's clamp to a smaller burst: deleted, it
+      -- would read as full under a larger one; stored, it reads the same
+      -- under this limit, so it stays as it is
+    elseif d == 0 then
       redis.call('DEL', k)
     else
       local v = string.format('%d %d ', d, s.t) .. s.sig
@@ -194,7 +211,7 @@ end
 local out = {all}
 for i = 1, #KEYS do
   if tonumber(ARGV[(i - 1) * 9 + 1]) == 0 then
-    for _, x in ipairs({okv[i], 0, 0, 0, 0, 0}) do out[#out + 1] = x end
+    for _, x in ipairs({okv[i], 0, 0, 0, 0, 0, 1}) do out[#out + 1] = x end
   else
     -- hit i's own state, right after it, under its own parameters
     local h, b = hs[i], (i - 1) * 9
@@ -211,6 +228,7 @@ for i = 1, #KEYS do
     out[#out + 1] = us - h.now * q
     out[#out + 1] = fin
     out[#out + 1] = h.t
+    if st[KEYS[i]].full then out[#out + 1] = 1 else out[#out + 1] = 0 end
   end
 end
 return out

@@ -256,6 +256,7 @@ const (
 	flagShadow  = 1 // may lack its cost without refusing
 	flagDebt    = 2 // charged whatever the outcome
 	flagRefused = 4 // the request is refused already: take nothing
+	flagClamped = 8 // a give-back to a bucket full only by a carry's clamp
 )
 
 // run runs the script over hits. back, when not nil, makes it a give-back:
@@ -290,6 +291,9 @@ func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []
 		if refused {
 			flags |= flagRefused
 		}
+		if back != nil && !back[i].full {
+			flags |= flagClamped
+		}
 		if h.Capacity == 0 {
 			args = append(args, "0", "1", "0", "1", cost, strconv.Itoa(flags), "", d1, t1)
 			continue
@@ -300,22 +304,26 @@ func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []
 	if err != nil {
 		return false, err
 	}
-	if len(out) != 1+6*len(hits) {
+	if len(out) != 1+7*len(hits) {
 		return false, fmt.Errorf("redisstore: script returned %d values for %d keys", len(out), len(hits))
 	}
 	for i := range hits {
-		r := out[1+6*i:]
+		r := out[1+7*i:]
 		ok := r[0] == 1 && hits[i].N >= 0 && hits[i].N <= hits[i].Capacity
 		results[i] = rls.Result{OK: ok, Remaining: max(0, r[1]), ResetAfter: wait(r[2], r[3], ps[i].Q)}
 		if taken != nil {
-			taken[i] = take{d: r[4], t: r[5]}
+			taken[i] = take{d: r[4], t: r[5], full: r[6] == 1}
 		}
 	}
 	return out[0] == 1, nil
 }
 
-// take is a bucket's debt and tick right after a take.
-type take struct{ d, t int64 }
+// take is a bucket's debt and tick right after a take, and whether it was
+// full before the decision (not only by a carry's clamp to a smaller burst).
+type take struct {
+	d, t int64
+	full bool
+}
 
 // decideSplit decides each key on its own node, concurrently (the hits of
 // one key in one script, in order, as on one Redis: one key is one slot),

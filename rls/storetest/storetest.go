@@ -8,6 +8,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ func Run(t *testing.T, newStore func(t *testing.T) rls.Store) {
 	t.Run("AllOrNothing", func(t *testing.T) { allOrNothing(t, newStore(t)) })
 	t.Run("SameKeyTwice", func(t *testing.T) { sameKeyTwice(t, newStore(t)) })
 	t.Run("TwoLimitsOneKey", func(t *testing.T) { twoLimitsOneKey(t, newStore(t)) })
+	t.Run("TwoLimitsNoRefill", func(t *testing.T) { twoLimitsNoRefill(t, newStore(t)) })
 	t.Run("Shadow", func(t *testing.T) { shadow(t, newStore(t)) })
 	t.Run("Costs", func(t *testing.T) { costs(t, newStore(t)) })
 	t.Run("ChangedLimit", func(t *testing.T) { changedLimit(t, newStore(t)) })
@@ -253,6 +255,50 @@ func concurrent(t *testing.T, s rls.Store) {
 // token); that refusal must keep the carry-over, so that 150 ms later, 3
 // tokens at the new rate, the client is admitted. Undoing it would make
 // every request carry again from the old limit and find a sliver.
+// twoLimitsNoRefill: a key of burst 10 under a second limit of burst 5 in
+// the same request, or in a request of its own. 10 with 5 left is full
+// under 5; carried back into 10 as full, or dropped as a full bucket and
+// read under 10 as a key never seen, it had 10 again: a refused request, a
+// peek or a shadow hit under the smaller limit refilled the bucket, and
+// the key under 10 admitted 50 tokens in 10 rounds where 10 fit.
+func twoLimitsNoRefill(t *testing.T, s rls.Store) {
+	empty := hit("norefill-empty", 1, 0, 1)
+	decide(t, s, empty)
+	for _, tc := range []struct {
+		name  string
+		other func(key string) []rls.Hit // a request with key under the smaller limit
+	}{
+		{"refused, smaller limit first", func(k string) []rls.Hit { return []rls.Hit{hit(k, 5, 0, 1), hit(k, 10, 0, 5)} }},
+		{"refused by another key", func(k string) []rls.Hit { return []rls.Hit{hit(k, 5, 0, 1), empty} }},
+		{"a peek", func(k string) []rls.Hit { return []rls.Hit{hit(k, 5, 0, 0)} }},
+		{"a shadow hit that lacks its cost, then 5 under 10", func(k string) []rls.Hit {
+			sh := hit(k, 5, 0, 6)
+			sh.Shadow = true
+			return []rls.Hit{sh, hit(k, 10, 0, 5)}
+		}},
+	} {
+		key := "norefill-" + strings.ReplaceAll(tc.name, " ", "-")
+		big := hit(key, 10, 0, 5)
+		admitted := int64(0)
+		for range 10 {
+			if ok, _ := decide(t, s, big); ok {
+				admitted += big.N
+			}
+			hits := tc.other(key)
+			if ok, _ := decide(t, s, hits...); ok {
+				for _, h := range hits {
+					if h.Key == key && h.Capacity == 10 {
+						admitted += h.N
+					}
+				}
+			}
+		}
+		if admitted > 10 {
+			t.Errorf("%s: the key under a burst of 10 that never refills admitted %d tokens", tc.name, admitted)
+		}
+	}
+}
+
 func raisedWhileRefused(t *testing.T, s rls.Store) {
 	low := hit("r", 1, 1, 1)
 	high := rls.Hit{Key: "r", Capacity: 5, Count: 20, Period: time.Second, N: 1}

@@ -159,7 +159,14 @@ func (p *Params) Carry(old *Params, d int64) int64 {
 	if d == 0 {
 		return 0
 	}
-	b := old.CapU - d // in [−old.CapU, old.CapU)
+	return p.CarryBalance(old, d)
+}
+
+// CarryBalance is Carry without its rule for a full bucket: a full bucket
+// carries its balance, old's burst, clamped to p's. It is for a bucket
+// that may be full only because a carry just clamped it to a smaller burst.
+func (p *Params) CarryBalance(old *Params, d int64) int64 {
+	b := old.CapU - d // in [−old.CapU, old.CapU]
 	whole := floorDiv(b, old.Per)
 	frac := b - whole*old.Per // in [0, old.Per)
 	capacity := p.CapU / p.Per
