@@ -83,6 +83,26 @@ func TestClusterRedirectsRunOut(t *testing.T) {
 	}
 }
 
+// A Cluster client that follows no redirects (go-redis's MaxRedirects -1)
+// returns MOVED or ASK for every key of a slot that moves on a healthy
+// Cluster: a configuration error, as for a single-node client, not an
+// outage that a fail-open policy admits on.
+func TestClusterNoRedirects(t *testing.T) {
+	cl := redistest.NewCluster(t)
+	gr := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true, MaxRedirects: -1})
+	defer gr.Close()
+	const key = "noredirects"
+	cl.Disagree(t, redisKey(t, key))
+	l, err := redisbucket.New(gr, 2, 0.001, redisbucket.WithPrefix(redirectPrefix), redisbucket.WithTimeout(testTimeout), redisbucket.WithFailOpen())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := l.AllowN(context.Background(), key, 1)
+	if d.Allowed || !errors.Is(err, admit.ErrInvalidConfig) || errors.Is(err, admit.ErrUnavailable) {
+		t.Errorf("MaxRedirects -1, fail open: %+v, %v; want refused, an error wrapping ErrInvalidConfig", d, err)
+	}
+}
+
 // A single-node client on one master of a Cluster gets MOVED for every key
 // of the other masters' slots: a configuration error, whatever the failure
 // policy, whose message points to a Cluster client.

@@ -97,7 +97,8 @@
 // now (LOADING, BUSY, OOM, READONLY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
 // NOREPLICAS, MISCONF, too many clients, and MOVED or ASK from a Cluster
 // client that ran out of redirects while a slot moved); any other (a script
-// error, WRONGTYPE, NOPERM, MOVED to a single-node client on a Cluster) is a
+// error, WRONGTYPE, NOPERM, MOVED to a single-node client on a Cluster or to
+// a ClusterClient with MaxRedirects -1, which follows none) is a
 // refusal of this decision: denied, with an error wrapping
 // admit.ErrInvalidConfig, whatever the policy.
 // The client must honour context deadlines

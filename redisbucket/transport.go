@@ -33,11 +33,16 @@ type transport interface {
 type goRedis struct {
 	c       redis.UniversalClient
 	dials   *dialWatcher
-	routing bool // c is a *redis.ClusterClient
+	routing bool // c is a *redis.ClusterClient that follows redirects
 }
 
 func newGoRedis(c redis.UniversalClient) *goRedis {
-	_, routing := c.(*redis.ClusterClient)
+	// MaxRedirects -1 (0 once go-redis has read it) follows none: then
+	// every key of a slot being migrated answers ASK, and every key of a
+	// moved slot MOVED until the client reloads its slots, on a healthy
+	// Cluster, which is no outage to admit on.
+	cc, routing := c.(*redis.ClusterClient)
+	routing = routing && cc.Options().MaxRedirects > 0
 	return &goRedis{c: c, dials: watchDials(c), routing: routing}
 }
 
