@@ -73,6 +73,7 @@ func changes(t *testing.T, data []byte) {
 		_, r := decide1(t, s, hitOf("u", 0))
 		return r.ResetAfter
 	}
+	uClamped := false // u is full only by a change's clamp (see uModel)
 	for len(data) >= 3 {
 		op, mask, nb := data[0], data[1], data[2]
 		data = data[3:]
@@ -116,7 +117,8 @@ func changes(t *testing.T, data []byte) {
 				require.True(t, bounds[h.Key].Admit(now, h.N), "key %s over capacity + rate × T + 1", h.Key)
 			}
 			if h.Key == "u" {
-				r, ok := uModel(uBefore, uOld, variants["u"][cur["u"]], changed["u"], h.N)
+				r, ok, cl := uModel(uBefore, uOld, variants["u"][cur["u"]], changed["u"], uClamped, h.N)
+				uClamped = cl
 				require.Equal(t, ok, res[i].OK, "u: does the balance hold %d? (hits %+v)", h.N, hits)
 				require.Equal(t, r, res[i].ResetAfter, "u: charged %d from %v (limit changed: %v); hits %+v, admitted %v", h.N, uBefore, changed["u"], hits, admitted)
 				continue
@@ -147,10 +149,15 @@ func changes(t *testing.T, data []byte) {
 // request under limit old (the balance is the capacity less r's worth of
 // refill), and new, the limit of the hit (changed if it differs). Times
 // are exact nanoseconds: a token is 0.5 s or 1 s.
-func uModel(r time.Duration, old, new lim, changed bool, n int64) (time.Duration, bool) {
+//
+// clamped says the bucket is full (r = 0) only because a change clamped its
+// balance to a smaller capacity: it then carries that balance, the old
+// capacity, into the next change, not "full" (a full bucket stays full);
+// the model returns whether it still is after the hit.
+func uModel(r time.Duration, old, new lim, changed, clamped bool, n int64) (time.Duration, bool, bool) {
 	tokO, tokN := old.period/time.Duration(old.count), new.period/time.Duration(new.count)
 	capN := time.Duration(new.capacity) * tokN // the new capacity's worth of refill
-	if changed && r != 0 {
+	if changed && (r != 0 || clamped) {
 		// The balance, in tokens, to the new units (a nanosecond of refill
 		// each), rounded down, clamped to ±the new capacity; a full bucket
 		// stays full.
@@ -160,9 +167,13 @@ func uModel(r time.Duration, old, new lim, changed bool, n int64) (time.Duration
 			nb-- // rounded down
 		}
 		r = capN - min(max(nb, -capN), capN)
+		clamped = r == 0
+	} else if changed {
+		clamped = false
 	}
 	held := n <= new.capacity && time.Duration(n)*tokN <= capN-r
-	return min(r+time.Duration(n)*tokN, 2*capN), held
+	r = min(r+time.Duration(n)*tokN, 2*capN)
+	return r, held, clamped && r == 0
 }
 
 func TestChanges(t *testing.T) { changes(t, noise(7, 3*4000)) }

@@ -171,7 +171,8 @@ type cell struct {
 	// reads as full under any limit, and a full one carries over as full:
 	// a balance clamped to a smaller burst must do neither, or one key
 	// under two limits refills (10 with 5 left, carried into 5, is full;
-	// carried back, or dropped and read under 10, it had 10).
+	// carried back, or dropped and read under 10, it had 10): it is stored
+	// with debt -1, full under its parameters and its balance under others.
 	carried, wasFull, fullAll, fullDbt bool
 }
 
@@ -269,11 +270,15 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 		if admitted {
 			d = c.all
 		}
-		if d == 0 && c.carried && !c.wasFull {
+		full := c.fullDbt
+		if admitted {
+			full = c.fullAll
+		}
+		if d == 0 && !full {
 			// Full only by a carry's clamp: dropped, it would read as
-			// full under a larger burst. The stored bucket reads the
-			// same under this limit, so it stays as it is.
-			continue
+			// full under a larger burst. Stored as -1: full under this
+			// limit, its balance (this burst) under another.
+			d = -1
 		}
 		s.store(c, d, cells, index, now)
 	}
@@ -307,12 +312,14 @@ func (s *Store) load(dg digest, p tick.Params, now int64) cell {
 	c := cell{dig: dg, sh: sh, p: p, t: now / p.Q, wasFull: true}
 	if i := sh.tb.find(dg); i >= 0 {
 		b := &sh.tb.vals[i]
+		clamped := b.d < 0
+		bd := max(b.d, 0)
 		if b.p != p {
-			d, _ := b.p.Refill(b.d, b.t, now/b.p.Q)
-			c.all, c.carried, c.wasFull = p.Carry(&b.p, d), true, d == 0
+			d, _ := b.p.Refill(bd, b.t, now/b.p.Q)
+			c.all, c.carried, c.wasFull = carryDebt(&p, &b.p, d, !clamped), true, d == 0 && !clamped
 		} else {
-			c.all, c.t = p.Refill(b.d, b.t, now/p.Q)
-			c.wasFull = c.all == 0
+			c.all, c.t = p.Refill(bd, b.t, now/p.Q)
+			c.wasFull = c.all == 0 && !clamped
 		}
 	}
 	c.dbt, c.fullAll, c.fullDbt = c.all, c.wasFull, c.wasFull
@@ -388,7 +395,7 @@ func (s *Store) roomOnce(tb *table, cells []cell, index map[digest]int, now int6
 			continue // empty, or this request writes it
 		}
 		seen++
-		d, _ := b.p.Refill(b.d, b.t, now/b.p.Q)
+		d, _ := b.p.Refill(max(b.d, 0), b.t, now/b.p.Q)
 		switch {
 		case d == 0:
 			full[nfull] = k

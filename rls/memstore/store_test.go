@@ -189,19 +189,20 @@ func TestChangedLimit(t *testing.T) {
 	require.Equal(t, int64(4), res[0].Remaining, "a larger capacity adds nothing at once")
 	require.Equal(t, 96*time.Second, res[0].ResetAfter)
 	// A balance that a smaller capacity clamps to full reads full under it,
-	// but is not dropped: dropped, it read as full under any later, larger
-	// capacity (as for a key never seen), and a client alternating two
-	// limits on one key refilled it at will. The stored bucket stays.
+	// but is not a full bucket: dropped as one, it read as full under any
+	// later, larger capacity (as for a key never seen), and a client
+	// alternating two limits on one key refilled it at will. It is kept,
+	// marked, and carries its balance, 2, as any other.
 	_, err = s.Decide(ctx, []rls.Hit{lim{2, 1, time.Second}.hit("k", 0)}, res)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), res[0].Remaining, "4 clamped to 2: full")
 	require.Equal(t, 1, s.Len())
 	_, err = s.Decide(ctx, []rls.Hit{lim{100, 1, time.Second}.hit("k", 0)}, res)
 	require.NoError(t, err)
-	require.Equal(t, int64(4), res[0].Remaining, "the 4 left under 100, not a full 100")
+	require.Equal(t, int64(2), res[0].Remaining, "the 2 the clamp left, not a full 100")
 	// Full by its own refill, it is a full bucket: dropped, and a larger
 	// capacity starts full.
-	clk.Advance(96 * time.Second)
+	clk.Advance(98 * time.Second)
 	_, err = s.Decide(ctx, []rls.Hit{lim{100, 1, time.Second}.hit("k", 0)}, res)
 	require.NoError(t, err)
 	require.Equal(t, int64(100), res[0].Remaining)

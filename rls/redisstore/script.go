@@ -14,15 +14,17 @@ import (
 // (microseconds per tick), n (tokens asked: 0 checks, a negative n gives
 // tokens back), flags (1: shadow, the key may lack n without refusing; 2:
 // debt, the key is charged n whatever the outcome; 4: the request is
-// refused already; 8: a give-back to a bucket full only by a clamp), sig, the parameters as "capU:per:m:q", and, for
-// a give-back only, d1 and t1: the debt the take left and its tick.
+// refused already; 8: a give-back to a bucket full only by a clamp), sig,
+// the parameters as "capU:per:m:q", and, for a give-back only, d1 and t1:
+// the debt the take left and its tick.
 //
 // A bucket is stored as the string "d t sig": its debt d (capacity minus
 // balance, in units; up to 2·capU, a balance of minus one burst)
 // as of tick t of the server clock (TIME), and the parameters it was
 // written with (compared as a string, parsed only when they differ: the
 // common case costs two string.find). An absent key has no debt: a full
-// bucket. Debt shrinks by m units per tick; a clock reading at or before t
+// bucket. A d of -1 marks a bucket full only because a carry clamped its
+// balance to this smaller capacity (below). Debt shrinks by m units per tick; a clock reading at or before t
 // refills nothing and never moves t back. Every number is an integer below
 // 2^53 (the Go side checks the debt bound against 2^52 and caps n at one
 // burst more than the debt allows), so Lua's doubles hold them exactly;
@@ -36,14 +38,17 @@ import (
 // [−capacity, capacity], so a balance below zero stays owed under the new
 // limit, whether or not it charges; a full bucket stays full, as an absent
 // one would be. A balance that a clamp to a smaller capacity made full is
-// not a full bucket: carried again within the request it carries its
-// balance, and it is not deleted (an absent key reads as full under any
-// limit): the stored one, which reads the same under this limit, stays.
-// Otherwise the carry-over is
+// not a full bucket (one key under two limits would refill: 10 with 5 left
+// is full under 5, and read back under 10 as full, or deleted and read as
+// absent, it had 10 again): carried again, within the request or from the
+// store, it carries its balance, this capacity; it is stored as d = -1,
+// full under these parameters, and expires when a bucket of them would be
+// full again from empty. The carry-over is
 // written back whatever the request's outcome, so a raised limit reaches a
-// client whose requests are still being refused. A give-back that returns
-// such a bucket to full (flag 8, from the decision's seventh value per hit:
-// whether the key was full before it) leaves it as the take left it.
+// client whose requests are still being refused. A give-back whose take
+// was from such a bucket (flag 8, from the decision's seventh value per
+// hit: whether the key was full before it) marks it so again if it brings
+// it back to full; any other give-back to full deletes it.
 //
 // All or nothing: every key is read, carried over and refilled, then each
 // hit, in order, checks the running balance (so two hits of one key need
@@ -140,14 +145,17 @@ for i = 1, #KEYS do
         local c = string.find(v, ' ', a + 1, true)
         local d, t = tonumber(string.sub(v, 1, a - 1)), tonumber(string.sub(v, a + 1, c - 1))
         local vsig = string.sub(v, c + 1)
+        -- d = -1: full only by a clamp, carries its balance
+        local clamped = d < 0
+        if clamped then d = 0 end
         if vsig == sig then
           s.d, s.t = refill(d, t, m, now)
-          s.full = s.d == 0
+          s.full = s.d == 0 and not clamped
         else
           local f = {}
           for w in string.gmatch(vsig, '%d+') do f[#f + 1] = tonumber(w) end
           d = refill(d, t, f[3], idiv(us, f[4]))
-          s.d, s.carried, s.full = carry(d, f[1], f[2], s, true), true, d == 0
+          s.d, s.carried, s.full = carry(d, f[1], f[2], s, not clamped), true, d == 0 and not clamped
         end
       end
       s.all, s.dbt, s.fa, s.fd = s.d, s.d, s.full, s.full
@@ -167,7 +175,7 @@ for i = 1, #KEYS do
         s.all, s.taken = math.max(0, s.all - math.min(-c, left)), true
         -- the take being given back was from a bucket full only by a
         -- carry's clamp: given back to full, it must not be deleted
-        if math.floor(flags / 8) % 2 == 1 then s.full = false; s.carried = true end
+        if math.floor(flags / 8) % 2 == 1 then s.full = false; s.carried = true else s.fa, s.fd = true, true end
       end
     else
       if c <= s.capU - s.all then ok = 1 end
@@ -190,10 +198,16 @@ for k, s in pairs(st) do
   local d, dirty = s.dbt, s.carried or s.charged
   if all == 1 then d, dirty = s.all, dirty or s.taken end
   if dirty then
-    if d == 0 and s.carried and not s.full then
-      -- full only by a carry's clamp to a smaller burst: deleted, it
-      -- would read as full under a larger one; stored, it reads the same
-      -- under this limit, so it stays as it is
+    local fl = s.fd
+    if all == 1 then fl = s.fa end
+    if d == 0 and (not fl or not s.full and s.carried) then
+      -- full only by a carry's clamp (or a give-back to one): marked
+      local v = string.format('-1 %d ', s.t) .. s.sig
+      if s.m > 0 then
+        redis.call('SET', k, v, 'PX', string.format('%d', cdiv(cdiv(s.capU, s.m) * s.q, 1000)))
+      else
+        redis.call('SET', k, v)
+      end
     elseif d == 0 then
       redis.call('DEL', k)
     else
