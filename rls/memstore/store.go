@@ -376,8 +376,9 @@ func (s *Store) room(tb *table, cells []cell, index map[digest]int, now int64) {
 
 // roomOnce, from where the last scan stopped, inspects at least sweep
 // buckets that none of this request's cells is, drops those that are full
-// again (the same as absent, so nothing is lost), and if none was, evicts
-// the fullest one it inspected (the one whose loss forgives least; counted
+// again (the same as absent, so nothing is lost, but for a bucket marked
+// full only by a clamp, which then reads full under a larger limit: the
+// documented bound), and if none was, evicts the fullest one it inspected (the one whose loss forgives least; counted
 // by Evictions). It inspects more than sweep only while every one seen so
 // far belongs to the request. It reports whether it removed a bucket.
 // Called with the shard locked.

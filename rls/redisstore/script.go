@@ -23,8 +23,10 @@ import (
 // as of tick t of the server clock (TIME), and the parameters it was
 // written with (compared as a string, parsed only when they differ: the
 // common case costs two string.find). An absent key has no debt: a full
-// bucket. A d of -1 marks a bucket full only because a carry clamped its
-// balance to this smaller capacity (below). Debt shrinks by m units per tick; a clock reading at or before t
+// bucket. A sig followed by ":c" (and d = 0) marks a bucket full only
+// because a carry clamped its balance to this smaller capacity (below); a
+// script from before the mark reads it as another limit's full bucket, as
+// it read such a bucket before, and never as more than full. Debt shrinks by m units per tick; a clock reading at or before t
 // refills nothing and never moves t back. Every number is an integer below
 // 2^53 (the Go side checks the debt bound against 2^52 and caps n at one
 // burst more than the debt allows), so Lua's doubles hold them exactly;
@@ -41,8 +43,8 @@ import (
 // not a full bucket (one key under two limits would refill: 10 with 5 left
 // is full under 5, and read back under 10 as full, or deleted and read as
 // absent, it had 10 again): carried again, within the request or from the
-// store, it carries its balance, this capacity; it is stored as d = -1,
-// full under these parameters, and expires when a bucket of them would be
+// store, it carries its balance, this capacity; it is stored marked
+// ("0 t sig:c"), full under these parameters, and expires when a bucket of them would be
 // full again from empty. The carry-over is
 // written back whatever the request's outcome, so a raised limit reaches a
 // client whose requests are still being refused. A give-back whose take
@@ -145,9 +147,11 @@ for i = 1, #KEYS do
         local c = string.find(v, ' ', a + 1, true)
         local d, t = tonumber(string.sub(v, 1, a - 1)), tonumber(string.sub(v, a + 1, c - 1))
         local vsig = string.sub(v, c + 1)
-        -- d = -1: full only by a clamp, carries its balance
-        local clamped = d < 0
-        if clamped then d = 0 end
+        -- a sig ending in :c marks a bucket full only by a clamp, which
+        -- carries its balance (an older script, reading another sig,
+        -- carries it as a full bucket, as it always did)
+        local clamped = string.sub(vsig, -2) == ':c'
+        if clamped then vsig, d = string.sub(vsig, 1, -3), 0 end
         if vsig == sig then
           s.d, s.t = refill(d, t, m, now)
           s.full = s.d == 0 and not clamped
@@ -159,12 +163,15 @@ for i = 1, #KEYS do
         end
       end
       s.all, s.dbt, s.fa, s.fd = s.d, s.d, s.full, s.full
+      -- cl: full only by a carry's clamp (a marker, or carried to 0)
+      s.cl = s.d == 0 and not s.full
       st[k] = s
     elseif s.sig ~= sig then
       -- one key under two limits in one request
       local ocap, oper = s.capU, s.per
       s.capU, s.per, s.m, s.q, s.sig = capU, per, m, q, sig
       s.all, s.dbt = carry(s.all, ocap, oper, s, s.fa), carry(s.dbt, ocap, oper, s, s.fd)
+      if not s.full then s.cl = true end
       s.t, s.now, s.sub, s.carried = now, now, us - now * q, true
     end
     local c = n * s.per
@@ -175,7 +182,7 @@ for i = 1, #KEYS do
         s.all, s.taken = math.max(0, s.all - math.min(-c, left)), true
         -- the take being given back was from a bucket full only by a
         -- carry's clamp: given back to full, it must not be deleted
-        if math.floor(flags / 8) % 2 == 1 then s.full = false; s.carried = true else s.fa, s.fd = true, true end
+        if math.floor(flags / 8) % 2 == 1 then s.full = false; s.carried = true elseif not s.cl then s.fa, s.fd = true, true end
       end
     else
       if c <= s.capU - s.all then ok = 1 end
@@ -202,7 +209,7 @@ for k, s in pairs(st) do
     if all == 1 then fl = s.fa end
     if d == 0 and (not fl or not s.full and s.carried) then
       -- full only by a carry's clamp (or a give-back to one): marked
-      local v = string.format('-1 %d ', s.t) .. s.sig
+      local v = string.format('0 %d ', s.t) .. s.sig .. ':c'
       if s.m > 0 then
         redis.call('SET', k, v, 'PX', string.format('%d', cdiv(cdiv(s.capU, s.m) * s.q, 1000)))
       else
@@ -242,7 +249,7 @@ for i = 1, #KEYS do
     out[#out + 1] = us - h.now * q
     out[#out + 1] = fin
     out[#out + 1] = h.t
-    if st[KEYS[i]].full then out[#out + 1] = 1 else out[#out + 1] = 0 end
+    if not st[KEYS[i]].cl then out[#out + 1] = 1 else out[#out + 1] = 0 end
   end
 end
 return out

@@ -1,0 +1,185 @@
+package redisstore_test
+
+// The clamp mark ("0 t sig:c": a bucket full only because a carry clamped
+// its balance to a smaller burst) through give-backs, expiry and a script
+// from before the mark.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/admit-go/admit/rls"
+	"github.com/admit-go/admit/rls/internal/tick"
+	"github.com/admit-go/admit/rls/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+func markStore(t *testing.T) (*redisstore.Store, *redis.Client, string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	p := newPrefix()
+	s, err := redisstore.New(c, redisstore.WithPrefix(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c, p
+}
+
+func decide1(t *testing.T, s rls.Store, hits ...rls.Hit) (bool, []rls.Result) {
+	t.Helper()
+	res := make([]rls.Result, len(hits))
+	a, err := s.Decide(context.Background(), hits, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, res
+}
+
+// TestGiveBackDeletesOthersMarker: a split request R1 takes 1 from a
+// full key under S (5 an hour) and is refused by another node. Before its
+// give-back arrives, other requests leave the key marked under S (full under
+// S, 5 under L). R1's give-back (flag 8 unset: its take was from a full
+// bucket) then finds s.all = 0 under the same sig and, taking it for full,
+// deleted the mark (a version did): the key read full under L and admitted
+// 10 at once, where without R1 at all (the model) it admits 5.
+func TestGiveBackDeletesOthersMarker(t *testing.T) {
+	s, c, p := markStore(t)
+	ctx := context.Background()
+	S := rls.Hit{Key: "gm", Capacity: 5, Count: 1, Period: time.Hour, N: 1}
+	L := rls.Hit{Key: "gm", Capacity: 10, Count: 10, Period: time.Second}
+
+	_, d1, t1, full, err := s.TakeFullForTest(ctx, S) // R1's take
+	if err != nil || !full {
+		t.Fatal(err, full)
+	}
+	L.N = 0
+	decide1(t, s, L)                   // R2: carried into L, 4 of 10, stored under L
+	time.Sleep(700 * time.Millisecond) // L refills to full by itself
+	L.N = 1
+	S0 := S
+	S0.N = 0
+	decide1(t, s, L, S0) // R3: 9 under L, clamped full under S: marked
+	v, _ := c.Get(ctx, p+"gm").Result()
+	if !strings.HasSuffix(v, ":c") {
+		t.Fatalf("no mark after R3: %q", v)
+	}
+	if _, err := s.GiveBackFullForTest(ctx, S, d1, t1, full); err != nil { // R1's give-back
+		t.Fatal(err)
+	}
+	v, _ = c.Get(ctx, p+"gm").Result()
+	L.N = 10
+	a, res := decide1(t, s, L)
+	t.Logf("after give-back the key is %q; L take 10: admitted %v, remaining %d", v, a, res[0].Remaining)
+	if a {
+		t.Errorf("a give-back of a take from a full bucket deleted another request's marker: L admitted 10 where the model (R1 never happened) has 5")
+	}
+}
+
+// TestGiveBackMarksRefilled: flag 8 (the take was from a bucket full only
+// by a clamp) must not be sent for a bucket merely not full. A key one
+// token down under S (10 a second) takes 5, refill repays all during the
+// round trips, and the give-back must delete it: marked (a version did),
+// under a larger limit (20) it read 10, where the model (a full bucket,
+// the refused take undone) reads 20.
+func TestGiveBackMarksRefilled(t *testing.T) {
+	s, c, p := markStore(t)
+	ctx := context.Background()
+	h := rls.Hit{Key: "gr", Capacity: 10, Count: 10, Period: time.Second, N: 1}
+	decide1(t, s, h)
+	h.N = 5
+	_, d1, t1, full, err := s.TakeFullForTest(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(800 * time.Millisecond) // 8 tokens refilled: all 6 repaid
+	if _, err := s.GiveBackFullForTest(ctx, h, d1, t1, full); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := c.Get(ctx, p+"gr").Result()
+	big := rls.Hit{Key: "gr", Capacity: 20, Count: 10, Period: time.Second}
+	_, res := decide1(t, s, big)
+	t.Logf("take full=%v; after give-back key=%q; peek under burst 20: %d", full, v, res[0].Remaining)
+	if res[0].Remaining < 20 {
+		t.Errorf("a bucket refilled to full by itself, given back, reads %d under burst 20 (want 20): the give-back marked it", res[0].Remaining)
+	}
+}
+
+// TestMarkerHugePX: a marker of a huge, slow bucket (5·10^7 a year,
+// q = 1 s) gets PX = cdiv(capU, m)·q/1000, about 1.6·10^18 ms: above 2^53
+// but below LLONG_MAX; Redis must accept it.
+func TestMarkerHugePX(t *testing.T) {
+	s, c, p := markStore(t)
+	y := 365 * 24 * time.Hour
+	L := rls.Hit{Key: "hp", Capacity: 60_000_000, Count: 1, Period: y, N: 1}
+	S := rls.Hit{Key: "hp", Capacity: 50_000_000, Count: 1, Period: y}
+	decide1(t, s, L, S)
+	v, _ := c.Get(context.Background(), p+"hp").Result()
+	ttl, _ := c.PTTL(context.Background(), p+"hp").Result()
+	t.Logf("marker %q, pttl %v", v, ttl)
+	if !strings.HasSuffix(v, ":c") || ttl <= 0 {
+		t.Errorf("marker %q pttl %v", v, ttl)
+	}
+}
+
+// TestOldScriptReadsMark: during a rolling upgrade a replica from before
+// the mark (its script at 3fae337, testdata) reads a marked bucket as
+// another limit's full bucket, as it read a clamped one before: never as
+// more than full (a mark of d = -1, tried first, read as a balance of one
+// unit above the burst: 6 admitted through a burst of 5), and without an
+// error.
+func TestOldScriptReadsMark(t *testing.T) {
+	old, err := os.ReadFile("testdata/script-3fae337.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, count := range []int64{0, 1} {
+		s, c, p := markStore(t)
+		key := fmt.Sprintf("old%d", count)
+		L := rls.Hit{Key: key, Capacity: 10, Count: count, Period: time.Hour, N: 1}
+		S := rls.Hit{Key: key, Capacity: 5, Count: count, Period: time.Hour}
+		decide1(t, s, L, S) // 9 under L, marked under S
+		if v, _ := c.Get(context.Background(), p+key).Result(); !strings.HasSuffix(v, ":c") {
+			t.Fatalf("count %d: no mark: %q", count, v)
+		}
+		S.N = 6 // the Go side passes at most capacity+1
+		if a := runOld(t, c, string(old), p, S); a {
+			t.Errorf("count %d: a script from before the mark admitted 6 through a burst of 5", count)
+		}
+		S.N = 0
+		S.Debt = true
+		runOld(t, c, string(old), p, S) // a debt hit of 0: no error
+	}
+}
+
+// runOld runs src, a script from before the mark, on hits, and reports
+// whether it admitted them.
+func runOld(t *testing.T, c *redis.Client, src, prefix string, hits ...rls.Hit) bool {
+	t.Helper()
+	var keys []string
+	var args []any
+	for _, h := range hits {
+		tp, err := tick.New(h.Capacity, h.Count, h.Period, time.Microsecond, 1<<52)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strconv.FormatInt
+		flags := "0"
+		if h.Debt {
+			flags = "2"
+		}
+		sig := f(tp.CapU, 10) + ":" + f(tp.Per, 10) + ":" + f(tp.M, 10) + ":" + f(tp.Q, 10)
+		keys = append(keys, prefix+h.Key)
+		args = append(args, f(tp.CapU, 10), f(tp.Per, 10), f(tp.M, 10), f(tp.Q, 10), f(min(h.N, h.Capacity+1), 10), flags, sig, "0", "0")
+	}
+	out, err := redis.NewScript(src).Run(context.Background(), c, keys, args...).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out[0] == 1
+}
