@@ -15,6 +15,7 @@ func (s *Store) TakeFullForTest(ctx context.Context, h rls.Hit) (rls.Result, int
 	}
 	res, tk := make([]rls.Result, 1), make([]take, 1)
 	_, err = s.run(ctx, []rls.Hit{h}, []params{p}, res, nil, tk, false)
+	lastTake = tk[0]
 	return res[0], tk[0].d, tk[0].t, tk[0].full, err
 }
 
@@ -26,6 +27,6 @@ func (s *Store) GiveBackFullForTest(ctx context.Context, h rls.Hit, d, t int64, 
 		return rls.Result{}, err
 	}
 	res := make([]rls.Result, 1)
-	_, err = s.run(ctx, []rls.Hit{h}, []params{p}, res, []take{{d: d, t: t, full: full}}, nil, false)
+	_, err = s.run(ctx, []rls.Hit{h}, []params{p}, res, []take{{d: d, t: t, full: full, dref: lastTake.dref, marked: lastTake.marked, refMark: lastTake.refMark}}, nil, false)
 	return res[0], err
 }

@@ -8,15 +8,17 @@ import (
 // src decides a request's buckets in one atomic step on one Redis node,
 // with the arithmetic of package rls/internal/tick.
 //
-// KEYS are the buckets; ARGV holds nine values per key: capU (capacity in
+// KEYS are the buckets; ARGV holds ten values per key: capU (capacity in
 // units; 0 for a limit of zero, which has no bucket and holds only a cost
 // of 0), per (units per token), m (units refilled per tick, 0 for none), q
 // (microseconds per tick), n (tokens asked: 0 checks, a negative n gives
 // tokens back), flags (1: shadow, the key may lack n without refusing; 2:
 // debt, the key is charged n whatever the outcome; 4: the request is
-// refused already; 8: a give-back to a bucket full only by a clamp), sig,
-// the parameters as "capU:per:m:q", and, for a give-back only, d1 and t1:
-// the debt the take left and its tick.
+// refused already; 8: a give-back to a bucket full only by a clamp; 16 and
+// 32, a give-back only: the decision wrote the bucket marked, a refused
+// request leaves it marked), sig, the parameters as "capU:per:m:q", and,
+// for a give-back only, d1, t1 and dref: the debt the take left, its tick,
+// and the debt a refused request leaves.
 //
 // A bucket is stored as the string "d t sig": its debt d (capacity minus
 // balance, in units; up to 2·capU, a balance of minus one burst)
@@ -64,7 +66,14 @@ import (
 // again, or DEL when it is full. The script runs atomically, so no other
 // request sees a state in between.
 //
-// A give-back returns what the take still accounts for: refill alone
+// A give-back (the split path's, for a refused request) first compares the
+// key with what the decision wrote (d1, t1, and flag 16 if it wrote a
+// mark): if nothing changed it since, it sets the state a refused request
+// leaves, which the decision reported (dref, the tenth value of ARGV, and
+// flag 32 if that state is marked), refilled from t1 to now: exact, with
+// the debt charges, carries and marks of the request standing and its
+// takes undone, as on one Redis. Otherwise it returns what the take still
+// accounts for: refill alone
 // would have brought the debt d1 down to left = max(0, d1 − m·(now − t1))
 // by now, and whatever else happened since only added debt, so the take's
 // -n·per units are still distinguishable from a full bucket only up to
@@ -74,7 +83,8 @@ import (
 // that a refill had filled, and someone had drained since, above its bound.
 // A bucket whose parameters changed since is given nothing back.
 //
-// It returns {admitted, then per hit: ok, remaining, reset, sub, d, t, full},
+// It returns {admitted, then per hit: ok, remaining, reset, sub, d, t, full,
+// dref, marked, refmark},
 // each of the bucket right after that hit, as the decision leaves it (the
 // running debt with every take if admitted, with the debt charges only if
 // refused), so that two hits of one key report the first's take, then
@@ -83,8 +93,10 @@ import (
 // current tick's start until the bucket is full (0 when full, -1 never),
 // sub the microseconds already gone of the current tick, d and t the
 // bucket's debt and tick (a give-back's d1 and t1, from a key's last hit),
-// full 1 if the key was full before any carry (absent, or refilled to
-// full), else 0.
+// full 1 if the key was not full only by a clamp (absent, refilled to
+// full, or in debt), else 0; and of the key after the decision: dref the
+// debt a refused request leaves, marked 1 if the decision wrote it marked,
+// refmark 1 if a refused request leaves it marked (for a give-back).
 const src = `
 local function idiv(a, b)
   local r = math.floor(a / b)
@@ -127,7 +139,7 @@ local tm = redis.call('TIME')
 local us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 local st, okv, hs, all = {}, {}, {}, 1
 for i = 1, #KEYS do
-  local b = (i - 1) * 9
+  local b = (i - 1) * 10
   local capU, per, m, q = tonumber(ARGV[b+1]), tonumber(ARGV[b+2]), tonumber(ARGV[b+3]), tonumber(ARGV[b+4])
   local n, flags, sig = tonumber(ARGV[b+5]), tonumber(ARGV[b+6]), ARGV[b+7]
   local shadow, debt = flags % 2 == 1, math.floor(flags / 2) % 2 == 1
@@ -142,6 +154,7 @@ for i = 1, #KEYS do
     if not s then
       s = {d = 0, t = now, capU = capU, per = per, m = m, q = q, sig = sig, now = now, sub = us - now * q, full = true}
       local v = redis.call('GET', k)
+      s.raw = v
       if v then
         local a = string.find(v, ' ', 1, true)
         local c = string.find(v, ' ', a + 1, true)
@@ -177,7 +190,21 @@ for i = 1, #KEYS do
     local c = n * s.per
     if n < 0 then
       ok = 1
-      if not s.carried then
+      local d1, t1, dref = tonumber(ARGV[b+8]), tonumber(ARGV[b+9]), tonumber(ARGV[b+10])
+      local want = false
+      if math.floor(flags / 16) % 2 == 1 then
+        want = string.format('0 %d ', t1) .. sig .. ':c'
+      elseif d1 > 0 then
+        want = string.format('%d %d ', d1, t1) .. sig
+      end
+      if s.raw == want then
+        -- untouched since the decision wrote it: set the state a refused
+        -- request leaves, which the decision computed (its debt charges,
+        -- its carries and marks; no take)
+        s.all, s.t = refill(dref, t1, s.m, s.now)
+        s.taken, s.full, s.carried = true, true, false
+        s.fa = math.floor(flags / 32) % 2 == 0
+      elseif not s.carried then
         local left = refill(tonumber(ARGV[b+8]), tonumber(ARGV[b+9]), s.m, s.now)
         s.all, s.taken = math.max(0, s.all - math.min(-c, left)), true
         -- the take being given back was from a bucket full only by a
@@ -204,10 +231,13 @@ end
 for k, s in pairs(st) do
   local d, dirty = s.dbt, s.carried or s.charged
   if all == 1 then d, dirty = s.all, dirty or s.taken end
+  -- what a refused request writes, for a split give-back to restore
+  s.rmark = s.dbt == 0 and (not s.fd or not s.full and s.carried)
   if dirty then
     local fl = s.fd
     if all == 1 then fl = s.fa end
     if d == 0 and (not fl or not s.full and s.carried) then
+      s.wmark = true
       -- full only by a carry's clamp (or a give-back to one): marked
       local v = string.format('0 %d ', s.t) .. s.sig .. ':c'
       if s.m > 0 then
@@ -231,11 +261,11 @@ for k, s in pairs(st) do
 end
 local out = {all}
 for i = 1, #KEYS do
-  if tonumber(ARGV[(i - 1) * 9 + 1]) == 0 then
-    for _, x in ipairs({okv[i], 0, 0, 0, 0, 0, 1}) do out[#out + 1] = x end
+  if tonumber(ARGV[(i - 1) * 10 + 1]) == 0 then
+    for _, x in ipairs({okv[i], 0, 0, 0, 0, 0, 1, 0, 0, 0}) do out[#out + 1] = x end
   else
     -- hit i's own state, right after it, under its own parameters
-    local h, b = hs[i], (i - 1) * 9
+    local h, b = hs[i], (i - 1) * 10
     local capU, per, m, q = tonumber(ARGV[b+1]), tonumber(ARGV[b+2]), tonumber(ARGV[b+3]), tonumber(ARGV[b+4])
     local fin = h.dbt
     if all == 1 then fin = h.all end
@@ -249,7 +279,11 @@ for i = 1, #KEYS do
     out[#out + 1] = us - h.now * q
     out[#out + 1] = fin
     out[#out + 1] = h.t
-    if not st[KEYS[i]].cl then out[#out + 1] = 1 else out[#out + 1] = 0 end
+    local s = st[KEYS[i]]
+    if not s.cl then out[#out + 1] = 1 else out[#out + 1] = 0 end
+    out[#out + 1] = s.dbt
+    if s.wmark then out[#out + 1] = 1 else out[#out + 1] = 0 end
+    if s.rmark then out[#out + 1] = 1 else out[#out + 1] = 0 end
   end
 end
 return out

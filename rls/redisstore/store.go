@@ -253,21 +253,24 @@ func (s *Store) Decide(ctx context.Context, hits []rls.Hit, results []rls.Result
 
 // Script flags, per hit.
 const (
-	flagShadow  = 1 // may lack its cost without refusing
-	flagDebt    = 2 // charged whatever the outcome
-	flagRefused = 4 // the request is refused already: take nothing
-	flagClamped = 8 // a give-back to a bucket full only by a carry's clamp
+	flagShadow  = 1  // may lack its cost without refusing
+	flagDebt    = 2  // charged whatever the outcome
+	flagRefused = 4  // the request is refused already: take nothing
+	flagClamped = 8  // a give-back to a bucket full only by a carry's clamp
+	flagMarked  = 16 // a give-back: the decision wrote the bucket marked
+	flagRefMark = 32 // a give-back: a refused request leaves it marked
 )
 
 // run runs the script over hits. back, when not nil, makes it a give-back:
-// back[i] is hit i's take, whose N tokens it returns as far as they still
-// count (see script.go). taken, when not nil, receives each hit's debt and
+// back[i] is hit i's take; a key untouched since is set to the state a
+// refused request leaves, another gets the take's N tokens back as far as
+// they still count (see script.go). taken, when not nil, receives each hit's debt and
 // tick after the decision, for a later give-back. refused runs the hits of
 // a request already refused: nothing is taken, but changed limits and
 // debt charges are applied and each hit's OK says whether it held its cost.
 func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []rls.Result, back, taken []take, refused bool) (bool, error) {
 	keys := make([]string, len(hits))
-	args := make([]string, 0, 9*len(hits))
+	args := make([]string, 0, 10*len(hits))
 	for i := range hits {
 		h, p := &hits[i], &ps[i]
 		keys[i] = s.prefix + h.Key
@@ -276,10 +279,11 @@ func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []
 			limit = 2*h.Capacity + 1
 		}
 		cost := strconv.FormatInt(min(h.N, limit), 10)
-		d1, t1 := "0", "0"
+		d1, t1, dref := "0", "0", "0"
 		if back != nil {
 			cost = strconv.FormatInt(-h.N, 10)
 			d1, t1 = strconv.FormatInt(back[i].d, 10), strconv.FormatInt(back[i].t, 10)
+			dref = strconv.FormatInt(back[i].dref, 10)
 		}
 		flags := 0
 		if h.Shadow {
@@ -294,25 +298,31 @@ func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []
 		if back != nil && !back[i].full {
 			flags |= flagClamped
 		}
+		if back != nil && back[i].marked {
+			flags |= flagMarked
+		}
+		if back != nil && back[i].refMark {
+			flags |= flagRefMark
+		}
 		if h.Capacity == 0 {
-			args = append(args, "0", "1", "0", "1", cost, strconv.Itoa(flags), "", d1, t1)
+			args = append(args, "0", "1", "0", "1", cost, strconv.Itoa(flags), "", d1, t1, dref)
 			continue
 		}
-		args = append(args, p.args[0], p.args[1], p.args[2], p.args[3], cost, strconv.Itoa(flags), p.args[4], d1, t1)
+		args = append(args, p.args[0], p.args[1], p.args[2], p.args[3], cost, strconv.Itoa(flags), p.args[4], d1, t1, dref)
 	}
 	out, err := s.exec(ctx, keys, args)
 	if err != nil {
 		return false, err
 	}
-	if len(out) != 1+7*len(hits) {
+	if len(out) != 1+10*len(hits) {
 		return false, fmt.Errorf("redisstore: script returned %d values for %d keys", len(out), len(hits))
 	}
 	for i := range hits {
-		r := out[1+7*i:]
+		r := out[1+10*i:]
 		ok := r[0] == 1 && hits[i].N >= 0 && hits[i].N <= hits[i].Capacity
 		results[i] = rls.Result{OK: ok, Remaining: max(0, r[1]), ResetAfter: wait(r[2], r[3], ps[i].Q)}
 		if taken != nil {
-			taken[i] = take{d: r[4], t: r[5], full: r[6] == 1}
+			taken[i] = take{d: r[4], t: r[5], full: r[6] == 1, dref: r[7], marked: r[8] == 1, refMark: r[9] == 1}
 		}
 	}
 	return out[0] == 1, nil
@@ -323,6 +333,13 @@ func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []
 type take struct {
 	d, t int64
 	full bool
+	// What the decision wrote was marked, and what a refused request
+	// leaves (its debt charges and carries, no take): debt dref, marked
+	// if refMark. A give-back that finds the key as the decision wrote it
+	// sets that state exactly; one that finds it changed gives back what
+	// it can.
+	dref            int64
+	marked, refMark bool
 }
 
 // decideSplit decides each key on its own node, concurrently (the hits of
