@@ -20,18 +20,22 @@
 // A script may touch keys of one slot only, so on a Cluster each key is
 // decided by its own script on its own node, concurrently (the hits of one
 // key, two limits of one descriptor say, in one script, in order, as on one
-// Redis); if an enforced hit refuses, every key that took is given back, by
-// a second script, what its takes still account for (their sum, under the
-// key's last limit): all of it, unless the bucket was within one round
-// trip's refill of full (then refill has already made up part of the take,
-// and returning it all could lift the bucket above its bound; see
-// script.go). What holds then: every bucket alone keeps the
-// token bucket bound (never more than burst + rate × T, plus one tick's
-// refill where the tick is coarser than a microsecond: docs/rls.md); a refused request
-// ends up taking from none of its buckets, except at most one round trip's
-// refill from a bucket that was nearly full; between its take and its
-// give-back another request may see those tokens missing and be refused
-// (never over-admitted). A request that an enforced hit refused is refused
+// Redis); if an enforced hit refuses, every key that took gets a second
+// script: a key as the decision left it is set to the state a refused
+// request leaves (exact); one another request changed since is given back
+// what its takes still account for (their sum, under the key's last
+// limit): all of it, unless the bucket was within one round trip's refill
+// of full (then refill has already made up part of the take, and returning
+// it all could lift the bucket above its bound; see script.go). A refused
+// request then ends up taking from none of its buckets, except at most one
+// round trip's refill from a bucket that was nearly full; between its take
+// and its give-back another request may see those tokens missing and be
+// refused. The token bucket bound (never more than burst + rate × T, plus
+// one tick's refill where the tick is coarser than a microsecond:
+// docs/rls.md) holds but for a known fault of the second kind of give-back:
+// tokens that a debt charge cut at the bound, a clamp under another limit
+// of the key, or another give-back absorbed in between can be returned
+// again (docs/rls.md). A request that an enforced hit refused is refused
 // (no error) even when another key's node or a give-back (on a timeout of
 // its own) failed: what those left taken errs on the side of refusing. Only
 // a request that nothing refused and some node failed to decide fails,
