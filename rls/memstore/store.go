@@ -163,17 +163,15 @@ type cell struct {
 	p        tick.Params
 	all, dbt int64
 	t        int64
-	// carried: the cell's parameters differ from the stored bucket's
-	// (carried at load or within the request); wasFull: the bucket was
-	// full before any carry (absent, or refilled to full); fullAll and
-	// fullDbt: all and dbt are 0 because the bucket is full, not because a
-	// carry clamped it to a smaller burst. A full bucket is dropped, which
-	// reads as full under any limit, and a full one carries over as full:
-	// a balance clamped to a smaller burst must do neither, or one key
-	// under two limits refills (10 with 5 left, carried into 5, is full;
-	// carried back, or dropped and read under 10, it had 10): it is stored
-	// with debt -1, full under its parameters and its balance under others.
-	carried, wasFull, fullAll, fullDbt bool
+	// fullAll and fullDbt: all and dbt are 0 because the bucket is full,
+	// not because a carry clamped it to a smaller burst. A full bucket is
+	// dropped, which reads as full under any limit, and a full one carries
+	// over as full: a balance clamped to a smaller burst must do neither,
+	// or one key under two limits refills (10 with 5 left, carried into 5,
+	// is full; carried back, or dropped and read under 10, it had 10): it
+	// is stored with debt -1, full under its parameters and its balance
+	// under others.
+	fullAll, fullDbt bool
 }
 
 // Decide implements rls.Store; see the package doc for how it is atomic.
@@ -309,20 +307,21 @@ type state struct{ all, dbt, t int64 }
 // or a full one.
 func (s *Store) load(dg digest, p tick.Params, now int64) cell {
 	sh := &s.shards[dg[0]&(nShards-1)]
-	c := cell{dig: dg, sh: sh, p: p, t: now / p.Q, wasFull: true}
+	c := cell{dig: dg, sh: sh, p: p, t: now / p.Q}
+	full := true // absent, or refilled to full (not by a clamp)
 	if i := sh.tb.find(dg); i >= 0 {
 		b := &sh.tb.vals[i]
 		clamped := b.d < 0
 		bd := max(b.d, 0)
 		if b.p != p {
 			d, _ := b.p.Refill(bd, b.t, now/b.p.Q)
-			c.all, c.carried, c.wasFull = carryDebt(&p, &b.p, d, !clamped), true, d == 0 && !clamped
+			c.all, full = carryDebt(&p, &b.p, d, !clamped), d == 0 && !clamped
 		} else {
 			c.all, c.t = p.Refill(bd, b.t, now/p.Q)
-			c.wasFull = c.all == 0 && !clamped
+			full = c.all == 0 && !clamped
 		}
 	}
-	c.dbt, c.fullAll, c.fullDbt = c.all, c.wasFull, c.wasFull
+	c.dbt, c.fullAll, c.fullDbt = c.all, full, full
 	return c
 }
 
@@ -332,7 +331,7 @@ func (s *Store) load(dg digest, p tick.Params, now int64) cell {
 func (c *cell) carry(p tick.Params, now int64) {
 	c.all, c.dbt = carryDebt(&p, &c.p, c.all, c.fullAll), carryDebt(&p, &c.p, c.dbt, c.fullDbt)
 	c.fullAll, c.fullDbt = c.fullAll && c.all == 0, c.fullDbt && c.dbt == 0
-	c.p, c.t, c.carried = p, now/p.Q, true
+	c.p, c.t = p, now/p.Q
 }
 
 // carryDebt carries debt d of old into p: Carry if the bucket is full or
