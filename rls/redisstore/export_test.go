@@ -6,30 +6,37 @@ import (
 	"github.com/admit-go/admit/rls"
 )
 
-// TakeForTest takes h's cost as the first phase of a split decision does,
-// returning the bucket's debt and tick after it.
-func (s *Store) TakeForTest(ctx context.Context, h rls.Hit) (rls.Result, int64, int64, error) {
+// TakeState is a take as decideSplit keeps it for a give-back: D and T, the
+// bucket's debt and tick after the take, may be changed by a test (to say
+// the take happened longer ago); the rest (whether the key was full, the
+// state a refused request leaves) comes from the script as it is.
+type TakeState struct {
+	D, T int64
+	Full bool // the key was not full only by a clamp (no flag 8)
+	tk   take
+}
+
+// TakeForTest takes h's cost as the first phase of a split decision does.
+func (s *Store) TakeForTest(ctx context.Context, h rls.Hit) (rls.Result, TakeState, error) {
 	p, err := s.paramsFor(&h)
 	if err != nil {
-		return rls.Result{}, 0, 0, err
+		return rls.Result{}, TakeState{}, err
 	}
 	res, tk := make([]rls.Result, 1), make([]take, 1)
 	_, err = s.run(ctx, []rls.Hit{h}, []params{p}, res, nil, tk, false)
-	lastTake = tk[0]
-	return res[0], tk[0].d, tk[0].t, err
+	return res[0], TakeState{D: tk[0].d, T: tk[0].t, Full: tk[0].full, tk: tk[0]}, err
 }
 
-// lastTake is the last take of TakeForTest or TakeFullForTest: a give-back
-// for a test passes its refused state and marks (the tests run serially).
-var lastTake take
-
-// GiveBackForTest gives back h's cost for a take that left debt d at tick t.
-func (s *Store) GiveBackForTest(ctx context.Context, h rls.Hit, d, t int64) (rls.Result, error) {
+// GiveBackForTest gives back h's cost for the take ts, as decideSplit does
+// when another key refused the request.
+func (s *Store) GiveBackForTest(ctx context.Context, h rls.Hit, ts TakeState) (rls.Result, error) {
 	p, err := s.paramsFor(&h)
 	if err != nil {
 		return rls.Result{}, err
 	}
+	tk := ts.tk
+	tk.d, tk.t, tk.full = ts.D, ts.T, ts.Full
 	res := make([]rls.Result, 1)
-	_, err = s.run(ctx, []rls.Hit{h}, []params{p}, res, []take{{d: d, t: t, full: true, dref: lastTake.dref, marked: lastTake.marked, refMark: lastTake.refMark}}, nil, false)
+	_, err = s.run(ctx, []rls.Hit{h}, []params{p}, res, []take{tk}, nil, false)
 	return res[0], err
 }

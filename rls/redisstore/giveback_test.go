@@ -30,18 +30,18 @@ func TestGiveBackRefilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.N = 5
-	_, d1, t1, full, err := s.TakeFullForTest(ctx, h)
+	_, tk, err := s.TakeForTest(ctx, h)
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond)
-	r, err := s.GiveBackFullForTest(ctx, h, d1, t1, full)
+	r, err := s.GiveBackForTest(ctx, h, tk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.N = 0
 	s.Decide(ctx, []rls.Hit{h}, res)
-	t.Logf("take full=%v; give-back reports %d remaining; a peek after: %d (want 10)", full, r.Remaining, res[0].Remaining)
+	t.Logf("take full=%v; give-back reports %d remaining; a peek after: %d (want 10)", tk.Full, r.Remaining, res[0].Remaining)
 	if res[0].Remaining < 9 {
 		t.Errorf("after a give-back the key has %d of 10: the refused request's take stood", res[0].Remaining)
 	}

@@ -54,9 +54,9 @@ func TestGiveBackDeletesOthersMarker(t *testing.T) {
 	S := rls.Hit{Key: "gm", Capacity: 5, Count: 1, Period: time.Hour, N: 1}
 	L := rls.Hit{Key: "gm", Capacity: 10, Count: 10, Period: time.Second}
 
-	_, d1, t1, full, err := s.TakeFullForTest(ctx, S) // R1's take
-	if err != nil || !full {
-		t.Fatal(err, full)
+	_, tk, err := s.TakeForTest(ctx, S) // R1's take
+	if err != nil || !tk.Full {
+		t.Fatal(err, tk.Full)
 	}
 	L.N = 0
 	decide1(t, s, L)                   // R2: carried into L, 4 of 10, stored under L
@@ -69,7 +69,7 @@ func TestGiveBackDeletesOthersMarker(t *testing.T) {
 	if !strings.HasSuffix(v, ":c") {
 		t.Fatalf("no mark after R3: %q", v)
 	}
-	if _, err := s.GiveBackFullForTest(ctx, S, d1, t1, full); err != nil { // R1's give-back
+	if _, err := s.GiveBackForTest(ctx, S, tk); err != nil { // R1's give-back
 		t.Fatal(err)
 	}
 	v, _ = c.Get(ctx, p+"gm").Result()
@@ -93,18 +93,18 @@ func TestGiveBackMarksRefilled(t *testing.T) {
 	h := rls.Hit{Key: "gr", Capacity: 10, Count: 10, Period: time.Second, N: 1}
 	decide1(t, s, h)
 	h.N = 5
-	_, d1, t1, full, err := s.TakeFullForTest(ctx, h)
+	_, tk, err := s.TakeForTest(ctx, h)
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(800 * time.Millisecond) // 8 tokens refilled: all 6 repaid
-	if _, err := s.GiveBackFullForTest(ctx, h, d1, t1, full); err != nil {
+	if _, err := s.GiveBackForTest(ctx, h, tk); err != nil {
 		t.Fatal(err)
 	}
 	v, _ := c.Get(ctx, p+"gr").Result()
 	big := rls.Hit{Key: "gr", Capacity: 20, Count: 10, Period: time.Second}
 	_, res := decide1(t, s, big)
-	t.Logf("take full=%v; after give-back key=%q; peek under burst 20: %d", full, v, res[0].Remaining)
+	t.Logf("take full=%v; after give-back key=%q; peek under burst 20: %d", tk.Full, v, res[0].Remaining)
 	if res[0].Remaining < 20 {
 		t.Errorf("a bucket refilled to full by itself, given back, reads %d under burst 20 (want 20): the give-back marked it", res[0].Remaining)
 	}

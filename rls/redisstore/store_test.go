@@ -324,7 +324,7 @@ func TestGiveBack(t *testing.T) {
 	ctx := context.Background()
 	h := rls.Hit{Key: "g", Capacity: 10, Count: 10, Period: time.Hour, N: 1}
 	// The take, from a full bucket.
-	_, d1, t1, err := s.TakeForTest(ctx, h)
+	_, tk, err := s.TakeForTest(ctx, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,8 @@ func TestGiveBack(t *testing.T) {
 		t.Fatalf("drain: %v %+v %v", ok, res[0], err)
 	}
 	const ticks = 400_000_000 // µs ticks
-	r, err := s.GiveBackForTest(ctx, h, d1, t1-ticks)
+	tk.T -= ticks
+	r, err := s.GiveBackForTest(ctx, h, tk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,11 +353,11 @@ func TestGiveBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.N = 1
-	r, d1, t1, err = s.TakeForTest(ctx, k)
+	r, tk, err = s.TakeForTest(ctx, k)
 	if err != nil || r.Remaining != 7 {
 		t.Fatalf("take: %+v %v", r, err)
 	}
-	if r, err = s.GiveBackForTest(ctx, k, d1, t1); err != nil || r.Remaining != 8 {
+	if r, err = s.GiveBackForTest(ctx, k, tk); err != nil || r.Remaining != 8 {
 		t.Fatalf("give-back: %+v %v", r, err)
 	}
 }
