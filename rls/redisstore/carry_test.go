@@ -17,8 +17,6 @@ import (
 
 	"github.com/admit-go/admit/rls"
 	"github.com/admit-go/admit/rls/memstore"
-	"github.com/admit-go/admit/rls/redisstore"
-	"github.com/redis/go-redis/v9"
 )
 
 func rh(key string, capacity, count, n int64) rls.Hit {
@@ -26,6 +24,35 @@ func rh(key string, capacity, count, n int64) rls.Hit {
 }
 
 func withFlags(h rls.Hit, shadow, debt bool) rls.Hit { h.Shadow, h.Debt = shadow, debt; return h }
+
+// randomHits is a random request's hits of key: one to three, each under
+// one of lims (capacity, count and period; key and cost are set here),
+// costing 0 to 4, a shadow hit with odds 1 in odds and a debt hit with odds
+// debts in odds.
+func randomHits(r *rand.Rand, key string, lims []rls.Hit, odds, debts int) []rls.Hit {
+	var req []rls.Hit
+	for range 1 + r.IntN(3) {
+		h := lims[r.IntN(len(lims))]
+		h.Key, h.N = key, int64(r.IntN(5))
+		switch k := r.IntN(odds); {
+		case k == 0:
+			h.Shadow = true
+		case k <= debts:
+			h.Debt = true
+		}
+		req = append(req, h)
+	}
+	return req
+}
+
+// capsNeverRefilling are limits of the given capacities that never refill.
+func capsNeverRefilling(caps ...int64) []rls.Hit {
+	var lims []rls.Hit
+	for _, c := range caps {
+		lims = append(lims, rh("", c, 0, 0))
+	}
+	return lims
+}
 
 // model is the reference: balance in whole tokens (count 0 only), fresh
 // while never taken from or charged (full under any limit).
@@ -226,24 +253,13 @@ func TestDebtThenClamp(t *testing.T) {
 // TestRandom: random sequences of one key under three limits (bursts
 // 10, 5, 7; count 0) and an empty key, mixing peeks, shadow, debt.
 func TestRandom(t *testing.T) {
-	caps := []int64{10, 5, 7}
+	lims := capsNeverRefilling(10, 5, 7)
 	for seed := range uint64(6) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		key, other := fmt.Sprintf("rnd%d", seed), fmt.Sprintf("rnd%d-empty", seed)
 		reqs := [][]rls.Hit{{rh(other, 1, 0, 1)}}
 		for range 60 {
-			var req []rls.Hit
-			for range 1 + r.IntN(3) {
-				c := caps[r.IntN(len(caps))]
-				h := rh(key, c, 0, int64(r.IntN(5)))
-				switch r.IntN(6) {
-				case 0:
-					h.Shadow = true
-				case 1:
-					h.Debt = true
-				}
-				req = append(req, h)
-			}
+			req := randomHits(r, key, lims, 6, 1)
 			if r.IntN(5) == 0 {
 				req = append(req, rh(other, 1, 0, 1))
 			}
@@ -255,35 +271,14 @@ func TestRandom(t *testing.T) {
 
 // TestSplitGiveBackToClamp: on a Cluster, key K (5 of 10 left) under
 // its smaller limit 5 takes 5 in a request that a key on another master
-// refuses. The give-back returns K to 0 debt under 5 with flag 8, and the
-// script skips the write: the take stands. memstore takes nothing.
+// refuses. The refused request must take nothing, as in memory; a
+// give-back that returned K to 0 debt under 5 with flag 8 skipped the
+// write (a version did), and the take stood.
 func TestSplitGiveBackToClamp(t *testing.T) {
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
-	defer c.Close()
-	pfx := newPrefix()
-	cs, err := redisstore.New(c, redisstore.WithPrefix(pfx))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, c, pfx := splitStore(t)
 	ctx := context.Background()
-	// J on another master than K.
 	k := "gk"
-	mk, err := c.MasterForKey(ctx, pfx+k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := ""
-	for i := range 100 {
-		cand := fmt.Sprint("gj", i)
-		mj, err := c.MasterForKey(ctx, pfx+cand)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if mj.Options().Addr != mk.Options().Addr {
-			j = cand
-			break
-		}
-	}
+	j := otherMaster(t, c, pfx, k) // on another master than K
 	for _, b := range []backend{{"memstore", memstore.New()}, {"redis-single", singleStore(t)}, {"redis-cluster", cs}} {
 		res := make([]rls.Result, 2)
 		dec := func(hs ...rls.Hit) bool {
@@ -310,7 +305,7 @@ func TestSplitGiveBackToClamp(t *testing.T) {
 // TestRandomMem: many random sequences, memstore against the model
 // and against a single Redis, request by request.
 func TestRandomMem(t *testing.T) {
-	caps := []int64{10, 5, 7}
+	lims := capsNeverRefilling(10, 5, 7)
 	over, diff := 0, 0
 	rs := singleStore(t)
 	for seed := range uint64(300) {
@@ -325,17 +320,7 @@ func TestRandomMem(t *testing.T) {
 		var got, want, gotR int64
 		var log []string
 		for range 40 {
-			var req []rls.Hit
-			for range 1 + r.IntN(3) {
-				h := rh(key, caps[r.IntN(len(caps))], 0, int64(r.IntN(5)))
-				switch r.IntN(10) {
-				case 0:
-					h.Shadow = true
-				case 1:
-					h.Debt = true
-				}
-				req = append(req, h)
-			}
+			req := randomHits(r, key, lims, 10, 1)
 			if r.IntN(6) == 0 {
 				req = append(req, rh(other, 1, 0, 1))
 			}
@@ -374,48 +359,19 @@ func TestRandomMem(t *testing.T) {
 // TestRandomSplit: random sequences on a Cluster whose second key
 // lives on another master (the split path, give-backs), against memstore.
 func TestRandomSplit(t *testing.T) {
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
-	defer c.Close()
-	pfx := newPrefix()
-	cs, err := redisstore.New(c, redisstore.WithPrefix(pfx))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, c, pfx := splitStore(t)
 	ctx := context.Background()
-	addr := func(k string) string {
-		m, err := c.MasterForKey(ctx, pfx+k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Options().Addr
-	}
-	caps := []int64{10, 5, 7}
+	lims := capsNeverRefilling(10, 5, 7)
 	diffSeq, shown := 0, 0
 	for seed := range uint64(800) {
 		r := rand.New(rand.NewPCG(seed, 13))
 		key := fmt.Sprintf("rs%d", seed)
-		other := ""
-		for i := range 100 {
-			if o := fmt.Sprintf("rs%d-o%d", seed, i); addr(o) != addr(key) {
-				other = o
-				break
-			}
-		}
+		other := otherMaster(t, c, pfx, key)
 		s := memstore.New()
 		var log []string
 		differ := false
 		for range 8 {
-			var req []rls.Hit
-			for range 1 + r.IntN(3) {
-				h := rh(key, caps[r.IntN(len(caps))], 0, int64(r.IntN(5)))
-				switch r.IntN(10) {
-				case 0:
-					h.Shadow = true
-				case 1:
-					h.Debt = true
-				}
-				req = append(req, h)
-			}
+			req := randomHits(r, key, lims, 10, 1)
 			if r.IntN(3) == 0 {
 				req = append(req, rh(other, 1, 0, int64(r.IntN(2))))
 			}
@@ -425,7 +381,6 @@ func TestRandomSplit(t *testing.T) {
 				t.Fatal(err)
 			}
 			log = append(log, fmt.Sprintf("%s mem=%v cluster=%v", fmtReq(req), a, ac))
-			_ = 0
 			if a != ac && !differ {
 				differ = true
 				diffSeq++
@@ -444,7 +399,7 @@ func TestRandomSplit(t *testing.T) {
 // Redis and a Cluster must decide alike (the other key sits on another
 // master on the Cluster when the hash puts it there).
 func TestRandomRates(t *testing.T) {
-	lims := [][2]int64{{10, 0}, {5, 1}, {7, 2}}
+	lims := []rls.Hit{rh("", 10, 0, 0), rh("", 5, 1, 0), rh("", 7, 2, 0)}
 	bs := backends(t)
 	differ := 0
 	for seed := range uint64(400) {
@@ -453,18 +408,7 @@ func TestRandomRates(t *testing.T) {
 		var log []string
 		bad := false
 		for range 10 {
-			var req []rls.Hit
-			for range 1 + r.IntN(3) {
-				l := lims[r.IntN(len(lims))]
-				h := rh(key, l[0], l[1], int64(r.IntN(5)))
-				switch r.IntN(10) {
-				case 0:
-					h.Shadow = true
-				case 1:
-					h.Debt = true
-				}
-				req = append(req, h)
-			}
+			req := randomHits(r, key, lims, 10, 1)
 			if r.IntN(3) == 0 {
 				req = append(req, rh(other, 1, 0, int64(r.IntN(2))))
 			}

@@ -154,12 +154,8 @@ func ageRedis(t *testing.T, c redis.UniversalClient, pfx string, d time.Duration
 	}
 }
 
-func rateHit(key string, l [2]int64, n int64) rls.Hit {
-	return rls.Hit{Key: key, Capacity: l[0], Count: l[1], Period: time.Hour, N: n}
-}
-
 func testRatesTime(t *testing.T, split bool, seeds uint64) {
-	lims := [][2]int64{{10, 0}, {5, 1}, {7, 2}, {5, 2}}
+	lims := []rls.Hit{rh("", 10, 0, 0), rh("", 5, 1, 0), rh("", 7, 2, 0), rh("", 5, 2, 0)}
 	ctx := context.Background()
 	sc := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true})
 	defer sc.Close()
@@ -200,19 +196,9 @@ func testRatesTime(t *testing.T, split bool, seeds uint64) {
 				log = append(log, "age 30m")
 				continue
 			}
-			var req []rls.Hit
-			for range 1 + r.IntN(3) {
-				h := rateHit(key, lims[r.IntN(len(lims))], int64(r.IntN(5)))
-				switch r.IntN(8) {
-				case 0:
-					h.Shadow = true
-				case 1, 2:
-					h.Debt = true
-				}
-				req = append(req, h)
-			}
+			req := randomHits(r, key, lims, 8, 2)
 			if r.IntN(3) == 0 {
-				req = append(req, rateHit(other, [2]int64{1, 0}, int64(r.IntN(2))))
+				req = append(req, rh(other, 1, 0, int64(r.IntN(2))))
 			}
 			am, okm := m.decide(req)
 			line := fmt.Sprintf("#%d %s %s model=%v%v(bal/2=%+v)", step, fmtReq(req), fmtRate(req), am, okm, *m[key])
@@ -263,11 +249,11 @@ func TestRatesTime(t *testing.T) { testRatesTime(t, false, 400) }
 // (5 per 2 h, 3 an hour, 7 per 90 min), differential only: memstore and a
 // single Redis must decide alike and report the same Remaining.
 func TestOddRatesDiff(t *testing.T) {
-	type lim struct {
-		c, n int64
-		p    time.Duration
+	lims := []rls.Hit{
+		{Capacity: 10, Count: 0, Period: time.Hour}, {Capacity: 5, Count: 5, Period: 2 * time.Hour},
+		{Capacity: 7, Count: 3, Period: time.Hour}, {Capacity: 5, Count: 7, Period: 90 * time.Minute},
+		{Capacity: 12, Count: 1, Period: 7 * time.Minute},
 	}
-	lims := []lim{{10, 0, time.Hour}, {5, 5, 2 * time.Hour}, {7, 3, time.Hour}, {5, 7, 90 * time.Minute}, {12, 1, time.Minute * 7}}
 	ctx := context.Background()
 	sc := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true})
 	defer sc.Close()
@@ -291,20 +277,9 @@ func TestOddRatesDiff(t *testing.T) {
 				log = append(log, fmt.Sprint("age ", d))
 				continue
 			}
-			var req []rls.Hit
-			for range 1 + r.IntN(3) {
-				l := lims[r.IntN(len(lims))]
-				h := rls.Hit{Key: key, Capacity: l.c, Count: l.n, Period: l.p, N: int64(r.IntN(5))}
-				switch r.IntN(8) {
-				case 0:
-					h.Shadow = true
-				case 1, 2:
-					h.Debt = true
-				}
-				req = append(req, h)
-			}
+			req := randomHits(r, key, lims, 8, 2)
 			if r.IntN(3) == 0 {
-				req = append(req, rateHit(other, [2]int64{1, 0}, int64(r.IntN(2))))
+				req = append(req, rh(other, 1, 0, int64(r.IntN(2))))
 			}
 			r1, r2 := make([]rls.Result, len(req)), make([]rls.Result, len(req))
 			a1, err1 := ms.Decide(ctx, req, r1)

@@ -1,37 +1,10 @@
 package redisstore_test
 
 import (
-	"context"
-	"fmt"
 	"testing"
 
-	_ "github.com/admit-go/admit/rls"
 	"github.com/admit-go/admit/rls/memstore"
-	"github.com/admit-go/admit/rls/redisstore"
-	"github.com/redis/go-redis/v9"
 )
-
-// otherMaster returns a key on another master than k's on the Cluster.
-func otherMaster(t *testing.T, c *redis.ClusterClient, pfx, k string) string {
-	t.Helper()
-	ctx := context.Background()
-	mk, err := c.MasterForKey(ctx, pfx+k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 200 {
-		cand := fmt.Sprint(k, "-o", i)
-		mj, err := c.MasterForKey(ctx, pfx+cand)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if mj.Options().Addr != mk.Options().Addr {
-			return cand
-		}
-	}
-	t.Fatal("no key on another master")
-	return ""
-}
 
 // TestSplitFullKeyCarriedInRequest: a full (absent) key K takes 4 under L
 // (burst 10) and, in the same request, is peeked under S (burst 5): the
@@ -41,13 +14,7 @@ func otherMaster(t *testing.T, c *redis.ClusterClient, pfx, k string) string {
 // returned tokens under S found the mark and kept it: K read 5 of 10 for
 // good (never refilling), the refused request took 5.
 func TestSplitFullKeyCarriedInRequest(t *testing.T) {
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
-	defer c.Close()
-	pfx := newPrefix()
-	cs, err := redisstore.New(c, redisstore.WithPrefix(pfx))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, c, pfx := splitStore(t)
 	for _, tc := range []struct {
 		name   string
 		k      string

@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	"github.com/admit-go/admit/rls/memstore"
-	"github.com/admit-go/admit/rls/redisstore"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestSplitGiveBackAfterClampAndDebt: a full key K takes 3 under L (burst
@@ -17,13 +15,7 @@ import (
 // only by the debt the charge left (4), left K at 4 of 5: 3 more than the
 // refused request left, an over-admission of 3 each round.
 func TestSplitGiveBackAfterClampAndDebt(t *testing.T) {
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
-	defer c.Close()
-	pfx := newPrefix()
-	cs, err := redisstore.New(c, redisstore.WithPrefix(pfx))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, c, pfx := splitStore(t)
 	k := "sgd"
 	j := otherMaster(t, c, pfx, k)
 	for _, b := range []backend{{"memstore", memstore.New()}, {"redis-single", singleStore(t)}, {"redis-cluster", cs}} {

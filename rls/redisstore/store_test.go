@@ -65,13 +65,43 @@ func singleStore(t *testing.T) rls.Store {
 }
 
 func clusterStore(t *testing.T) rls.Store {
+	s, _, _ := splitStore(t)
+	return s
+}
+
+// splitStore is a store on the test Cluster, with its client and key
+// prefix, for tests that place keys on masters (otherMaster).
+func splitStore(t *testing.T) (*redisstore.Store, *redis.ClusterClient, string) {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	s, err := redisstore.New(c, redisstore.WithPrefix(newPrefix()))
+	pfx := newPrefix()
+	s, err := redisstore.New(c, redisstore.WithPrefix(pfx))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s, c, pfx
+}
+
+// otherMaster returns a key on another master than k's on the Cluster.
+func otherMaster(t *testing.T, c *redis.ClusterClient, pfx, k string) string {
+	t.Helper()
+	ctx := context.Background()
+	mk, err := c.MasterForKey(ctx, pfx+k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		cand := fmt.Sprint(k, "-o", i)
+		mj, err := c.MasterForKey(ctx, pfx+cand)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mj.Options().Addr != mk.Options().Addr {
+			return cand
+		}
+	}
+	t.Fatal("no key on another master")
+	return ""
 }
 
 func rueidisStore(addrs ...string) func(t *testing.T) rls.Store {
