@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/admit-go/admit/rls"
-	"github.com/admit-go/admit/rls/redisstore"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestGiveBackRefilled: no second limit at all. A key one token down
@@ -17,12 +15,7 @@ import (
 // kept the take's state for any bucket not full before the take, and the
 // refused request's take stood. Relies only on at least 1.5 s passing.
 func TestGiveBackRefilled(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true})
-	defer c.Close()
-	s, err := redisstore.New(c, redisstore.WithPrefix(newPrefix()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _, _ := singleStoreOf(t)
 	ctx := context.Background()
 	h := rls.Hit{Key: "gb", Capacity: 10, Count: 1, Period: time.Second, N: 1}
 	res := make([]rls.Result, 1)

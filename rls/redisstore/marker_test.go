@@ -15,21 +15,8 @@ import (
 
 	"github.com/admit-go/admit/rls"
 	"github.com/admit-go/admit/rls/internal/tick"
-	"github.com/admit-go/admit/rls/redisstore"
 	"github.com/redis/go-redis/v9"
 )
-
-func markStore(t *testing.T) (*redisstore.Store, *redis.Client, string) {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
-	p := newPrefix()
-	s, err := redisstore.New(c, redisstore.WithPrefix(p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, c, p
-}
 
 func decide1(t *testing.T, s rls.Store, hits ...rls.Hit) (bool, []rls.Result) {
 	t.Helper()
@@ -49,7 +36,7 @@ func decide1(t *testing.T, s rls.Store, hits ...rls.Hit) (bool, []rls.Result) {
 // deleted the mark (a version did): the key read full under L and admitted
 // 10 at once, where without R1 at all (the model) it admits 5.
 func TestGiveBackDeletesOthersMarker(t *testing.T) {
-	s, c, p := markStore(t)
+	s, c, p := singleStoreOf(t)
 	ctx := context.Background()
 	S := rls.Hit{Key: "gm", Capacity: 5, Count: 1, Period: time.Hour, N: 1}
 	L := rls.Hit{Key: "gm", Capacity: 10, Count: 10, Period: time.Second}
@@ -88,7 +75,7 @@ func TestGiveBackDeletesOthersMarker(t *testing.T) {
 // under a larger limit (20) it read 10, where the model (a full bucket,
 // the refused take undone) reads 20.
 func TestGiveBackMarksRefilled(t *testing.T) {
-	s, c, p := markStore(t)
+	s, c, p := singleStoreOf(t)
 	ctx := context.Background()
 	h := rls.Hit{Key: "gr", Capacity: 10, Count: 10, Period: time.Second, N: 1}
 	decide1(t, s, h)
@@ -114,7 +101,7 @@ func TestGiveBackMarksRefilled(t *testing.T) {
 // q = 1 s) gets PX = cdiv(capU, m)·q/1000, about 1.6·10^18 ms: above 2^53
 // but below LLONG_MAX; Redis must accept it.
 func TestMarkerHugePX(t *testing.T) {
-	s, c, p := markStore(t)
+	s, c, p := singleStoreOf(t)
 	y := 365 * 24 * time.Hour
 	L := rls.Hit{Key: "hp", Capacity: 60_000_000, Count: 1, Period: y, N: 1}
 	S := rls.Hit{Key: "hp", Capacity: 50_000_000, Count: 1, Period: y}
@@ -139,7 +126,7 @@ func TestOldScriptReadsMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, count := range []int64{0, 1} {
-		s, c, p := markStore(t)
+		s, c, p := singleStoreOf(t)
 		key := fmt.Sprintf("old%d", count)
 		L := rls.Hit{Key: key, Capacity: 10, Count: count, Period: time.Hour, N: 1}
 		S := rls.Hit{Key: key, Capacity: 5, Count: count, Period: time.Hour}

@@ -55,13 +55,22 @@ func TestMain(m *testing.M) {
 func newPrefix() string { return fmt.Sprintf("t%d:", prefix.Add(1)) }
 
 func singleStore(t *testing.T) rls.Store {
+	s, _, _ := singleStoreOf(t)
+	return s
+}
+
+// singleStoreOf is a store on the test's single Redis, with its client and
+// key prefix, for tests that read or write its keys.
+func singleStoreOf(t *testing.T) (*redisstore.Store, *redis.Client, string) {
+	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	s, err := redisstore.New(c, redisstore.WithPrefix(newPrefix()))
+	p := newPrefix()
+	s, err := redisstore.New(c, redisstore.WithPrefix(p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s, c, p
 }
 
 func clusterStore(t *testing.T) rls.Store {
