@@ -279,22 +279,15 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			st.LimitRemaining = uint32(min(r.Remaining, math.MaxUint32))
 		}
 		switch {
-		case hits[p.hit].Capacity == 0:
-			// A limit of zero has no bucket to fill and never admits.
-			// envoyproxy/ratelimit answers the end of the rule's unit
-			// window; one unit is the nearest a bucket can say, so that
-			// a client retrying at the reset comes back once a unit, not
-			// at once (a reset of 0) and for ever.
-			p.reset = hits[p.hit].Period
-			st.DurationUntilReset = durationpb.New(p.reset)
-		case over && r.ResetAfter != Never && (r.ResetAfter == 0 || beyondBurst(hits, p.hit)):
-			// No wait lets this hit pass: its cost, or the request's
-			// costs on its key up to it, exceed the burst, or a full
-			// bucket lacked them (one key under two limits). A reset
-			// of 0 would send the client back at once, for ever;
-			// envoyproxy/ratelimit answers its window's end, and one
-			// unit is the nearest a bucket can say, as for a limit of
-			// zero (or the time until full, if longer).
+		case hits[p.hit].Capacity == 0 || over && r.ResetAfter != Never && (r.ResetAfter == 0 || beyondBurst(hits, p.hit)):
+			// No wait lets this hit pass: a limit of zero (no bucket to
+			// fill, ResetAfter 0), or its cost, or the request's costs on
+			// its key up to it, exceed the burst, or a full bucket lacked
+			// them (one key under two limits). A reset of 0 would send
+			// the client back at once, for ever; envoyproxy/ratelimit
+			// answers the end of the rule's unit window, and one unit is
+			// the nearest a bucket can say (or the time until full, if
+			// longer).
 			p.reset = max(r.ResetAfter, hits[p.hit].Period)
 			st.DurationUntilReset = durationpb.New(p.reset)
 		case r.ResetAfter != Never:
