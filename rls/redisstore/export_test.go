@@ -6,10 +6,10 @@ import (
 	"github.com/admit-go/admit/rls"
 )
 
-// TakeState is a take as decideSplit keeps it for a give-back: D and T, the
-// bucket's debt and tick after the take, may be changed by a test (to say
-// the take happened longer ago); the rest (whether the key was full, the
-// state a refused request leaves) comes from the script as it is.
+// TakeState is a take as decideSplit keeps it for a give-back: D and T are
+// the bucket's debt and tick after the take, Full whether it was not full
+// only by a clamp, for a test to read; the give-back uses the whole take
+// as the script reported it.
 type TakeState struct {
 	D, T int64
 	Full bool // the key was not full only by a clamp (no flag 8)
@@ -17,7 +17,9 @@ type TakeState struct {
 }
 
 // TakeForTest takes h's cost as the first phase of a split decision does.
+// s tracks its keys from then on, as a Cluster's store always does.
 func (s *Store) TakeForTest(ctx context.Context, h rls.Hit) (rls.Result, TakeState, error) {
+	s.track = true
 	p, err := s.paramsFor(&h)
 	if err != nil {
 		return rls.Result{}, TakeState{}, err
@@ -34,9 +36,11 @@ func (s *Store) GiveBackForTest(ctx context.Context, h rls.Hit, ts TakeState) (r
 	if err != nil {
 		return rls.Result{}, err
 	}
-	tk := ts.tk
-	tk.d, tk.t, tk.full = ts.D, ts.T, ts.Full
 	res := make([]rls.Result, 1)
-	_, err = s.run(ctx, []rls.Hit{h}, []params{p}, res, []take{tk}, nil, false)
+	_, err = s.run(ctx, []rls.Hit{h}, []params{p}, res, []take{ts.tk}, nil, false)
 	return res[0], err
 }
+
+// TrackForTest makes s keep its keys' versions and points, as a Cluster's
+// store does, on one Redis.
+func (s *Store) TrackForTest() { s.track = true }

@@ -119,28 +119,43 @@ func TestMarkerHugePX(t *testing.T) {
 // another limit's full bucket, as it read a clamped one before: never as
 // more than full (a mark of d = -1, tried first, read as a balance of one
 // unit above the burst: 6 admitted through a burst of 5), and without an
-// error.
+// error. So it does a Cluster store's (tracked) keys, whose version and
+// points follow the sig: a mark as above, and a bucket with 7 of 10 left
+// as 7 of 10.
 func TestOldScriptReadsMark(t *testing.T) {
 	old, err := os.ReadFile("testdata/script-3fae337.lua")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, count := range []int64{0, 1} {
-		s, c, p := singleStoreOf(t)
-		key := fmt.Sprintf("old%d", count)
-		L := rls.Hit{Key: key, Capacity: 10, Count: count, Period: time.Hour, N: 1}
-		S := rls.Hit{Key: key, Capacity: 5, Count: count, Period: time.Hour}
-		decide1(t, s, L, S) // 9 under L, marked under S
-		if v, _ := c.Get(context.Background(), p+key).Result(); !strings.HasSuffix(v, ":c") {
-			t.Fatalf("count %d: no mark: %q", count, v)
+	for _, track := range []bool{false, true} {
+		for _, count := range []int64{0, 1} {
+			s, c, p := singleStoreOf(t)
+			if track {
+				s.TrackForTest()
+			}
+			key := fmt.Sprintf("old%d", count)
+			L := rls.Hit{Key: key, Capacity: 10, Count: count, Period: time.Hour, N: 1}
+			S := rls.Hit{Key: key, Capacity: 5, Count: count, Period: time.Hour}
+			decide1(t, s, L, S) // 9 under L, marked under S
+			if v, _ := c.Get(context.Background(), p+key).Result(); !strings.HasSuffix(v, ":c") {
+				t.Fatalf("track %v, count %d: no mark: %q", track, count, v)
+			}
+			S.N = 6 // the Go side passes at most capacity+1
+			if a := runOld(t, c, string(old), p, S); a {
+				t.Errorf("track %v, count %d: a script from before the mark admitted 6 through a burst of 5", track, count)
+			}
+			S.N = 0
+			S.Debt = true
+			runOld(t, c, string(old), p, S) // a debt hit of 0: no error
+			L.Key, L.N = key+"d", 3
+			decide1(t, s, L)
+			if L.N = 8; runOld(t, c, string(old), p, L) {
+				t.Errorf("track %v, count %d: a script from before the mark admitted 8 of the 7 left", track, count)
+			}
+			if L.N = 7; !runOld(t, c, string(old), p, L) {
+				t.Errorf("track %v, count %d: a script from before the mark refused 7 of the 7 left", track, count)
+			}
 		}
-		S.N = 6 // the Go side passes at most capacity+1
-		if a := runOld(t, c, string(old), p, S); a {
-			t.Errorf("count %d: a script from before the mark admitted 6 through a burst of 5", count)
-		}
-		S.N = 0
-		S.Debt = true
-		runOld(t, c, string(old), p, S) // a debt hit of 0: no error
 	}
 }
 

@@ -124,7 +124,8 @@ func ageRedis(t *testing.T, c redis.UniversalClient, pfx string, d time.Duration
 				return err
 			}
 			f := strings.SplitN(v, " ", 3)
-			sig := strings.Split(strings.TrimSuffix(f[2], ":c"), ":")
+			// f[2]: the sig, then a tracked key's version and points
+			sig := strings.Split(strings.Fields(strings.TrimSuffix(f[2], ":c"))[0], ":")
 			q, _ := strconv.ParseInt(sig[3], 10, 64)
 			tk, _ := strconv.ParseInt(f[1], 10, 64)
 			nv := f[0] + " " + strconv.FormatInt(tk-d.Microseconds()/q, 10) + " " + f[2]

@@ -8,7 +8,7 @@ import (
 // src decides a request's buckets in one atomic step on one Redis node,
 // with the arithmetic of package rls/internal/tick.
 //
-// KEYS are the buckets; ARGV holds ten values per key: capU (capacity in
+// KEYS are the buckets; ARGV holds eleven values per key: capU (capacity in
 // units; 0 for a limit of zero, which has no bucket and holds only a cost
 // of 0), per (units per token), m (units refilled per tick, 0 for none), q
 // (microseconds per tick), n (tokens asked: 0 checks, a negative n gives
@@ -16,9 +16,10 @@ import (
 // debt, the key is charged n whatever the outcome; 4: the request is
 // refused already; 8: a give-back to a bucket full only by a clamp; 16 and
 // 32, a give-back only: the decision wrote the bucket marked, a refused
-// request leaves it marked), sig, the parameters as "capU:per:m:q", and,
-// for a give-back only, d1, t1 and dref: the debt the take left, its tick,
-// and the debt a refused request leaves.
+// request leaves it marked; 64: track the key, below), sig, the parameters
+// as "capU:per:m:q", and, for a give-back only, d1, t1, dref and vd: the
+// debt the take left, its tick, the debt a refused request leaves, and the
+// version the decision wrote.
 //
 // A bucket is stored as the string "d t sig": its debt d (capacity minus
 // balance, in units; up to 2·capU, a balance of minus one burst)
@@ -66,25 +67,39 @@ import (
 // again, or DEL when it is full. The script runs atomically, so no other
 // request sees a state in between.
 //
+// Tracked keys (flag 64, a Cluster's store): a write also stores the key's
+// version, max(µs now, last version + 1), and its points: the debt at
+// each write since, "age:debt" with age its version's distance from the
+// key's, as a list of suffix minima (each below every later one). A write
+// adds min(the debt it found, the debt it leaves), or 0 when it carried
+// the bucket to other parameters, cut a debt charge at the bound, or found
+// the key present but untracked. Points older than the horizon (10 s) are
+// dropped, and past keep (8) the two closest neighbours merge into the
+// lower. A marked key keeps its version ("0 t sig ver:c"), no points: its
+// debt is 0. An older script reads a tracked key's sig as another's and
+// carries the bucket into the same parameters: the same balance.
+//
 // A give-back (the split path's, for a refused request) first compares the
-// key with what the decision wrote (d1, t1, and flag 16 if it wrote a
+// key with what the decision wrote (d1, t1, vd, and flag 16 if it wrote a
 // mark): if nothing changed it since, it sets the state a refused request
 // leaves, which the decision reported (dref, the tenth value of ARGV, and
 // flag 32 if that state is marked), refilled from t1 to now: exact, with
 // the debt charges, carries and marks of the request standing and its
-// takes undone, as on one Redis. Otherwise it returns what the take still
-// accounts for: refill alone
-// would have brought the debt d1 down to left = max(0, d1 − m·(now − t1))
-// by now, and whatever else happened since only added debt, so the take's
-// -n·per units are still distinguishable from a full bucket only up to
-// left. Returning min(-n·per, left) restores the bucket the request would
-// have left had it not taken, or less (when the bucket was within the
-// round trip's refill of full); returning all -n·per could lift a bucket
-// that a refill had filled, and someone had drained since, above its bound.
-// A bucket whose parameters changed since is given nothing back.
+// takes undone, as on one Redis. Otherwise the take's -n·per units count
+// as far as the bucket's debt stayed above them since: the give-back
+// returns the least of -n·per, the debt now, and every point after vd
+// (the debt between writes only falls by refill, so its low points are
+// at writes and now). A refill to full, a clamp or a carry, a cut charge
+// or another give-back after the decision absorbed what a point records;
+// returning more could lift the bucket above what it would hold had the
+// request never taken. The give-back then lowers the points after vd by
+// what it returned (for the give-backs still to come: their points had
+// this take in them). It returns nothing to a key absent (full since), to
+// one whose version is below vd (rewritten untracked), and later than the
+// horizon. A bucket whose parameters changed since is given nothing back.
 //
 // It returns {admitted, then per hit: ok, remaining, reset, sub, d, t, full,
-// dref, marked, refmark},
+// dref, marked, refmark, ver},
 // each of the bucket right after that hit, as the decision leaves it (the
 // running debt with every take if admitted, with the debt charges only if
 // refused), so that two hits of one key report the first's take, then
@@ -96,7 +111,9 @@ import (
 // full 1 if the key was not full only by a clamp (absent, refilled to
 // full, or in debt), else 0; and of the key after the decision: dref the
 // debt a refused request leaves, marked 1 if the decision wrote it marked,
-// refmark 1 if a refused request leaves it marked (for a give-back).
+// refmark 1 if a refused request leaves it marked (for a give-back), ver
+// the version the script wrote (0 if it wrote none or the key is not
+// tracked).
 const src = `
 local function idiv(a, b)
   local r = math.floor(a / b)
@@ -115,6 +132,52 @@ local function refill(d, t, m, now)
   return d, t
 end
 local function maxdebt(s) return 2 * s.capU end
+-- horizon: a give-back later than this after its decision (µs) gets
+-- nothing back; points older than it are dropped. keep: points per key.
+local horizon, keep = 10000000, 8
+-- points returns the points a tracked key keeps after a write of version
+-- nv and debt d at time us (see "Tracked keys" above).
+local function points(s, nv, d, us)
+  -- pv, ph: the points kept, oldest first, their debts rising
+  local pv, ph, n = {}, {}, 0
+  local sv, sh = s.pv, s.ph
+  if sv then
+    for j = 1, #sv do
+      if sv[j] >= us - horizon then n = n + 1; pv[n], ph[n] = sv[j], sh[j] end
+    end
+  end
+  if s.gb then
+    -- what the take given back left in the points after its decision,
+    -- then only those below every later one (reversed into sv, sh)
+    local lo, m = math.huge, 0
+    for j = n, 1, -1 do
+      local h = ph[j]
+      if pv[j] > s.gb.vd then h = math.max(0, h - s.gb.g) end
+      if h < lo then m = m + 1; sv[m], sh[m] = pv[j], h; lo = h end
+    end
+    for j = 1, m do pv[j], ph[j] = sv[m + 1 - j], sh[m + 1 - j] end
+    n = m
+  end
+  local p = math.min(s.pre, d)
+  if s.conv or s.sat or (s.raw and not sv) then p = 0 end
+  while n > 0 and ph[n] >= p do n = n - 1 end
+  n = n + 1
+  pv[n], ph[n] = nv, p
+  while n > keep do
+    -- merge the two closest neighbours, keeping the lower point: a
+    -- give-back between them gets less back, never more
+    local bi, bd = 1, math.huge
+    for j = 1, n - 1 do
+      if ph[j + 1] - ph[j] < bd then bi, bd = j, ph[j + 1] - ph[j] end
+    end
+    ph[bi + 1] = ph[bi]
+    for j = bi, n - 1 do pv[j], ph[j] = pv[j + 1], ph[j + 1] end
+    n = n - 1
+  end
+  local out = {}
+  for j = 1, n do out[j] = string.format('%d:%d', nv - pv[j], ph[j]) end
+  return table.concat(out, ',')
+end
 -- carry converts debt d of a bucket of capacity ocap units, oper units a
 -- token, into the units of s.
 local function carry(d, ocap, oper, s, full)
@@ -139,7 +202,7 @@ local tm = redis.call('TIME')
 local us = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 local st, okv, hs, all = {}, {}, {}, 1
 for i = 1, #KEYS do
-  local b = (i - 1) * 10
+  local b = (i - 1) * 11
   local capU, per, m, q = tonumber(ARGV[b+1]), tonumber(ARGV[b+2]), tonumber(ARGV[b+3]), tonumber(ARGV[b+4])
   local n, flags, sig = tonumber(ARGV[b+5]), tonumber(ARGV[b+6]), ARGV[b+7]
   local shadow, debt = flags % 2 == 1, math.floor(flags / 2) % 2 == 1
@@ -152,7 +215,7 @@ for i = 1, #KEYS do
     local s = st[k]
     local now = idiv(us, q)
     if not s then
-      s = {d = 0, t = now, capU = capU, per = per, m = m, q = q, sig = sig, now = now, sub = us - now * q, full = true}
+      s = {d = 0, t = now, capU = capU, per = per, m = m, q = q, sig = sig, now = now, sub = us - now * q, full = true, rver = 0}
       local v = redis.call('GET', k)
       s.raw = v
       if v then
@@ -165,6 +228,24 @@ for i = 1, #KEYS do
         -- carries it as a full bucket, as it always did)
         local clamped = string.sub(vsig, -2) == ':c'
         if clamped then vsig, d = string.sub(vsig, 1, -3), 0 end
+        -- a tracked key's version and points follow its sig
+        local e = string.find(vsig, ' ', 1, true)
+        if e then
+          local rest = string.sub(vsig, e + 1)
+          vsig = string.sub(vsig, 1, e - 1)
+          local f = string.find(rest, ' ', 1, true)
+          if f then
+            local pv, ph, n = {}, {}, 0
+            s.rver, s.pv, s.ph = tonumber(string.sub(rest, 1, f - 1)), pv, ph
+            for a, h in string.gmatch(string.sub(rest, f + 1), '(%d+):(%d+)') do
+              n = n + 1
+              pv[n], ph[n] = s.rver - tonumber(a), tonumber(h)
+            end
+          else
+            s.rver = tonumber(rest)
+          end
+        end
+        s.rd, s.rt, s.rsig, s.rcl = d, t, vsig, clamped
         if vsig == sig then
           s.d, s.t = refill(d, t, m, now)
           s.full = s.d == 0 and not clamped
@@ -172,10 +253,10 @@ for i = 1, #KEYS do
           local f = {}
           for w in string.gmatch(vsig, '%d+') do f[#f + 1] = tonumber(w) end
           d = refill(d, t, f[3], idiv(us, f[4]))
-          s.d, s.carried, s.full = carry(d, f[1], f[2], s, not clamped), true, d == 0 and not clamped
+          s.d, s.carried, s.conv, s.full = carry(d, f[1], f[2], s, not clamped), true, true, d == 0 and not clamped
         end
       end
-      s.all, s.dbt, s.fa, s.fd = s.d, s.d, s.full, s.full
+      s.all, s.dbt, s.fa, s.fd, s.pre = s.d, s.d, s.full, s.full, s.d
       -- cl: full only by a carry's clamp (a marker, or carried to 0)
       s.cl = s.d == 0 and not s.full
       st[k] = s
@@ -185,19 +266,21 @@ for i = 1, #KEYS do
       s.capU, s.per, s.m, s.q, s.sig = capU, per, m, q, sig
       s.all, s.dbt = carry(s.all, ocap, oper, s, s.fa), carry(s.dbt, ocap, oper, s, s.fd)
       if not s.full then s.cl = true end
-      s.t, s.now, s.sub, s.carried = now, now, us - now * q, true
+      s.t, s.now, s.sub, s.carried, s.conv = now, now, us - now * q, true, true
     end
+    if math.floor(flags / 64) % 2 == 1 then s.track = true end
     local c = n * s.per
     if n < 0 then
       ok = 1
-      local d1, t1, dref = tonumber(ARGV[b+8]), tonumber(ARGV[b+9]), tonumber(ARGV[b+10])
-      local want = false
+      local d1, t1, dref, vd = tonumber(ARGV[b+8]), tonumber(ARGV[b+9]), tonumber(ARGV[b+10]), tonumber(ARGV[b+11])
+      local same
       if math.floor(flags / 16) % 2 == 1 then
-        want = string.format('0 %d ', t1) .. sig .. ':c'
-      elseif d1 > 0 then
-        want = string.format('%d %d ', d1, t1) .. sig
+        same = s.rcl
+      else
+        same = not s.rcl and d1 > 0 and s.rd == d1
       end
-      if s.raw == want then
+      same = same and s.raw and s.rsig == sig and s.rt == t1 and s.rver == vd
+      if same then
         -- untouched since the decision wrote it: set the state a refused
         -- request leaves, which the decision computed (its debt charges,
         -- its carries and marks; no take)
@@ -205,8 +288,18 @@ for i = 1, #KEYS do
         s.taken, s.full, s.carried = true, true, false
         s.fa = math.floor(flags / 32) % 2 == 0
       elseif not s.carried then
-        local left = refill(tonumber(ARGV[b+8]), tonumber(ARGV[b+9]), s.m, s.now)
-        s.all, s.taken = math.max(0, s.all - math.min(-c, left)), true
+        -- the take still counts as far as the bucket's debt stayed
+        -- above it at every point since the decision (none for a key not
+        -- tracked since)
+        local g = 0
+        if vd > 0 and s.rver >= vd and vd <= us and us - vd <= horizon then
+          g = math.min(-c, s.all)
+          for j, v in ipairs(s.pv or {}) do
+            if v > vd and s.ph[j] < g then g = s.ph[j] end
+          end
+        end
+        s.gb = {vd = vd, g = g}
+        s.all, s.taken = s.all - g, true
         -- the take being given back was from a bucket full only by a
         -- carry's clamp: given back to full, it must not be deleted
         if math.floor(flags / 8) % 2 == 1 then s.full = false; s.carried = true elseif not s.cl then s.fa, s.fd = true, true end
@@ -215,8 +308,8 @@ for i = 1, #KEYS do
       if c <= s.capU - s.all then ok = 1 end
       if debt then
         local md = maxdebt(s)
-        if c > md - s.all then s.all = md else s.all = s.all + c end
-        if c > md - s.dbt then s.dbt = md else s.dbt = s.dbt + c end
+        if c > md - s.all then s.all, s.sat = md, true else s.all = s.all + c end
+        if c > md - s.dbt then s.dbt, s.sat = md, true else s.dbt = s.dbt + c end
         s.charged = true
       elseif ok == 1 and n > 0 then
         s.all, s.taken = s.all + c, true
@@ -236,10 +329,15 @@ for k, s in pairs(st) do
   if dirty then
     local fl = s.fd
     if all == 1 then fl = s.fa end
+    local ver, pts = '', ''
+    if s.track then
+      s.nver = math.max(us, s.rver + 1)
+      ver = string.format(' %d', s.nver)
+    end
     if d == 0 and (not fl or not s.full and s.carried) then
       s.wmark = true
       -- full only by a carry's clamp (or a give-back to one): marked
-      local v = string.format('0 %d ', s.t) .. s.sig .. ':c'
+      local v = string.format('0 %d ', s.t) .. s.sig .. ver .. ':c'
       if s.m > 0 then
         redis.call('SET', k, v, 'PX', string.format('%d', cdiv(cdiv(s.capU, s.m) * s.q, 1000)))
       else
@@ -248,7 +346,8 @@ for k, s in pairs(st) do
     elseif d == 0 then
       redis.call('DEL', k)
     else
-      local v = string.format('%d %d ', d, s.t) .. s.sig
+      if s.track then ver = ver .. ' ' .. points(s, s.nver, d, us) end
+      local v = string.format('%d %d ', d, s.t) .. s.sig .. ver
       local full = 0
       if s.m > 0 then full = s.t - s.now + cdiv(d, s.m) end
       if s.m > 0 and full < 1125899906842624 / s.q then
@@ -261,11 +360,11 @@ for k, s in pairs(st) do
 end
 local out = {all}
 for i = 1, #KEYS do
-  if tonumber(ARGV[(i - 1) * 10 + 1]) == 0 then
-    for _, x in ipairs({okv[i], 0, 0, 0, 0, 0, 1, 0, 0, 0}) do out[#out + 1] = x end
+  if tonumber(ARGV[(i - 1) * 11 + 1]) == 0 then
+    for _, x in ipairs({okv[i], 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}) do out[#out + 1] = x end
   else
     -- hit i's own state, right after it, under its own parameters
-    local h, b = hs[i], (i - 1) * 10
+    local h, b = hs[i], (i - 1) * 11
     local capU, per, m, q = tonumber(ARGV[b+1]), tonumber(ARGV[b+2]), tonumber(ARGV[b+3]), tonumber(ARGV[b+4])
     local fin = h.dbt
     if all == 1 then fin = h.all end
@@ -284,6 +383,7 @@ for i = 1, #KEYS do
     out[#out + 1] = s.dbt
     if s.wmark then out[#out + 1] = 1 else out[#out + 1] = 0 end
     if s.rmark then out[#out + 1] = 1 else out[#out + 1] = 0 end
+    out[#out + 1] = s.nver or 0
   end
 end
 return out

@@ -24,20 +24,27 @@
 // script: a key as the decision left it is set to the state a refused
 // request leaves (exact); one another request changed since is given back
 // what its takes still account for (their sum, under the key's last
-// limit): all of it, unless the bucket was within one round trip's refill
-// of full (then refill has already made up part of the take, and returning
-// it all could lift the bucket above its bound; see script.go). A refused
-// request then ends up taking from none of its buckets, except at most one
-// round trip's refill from a bucket that was nearly full; between its take
-// and its give-back another request may see those tokens missing and be
-// refused. The token bucket bound (never more than burst + rate × T, plus
-// one tick's refill where the tick is coarser than a microsecond:
-// docs/rls.md) holds but for a known fault of the second kind of give-back:
-// tokens that a debt charge cut at the bound, a clamp under another limit
-// of the key, or another give-back absorbed in between can be returned
-// again (docs/rls.md). A request that an enforced hit refused is refused
-// (no error) even when another key's node or a give-back (on a timeout of
-// its own) failed: what those left taken errs on the side of refusing. Only
+// limit): as far as the bucket's debt stayed above it at every write since
+// the decision and now, which the store keeps per key on a Cluster (its
+// version and the low points of its debt over the last 10 s, at most 8,
+// about 180 bytes on a busy key; see script.go). A refill to full, a clamp
+// under another limit, a debt charge cut at the bound or another give-back
+// in between is then not returned again. Where the points merge, or a
+// carry or a cut charge intervened, it gives back less than the take (the
+// request's tokens stay taken), never more. A refused request then ends
+// up taking from none of its buckets, except on those paths, and a
+// give-back later than 10 s after its decision returns nothing; between
+// its take and its give-back another request may see those tokens missing
+// and be refused. The token bucket bound (never more than burst + rate ×
+// T, plus one tick's refill where the tick is coarser than a microsecond:
+// docs/rls.md) holds on the Cluster too, given that a master's clock does
+// not step back (a failover to a replica whose clock is behind) while a
+// key is emptied and refilled within a round trip, and that a client does
+// not retry a give-back (go-redis retries a script on EOF: it would give
+// back twice; rueidis, which admit-rls uses, does not). A request that an
+// enforced hit refused is refused (no error) even when another key's node
+// or a give-back (on a timeout of its own) failed: what those left taken
+// errs on the side of refusing. Only
 // a request that nothing refused and some node failed to decide fails,
 // with an error wrapping admit.ErrUnavailable; one that some node answered
 // with an error reply no retry changes fails with a plain error.
@@ -111,6 +118,7 @@ const maxUnits = 1 << 52
 type Store struct {
 	exec    runner
 	split   bool // decide each key alone, then give back (a Cluster)
+	track   bool // keep versions and points without split (tests)
 	prefix  string
 	timeout time.Duration
 	params  *memo.Memo[limit, params]
@@ -263,6 +271,7 @@ const (
 	flagClamped = 8  // a give-back to a bucket full only by a carry's clamp
 	flagMarked  = 16 // a give-back: the decision wrote the bucket marked
 	flagRefMark = 32 // a give-back: a refused request leaves it marked
+	flagTrack   = 64 // keep the key's version and points, for give-backs
 )
 
 // run runs the script over hits. back, when not nil, makes it a give-back:
@@ -274,7 +283,7 @@ const (
 // debt charges are applied and each hit's OK says whether it held its cost.
 func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []rls.Result, back, taken []take, refused bool) (bool, error) {
 	keys := make([]string, len(hits))
-	args := make([]string, 0, 10*len(hits))
+	args := make([]string, 0, 11*len(hits))
 	for i := range hits {
 		h, p := &hits[i], &ps[i]
 		keys[i] = s.prefix + h.Key
@@ -283,11 +292,11 @@ func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []
 			limit = 2*h.Capacity + 1
 		}
 		cost := strconv.FormatInt(min(h.N, limit), 10)
-		d1, t1, dref := "0", "0", "0"
+		d1, t1, dref, ver := "0", "0", "0", "0"
 		if back != nil {
 			cost = strconv.FormatInt(-h.N, 10)
 			d1, t1 = strconv.FormatInt(back[i].d, 10), strconv.FormatInt(back[i].t, 10)
-			dref = strconv.FormatInt(back[i].dref, 10)
+			dref, ver = strconv.FormatInt(back[i].dref, 10), strconv.FormatInt(back[i].ver, 10)
 		}
 		flags := 0
 		if h.Shadow {
@@ -308,25 +317,28 @@ func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []
 		if back != nil && back[i].refMark {
 			flags |= flagRefMark
 		}
+		if s.split || s.track {
+			flags |= flagTrack
+		}
 		if h.Capacity == 0 {
-			args = append(args, "0", "1", "0", "1", cost, strconv.Itoa(flags), "", d1, t1, dref)
+			args = append(args, "0", "1", "0", "1", cost, strconv.Itoa(flags), "", d1, t1, dref, ver)
 			continue
 		}
-		args = append(args, p.args[0], p.args[1], p.args[2], p.args[3], cost, strconv.Itoa(flags), p.args[4], d1, t1, dref)
+		args = append(args, p.args[0], p.args[1], p.args[2], p.args[3], cost, strconv.Itoa(flags), p.args[4], d1, t1, dref, ver)
 	}
 	out, err := s.exec(ctx, keys, args)
 	if err != nil {
 		return false, err
 	}
-	if len(out) != 1+10*len(hits) {
+	if len(out) != 1+11*len(hits) {
 		return false, fmt.Errorf("redisstore: script returned %d values for %d keys", len(out), len(hits))
 	}
 	for i := range hits {
-		r := out[1+10*i:]
+		r := out[1+11*i:]
 		ok := r[0] == 1 && hits[i].N >= 0 && hits[i].N <= hits[i].Capacity
 		results[i] = rls.Result{OK: ok, Remaining: max(0, r[1]), ResetAfter: wait(r[2], r[3], ps[i].Q)}
 		if taken != nil {
-			taken[i] = take{d: r[4], t: r[5], full: r[6] == 1, dref: r[7], marked: r[8] == 1, refMark: r[9] == 1}
+			taken[i] = take{d: r[4], t: r[5], full: r[6] == 1, dref: r[7], marked: r[8] == 1, refMark: r[9] == 1, ver: r[10]}
 		}
 	}
 	return out[0] == 1, nil
@@ -344,6 +356,9 @@ type take struct {
 	// it can.
 	dref            int64
 	marked, refMark bool
+	// ver is the key's version the decision wrote (a tracked key's, else
+	// 0): a give-back counts the points after it.
+	ver int64
 }
 
 // decideSplit decides each key on its own node, concurrently (the hits of

@@ -61,7 +61,7 @@ func singleStore(t *testing.T) rls.Store {
 
 // singleStoreOf is a store on the test's single Redis, with its client and
 // key prefix, for tests that read or write its keys.
-func singleStoreOf(t *testing.T) (*redisstore.Store, *redis.Client, string) {
+func singleStoreOf(t testing.TB) (*redisstore.Store, *redis.Client, string) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
@@ -80,7 +80,7 @@ func clusterStore(t *testing.T) rls.Store {
 
 // splitStore is a store on the test Cluster, with its client and key
 // prefix, for tests that place keys on masters (otherMaster).
-func splitStore(t *testing.T) (*redisstore.Store, *redis.ClusterClient, string) {
+func splitStore(t testing.TB) (*redisstore.Store, *redis.ClusterClient, string) {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	pfx := newPrefix()
@@ -92,7 +92,7 @@ func splitStore(t *testing.T) (*redisstore.Store, *redis.ClusterClient, string) 
 }
 
 // otherMaster returns a key on another master than k's on the Cluster.
-func otherMaster(t *testing.T, c *redis.ClusterClient, pfx, k string) string {
+func otherMaster(t testing.TB, c *redis.ClusterClient, pfx, k string) string {
 	t.Helper()
 	ctx := context.Background()
 	mk, err := c.MasterForKey(ctx, pfx+k)
@@ -354,12 +354,7 @@ func TestRefill(t *testing.T) {
 // the first version did, would leave a token above the bound. A take from
 // a bucket with debt to spare gets all of it back.
 func TestGiveBack(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true})
-	defer c.Close()
-	s, err := redisstore.New(c, redisstore.WithPrefix(newPrefix()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, c, pfx := singleStoreOf(t)
 	ctx := context.Background()
 	h := rls.Hit{Key: "g", Capacity: 10, Count: 10, Period: time.Hour, N: 1}
 	// The take, from a full bucket.
@@ -367,17 +362,15 @@ func TestGiveBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Someone drains the bucket; the give-back then says the take
-	// happened 400 s of refill ago (a token is 360 s), as if a refill had
-	// filled the bucket between the take and the drain.
+	// 400 s of refill pass (a token is 360 s): the bucket is full again.
+	// Someone drains it, then the give-back arrives.
+	ageRedis(t, c, pfx, 400*time.Second)
 	drain := h
-	drain.N = 9
+	drain.N = 10
 	res := make([]rls.Result, 1)
 	if ok, err := s.Decide(ctx, []rls.Hit{drain}, res); err != nil || !ok || res[0].Remaining != 0 {
 		t.Fatalf("drain: %v %+v %v", ok, res[0], err)
 	}
-	const ticks = 400_000_000 // µs ticks
-	tk.T -= ticks
 	r, err := s.GiveBackForTest(ctx, h, tk)
 	if err != nil {
 		t.Fatal(err)
