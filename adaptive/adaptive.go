@@ -545,7 +545,9 @@ func (l *Limiter) update(now int64) {
 // it, so that a probe should measure it now. Requires mu.
 //
 // Only these change the estimate: the first window sets it (and, as it
-// may have queued, a probe follows as soon as the limit binds); a probe's
+// may have queued, a probe follows as soon as the limit binds, unless a
+// window of the third kind below moves it first and resets its age:
+// docs/adaptive.md says what that costs); a probe's
 // window, run below the knee, measures it; a window in which nobody waited
 // and at most half the limit was in use, or which read below the estimate,
 // moves it an eighth of the way. No window with drops, or just after one,
