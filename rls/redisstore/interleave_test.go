@@ -194,3 +194,39 @@ func TestGiveBackAfterSaturatedDebt(t *testing.T) {
 		})
 	}
 }
+
+// TestGiveBackRetried: a client that retries a script (go-redis, on EOF
+// after Redis ran it) sends a give-back twice. A key with 5 of 10 left
+// takes 3 for a refused request and gets them back: 5 again. The retry
+// must change nothing; it found the key changed since its decision and,
+// until 2026-12-07, gave the 3 back again: 8 left.
+func TestGiveBackRetried(t *testing.T) {
+	single, _, _ := singleStoreOf(t)
+	single.TrackForTest()
+	split, _, _ := splitStore(t)
+	for _, c := range []struct {
+		name string
+		s    *redisstore.Store
+	}{{"single", single}, {"cluster", split}} {
+		t.Run("store="+c.name, func(t *testing.T) {
+			ctx := context.Background()
+			decide1(t, c.s, rh("rt", 10, 0, 5))
+			h := rh("rt", 10, 0, 3)
+			res, tk, err := c.s.TakeForTest(ctx, h)
+			if err != nil || !res.OK || res.Remaining != 2 {
+				t.Fatalf("take: %+v, %v", res, err)
+			}
+			for i, want := range []int64{5, 5} {
+				if r, err := c.s.GiveBackForTest(ctx, h, tk); err != nil || r.Remaining != want {
+					t.Errorf("give-back %d: %d left, %v; want %d", i+1, r.Remaining, err, want)
+				}
+			}
+			// Later give-backs of other takes still count.
+			_, tk2, _ := c.s.TakeForTest(ctx, h)
+			decide1(t, c.s, rh("rt", 10, 0, 1))
+			if r, err := c.s.GiveBackForTest(ctx, h, tk2); err != nil || r.Remaining != 4 {
+				t.Errorf("another take's give-back after the retry: %d left, %v; want 4", r.Remaining, err)
+			}
+		})
+	}
+}

@@ -75,9 +75,14 @@ import (
 // the bucket to other parameters, cut a debt charge at the bound, or found
 // the key present but untracked. Points older than the horizon (10 s) are
 // dropped, and past keep (8) the two closest neighbours merge into the
-// lower. A marked key keeps its version ("0 t sig ver:c"), no points: its
-// debt is 0. An older script reads a tracked key's sig as another's and
-// carries the bucket into the same parameters: the same balance.
+// lower. After the points, receipts: the versions of the decisions given
+// back (ages, newest last, the last keep within the horizon): a give-back
+// whose decision is among them is a client's retry (go-redis retries a
+// script on EOF) and changes nothing. A marked key keeps its version
+// ("0 t sig ver:c"), no points or receipts: its debt is 0, so nothing
+// would come back. An older script reads a tracked key's sig as
+// another's and carries the bucket into the same parameters: the same
+// balance.
 //
 // A give-back (the split path's, for a refused request) first compares the
 // key with what the decision wrote (d1, t1, vd, and flag 16 if it wrote a
@@ -176,7 +181,16 @@ local function points(s, nv, d, us)
   end
   local out = {}
   for j = 1, n do out[j] = string.format('%d:%d', nv - pv[j], ph[j]) end
-  return table.concat(out, ',')
+  -- the receipts within the horizon, newest last, at most keep
+  local rc = {}
+  for _, v in ipairs(s.rc or {}) do
+    if v >= us - horizon then rc[#rc + 1] = v end
+  end
+  if s.newrc then rc[#rc + 1] = s.newrc end
+  if #rc == 0 then return table.concat(out, ',') end
+  local r = {}
+  for j = math.max(1, #rc - keep + 1), #rc do r[#r + 1] = string.format('%d', nv - rc[j]) end
+  return table.concat(out, ',') .. ' ' .. table.concat(r, ',')
 end
 -- carry converts debt d of a bucket of capacity ocap units, oper units a
 -- token, into the units of s.
@@ -237,9 +251,16 @@ for i = 1, #KEYS do
           if f then
             local pv, ph, n = {}, {}, 0
             s.rver, s.pv, s.ph = tonumber(string.sub(rest, 1, f - 1)), pv, ph
-            for a, h in string.gmatch(string.sub(rest, f + 1), '(%d+):(%d+)') do
+            local g = string.find(rest, ' ', f + 1, true)
+            local pts = string.sub(rest, f + 1, (g or 0) - 1)
+            for a, h in string.gmatch(pts, '(%d+):(%d+)') do
               n = n + 1
               pv[n], ph[n] = s.rver - tonumber(a), tonumber(h)
+            end
+            if g then
+              -- receipts: the decisions given back, newest last
+              s.rc = {}
+              for a in string.gmatch(string.sub(rest, g + 1), '%d+') do s.rc[#s.rc + 1] = s.rver - tonumber(a) end
             end
           else
             s.rver = tonumber(rest)
@@ -280,7 +301,16 @@ for i = 1, #KEYS do
         same = not s.rcl and d1 > 0 and s.rd == d1
       end
       same = same and s.raw and s.rsig == sig and s.rt == t1 and s.rver == vd
-      if same then
+      local dup = false
+      for _, v in ipairs(s.rc or {}) do
+        if v == vd then dup = true end
+      end
+      if vd > 0 and not s.carried then s.newrc = vd end
+      if dup then
+        -- a retry of a give-back done already (go-redis retries a script
+        -- on EOF): nothing
+        s.newrc = nil
+      elseif same then
         -- untouched since the decision wrote it: set the state a refused
         -- request leaves, which the decision computed (its debt charges,
         -- its carries and marks; no take)

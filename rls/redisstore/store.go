@@ -39,12 +39,12 @@
 // T, plus one tick's refill where the tick is coarser than a microsecond:
 // docs/rls.md) holds on the Cluster too, given that a master's clock does
 // not step back (a failover to a replica whose clock is behind) while a
-// key is emptied and refilled within a round trip, and that a client does
-// not retry a give-back (go-redis retries a script on EOF: it would give
-// back twice; rueidis, which admit-rls uses, does not). A request that an
-// enforced hit refused is refused (no error) even when another key's node
-// or a give-back (on a timeout of its own) failed: what those left taken
-// errs on the side of refusing. Only
+// key is emptied and refilled within a round trip. A give-back that a
+// client retries (go-redis retries a script on EOF) finds its receipt in
+// the key and changes nothing, unless eight others gave back to the key
+// in between. A request that an enforced hit refused is refused (no
+// error) even when another key's node or a give-back (on a timeout of its
+// own) failed: what those left taken errs on the side of refusing. Only
 // a request that nothing refused and some node failed to decide fails,
 // with an error wrapping admit.ErrUnavailable; one that some node answered
 // with an error reply no retry changes fails with a plain error.
