@@ -86,6 +86,20 @@ func (m rmodel) tokens(key string, c int64) int64 {
 // walkRates: interleave with refill (limits of different bursts and
 // rates, aged by ageRedis), multi-hit split takes of one key (two limits,
 // debt and shadow hits), give-backs in any order.
+var shadowDebt = os.Getenv("REVIEW_SD") != ""
+
+func sdHits(r *rand.Rand, req []rls.Hit) []rls.Hit {
+	if shadowDebt {
+		for i := range req {
+			if req[i].Debt && r.IntN(2) == 0 {
+				req[i].Shadow = true
+				req[i].N = int64(r.IntN(25))
+			}
+		}
+	}
+	return req
+}
+
 func walkRates(t *testing.T, s *redisstore.Store, c redis.UniversalClient, pfx string, seed uint64, lims []rls.Hit, steps int) (int, string, int64) {
 	t.Helper()
 	ctx := context.Background()
@@ -124,7 +138,7 @@ func walkRates(t *testing.T, s *redisstore.Store, c redis.UniversalClient, pfx s
 			m.age(1)
 			log = append(log, "age 30m")
 		case step < steps && x < 5:
-			req := randomHits(r, key, lims, 8, 2)
+			req := sdHits(r, randomHits(r, key, lims, 8, 2))
 			ok, res, gb, tk, err := s.TakeReqForTest(ctx, req)
 			if err != nil {
 				t.Fatal(err)
@@ -161,7 +175,7 @@ func walkRates(t *testing.T, s *redisstore.Store, c redis.UniversalClient, pfx s
 				return step, strings.Join(log, "\n"), short
 			}
 		case step < steps:
-			req := randomHits(r, key, lims, 8, 2)
+			req := sdHits(r, randomHits(r, key, lims, 8, 2))
 			res := make([]rls.Result, len(req))
 			ok, err := s.Decide(ctx, req, res)
 			if err != nil {
