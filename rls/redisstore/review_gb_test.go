@@ -241,6 +241,14 @@ func TestReviewWalkRates(t *testing.T) {
 // of 10 under L refused (at most 5 left). Actual: admitted (10 left):
 // over-admission of 5 tokens. The same without R2: any write in between
 // (a debt hit of 0 under S) sends R1's give-back down the same path.
+// A regression of 13e9684: before it, both writes in between left the
+// value byte for byte as R1's decision wrote it ("4 t sig"), so the
+// give-back took the exact path and restored the mark. The root is older
+// (the in-request carry sets s.cl only when the key was not full when
+// read; here it was full, but R1's charge made it not full before the
+// clamp), and versions now send these cases down the changed-key path.
+// Fix: in the in-request carry, "if not s.full or not s.fd then s.cl =
+// true end" (the refused state's fullness), so the take reports flag 8.
 func TestReviewGiveBackDeletesClampAfterCharge(t *testing.T) {
 	single, _, _ := singleStoreOf(t)
 	single.TrackForTest()
@@ -369,6 +377,74 @@ func TestReviewGiveBackAfterOwnSaturatedDebt(t *testing.T) {
 				ageRedis(t, c.c, c.pfx, time.Hour)
 				if ok, r := decide1(t, c.s, rh(k, 10, 10, 3)); ok {
 					t.Errorf("an hour after a balance of -10 (burst 10, 10 an hour), a take of 3 was admitted (%d left): the give-back returned a take the debt bound had absorbed in its own request", r[0].Remaining)
+				}
+			})
+		}
+	}
+}
+
+// TestReviewGiveBackAfterOwnClamp: the same gap as
+// TestReviewGiveBackAfterOwnSaturatedDebt without shadow hits or the
+// bound: the refused request's own clamp absorbs its take, and a debt
+// charge after the clamp keeps the bucket in debt. The key holds 9 of 10
+// under L (burst 10, never refilling). R1 takes 3 under L (6 left), then
+// charges 2 under S (burst 5, never refilling): carried into S, 6 is
+// clamped to 5, and the charge leaves 3 of 5. A refused R1 leaves the
+// same: 9 clamped to 5, less 2, 3 of 5. Its take accounts for nothing.
+// Another request takes 1 under S in between (2 of 5; had R1 never taken,
+// 2 of 5 too), then R1's give-back finds the key changed and returns
+// min(3, debt now 3, the point 2) = 2: 4 of 5. Expected after it: 2 left
+// (a take of 3 under S refused); actual: 4 left (admitted):
+// over-admission of 2. Any write in between will do (a debt hit of 0
+// under S: 5 of 5, where R1 never taking leaves 3). take1 fails before
+// 13e9684 too (the arithmetic give-back); debt0 is a regression (before,
+// the debt hit of 0 rewrote the same bytes and the give-back was exact).
+// Fix (for this and TestReviewGiveBackAfterOwnSaturatedDebt): cap the
+// changed-key give-back by what the decision itself says its takes added,
+// d1 - dref (both under the last hit's limit, both already in ARGV):
+// g = math.min(-c, s.all, math.max(0, d1 - dref)).
+func TestReviewGiveBackAfterOwnClamp(t *testing.T) {
+	single, _, _ := singleStoreOf(t)
+	single.TrackForTest()
+	split, _, _ := splitStore(t)
+	for _, c := range []struct {
+		name string
+		s    *redisstore.Store
+	}{{"single", single}, {"cluster", split}} {
+		for _, between := range []string{"take1", "debt0"} {
+			t.Run(c.name+"/"+between, func(t *testing.T) {
+				ctx := context.Background()
+				k := "ownclamp-" + between
+				L, S := rh(k, 10, 0, 0), rh(k, 5, 0, 0)
+				l := L
+				l.N = 1
+				if ok, _ := decide1(t, c.s, l); !ok {
+					t.Fatal("a take of 1 from a full key was refused")
+				}
+				r1 := []rls.Hit{L, withFlags(S, false, true)}
+				r1[0].N, r1[1].N = 3, 2
+				ok, res, gb1, tk1, err := c.s.TakeReqForTest(ctx, r1)
+				if err != nil || !ok || gb1.N != 3 || res[1].Remaining != 3 {
+					t.Fatalf("R1: %v %v %+v %+v", ok, err, gb1, res)
+				}
+				want := int64(3)
+				switch between {
+				case "take1":
+					s := S
+					s.N = 1
+					if ok, _ := decide1(t, c.s, s); !ok {
+						t.Fatal("a take of 1 of 3 left was refused")
+					}
+					want = 2
+				case "debt0":
+					decide1(t, c.s, withFlags(S, false, true))
+				}
+				r, err := c.s.GiveBackForTest(ctx, gb1, tk1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Remaining > want {
+					t.Errorf("after R1's give-back the key holds %d under S; had R1 never taken, %d", r.Remaining, want)
 				}
 			})
 		}
