@@ -44,3 +44,34 @@ func (s *Store) GiveBackForTest(ctx context.Context, h rls.Hit, ts TakeState) (r
 // TrackForTest makes s keep its keys' versions and points, as a Cluster's
 // store does, on one Redis.
 func (s *Store) TrackForTest() { s.track = true }
+
+// TakeReqForTest runs one key's hits as the first phase of a split
+// decision does (one script), and returns whether the script admitted
+// them, each hit's result, and the give-back decideSplit would send if
+// another key refused the request (N 0: nothing to give back).
+func (s *Store) TakeReqForTest(ctx context.Context, hits []rls.Hit) (bool, []rls.Result, rls.Hit, TakeState, error) {
+	s.track = true
+	ps := make([]params, len(hits))
+	for i := range hits {
+		p, err := s.paramsFor(&hits[i])
+		if err != nil {
+			return false, nil, rls.Hit{}, TakeState{}, err
+		}
+		ps[i] = p
+	}
+	res, tk := make([]rls.Result, len(hits)), make([]take, len(hits))
+	ok, err := s.run(ctx, hits, ps, res, nil, tk, false)
+	if err != nil {
+		return false, nil, rls.Hit{}, TakeState{}, err
+	}
+	idx := make([]int, len(hits))
+	for i := range idx {
+		idx[i] = i
+	}
+	h := giveBack(hits, res, idx)
+	if !ok {
+		h.N = 0
+	}
+	last := len(hits) - 1
+	return ok, res, h, TakeState{D: tk[last].d, T: tk[last].t, Full: tk[last].full, tk: tk[last]}, nil
+}

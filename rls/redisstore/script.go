@@ -92,7 +92,9 @@ import (
 // the debt charges, carries and marks of the request standing and its
 // takes undone, as on one Redis. Otherwise the take's -n·per units count
 // as far as the bucket's debt stayed above them since: the give-back
-// returns the least of -n·per, the debt now, and every point after vd
+// returns the least of -n·per, d1 − dref (what the takes still added when
+// the decision ended: its own request's clamps and cut charges absorb
+// them too), the debt now, and every point after vd
 // (the debt between writes only falls by refill, so its low points are
 // at writes and now). A refill to full, a clamp or a carry, a cut charge
 // or another give-back after the decision absorbed what a point records;
@@ -286,7 +288,9 @@ for i = 1, #KEYS do
       local ocap, oper = s.capU, s.per
       s.capU, s.per, s.m, s.q, s.sig = capU, per, m, q, sig
       s.all, s.dbt = carry(s.all, ocap, oper, s, s.fa), carry(s.dbt, ocap, oper, s, s.fd)
-      if not s.full then s.cl = true end
+      -- full only by this clamp, unless full before it in the state a
+      -- refused request leaves (a charge earlier in the request counts)
+      if not s.full or not s.fd then s.cl = true end
       s.t, s.now, s.sub, s.carried, s.conv = now, now, us - now * q, true, true
     end
     if math.floor(flags / 64) % 2 == 1 then s.track = true end
@@ -323,7 +327,9 @@ for i = 1, #KEYS do
         -- tracked since)
         local g = 0
         if vd > 0 and s.rver >= vd and vd <= us and us - vd <= horizon then
-          g = math.min(-c, s.all)
+          -- no more than the take still added when its decision ended
+          -- (its own request's clamps and cut charges absorb it too)
+          g = math.min(-c, s.all, math.max(0, d1 - dref))
           for j, v in ipairs(s.pv or {}) do
             if v > vd and s.ph[j] < g then g = s.ph[j] end
           end

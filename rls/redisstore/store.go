@@ -24,22 +24,24 @@
 // script: a key as the decision left it is set to the state a refused
 // request leaves (exact); one another request changed since is given back
 // what its takes still account for (their sum, under the key's last
-// limit): as far as the bucket's debt stayed above it at every write since
-// the decision and now, which the store keeps per key on a Cluster (its
-// version and the low points of its debt over the last 10 s, at most 8,
-// about 180 bytes on a busy key; see script.go). A refill to full, a clamp
-// under another limit, a debt charge cut at the bound or another give-back
-// in between is then not returned again. Where the points merge, or a
-// carry or a cut charge intervened, it gives back less than the take (the
-// request's tokens stay taken), never more. A refused request then ends
-// up taking from none of its buckets, except on those paths, and a
-// give-back later than 10 s after its decision returns nothing; between
-// its take and its give-back another request may see those tokens missing
-// and be refused. The token bucket bound (never more than burst + rate ×
-// T, plus one tick's refill where the tick is coarser than a microsecond:
-// docs/rls.md) holds on the Cluster too, given that a master's clock does
-// not step back (a failover to a replica whose clock is behind) while a
-// key is emptied and refilled within a round trip. A give-back that a
+// limit): no more than they added when the decision ended (the request's
+// own clamps and cut charges absorb a take too), and only as far as the
+// bucket's debt stayed above it at every write since and now, which the
+// store keeps per key on a Cluster (its version and the low points of its
+// debt over the last 10 s, at most 8, about 180 bytes on a busy key; see
+// script.go). A refill to full, a clamp under another limit, a debt charge
+// cut at the bound or another give-back in between is then not returned
+// again. Where the points merge, or a carry or a cut charge intervened, it
+// gives back less than the take (the request's tokens stay taken), never
+// more; and a give-back that finds its key changed more than 10 s after
+// its decision returns nothing (one that finds it untouched restores it
+// exactly, however late). Between its take and its give-back another
+// request may see those tokens missing and be refused. The token bucket
+// bound (never more than burst + rate × T, plus one tick's refill where
+// the tick is coarser than a microsecond: docs/rls.md) holds on the
+// Cluster too, given that a master's clock does not step back (a failover
+// to a replica, or a slot's move to a master, whose clock is behind) while
+// a key is emptied and refilled within a round trip. A give-back that a
 // client retries (go-redis retries a script on EOF) finds its receipt in
 // the key and changes nothing, unless eight others gave back to the key
 // in between. A request that an enforced hit refused is refused (no
@@ -429,26 +431,17 @@ func (s *Store) decideSplit(ctx, cctx context.Context, hits []rls.Hit, ps []para
 	case !denied && failed == nil:
 		return true, nil
 	}
-	// Give back what each key's script took: the costs of its ordinary
-	// hits that held (a debt hit's charge stands whatever the outcome),
-	// under the key's last limit, which its balance was carried into.
+	// Give back what each key's script took.
 	backErrs := make([]error, len(groups))
 	for g, idx := range groups {
 		if errs[g] != nil || !took[g] {
 			continue
 		}
-		var n int64
-		for _, i := range idx {
-			if h := &hits[i]; results[i].OK && !h.Debt && h.N > 0 {
-				n = min(n+h.N, math.MaxInt64/2)
-			}
-		}
-		if n == 0 {
+		h := giveBack(hits, results, idx)
+		if h.N == 0 {
 			continue
 		}
 		last := idx[len(idx)-1]
-		h := hits[last]
-		h.N = min(n, 2*h.Capacity) // no more than a bucket can owe
 		wg.Go(func() {
 			back := make([]rls.Result, 1)
 			// A timeout of its own: the decision's may be spent by the
@@ -473,6 +466,22 @@ func (s *Store) decideSplit(ctx, cctx context.Context, hits []rls.Hit, ps []para
 	}
 	failed = errors.Join(append([]error{failed}, backErrs...)...)
 	return false, s.wrap(ctx, failed)
+}
+
+// giveBack is the hit that gives back what one key's hits (idx, in order)
+// took: the costs of its ordinary hits that held (a debt hit's charge
+// stands whatever the outcome), under the key's last limit, which its
+// balance was carried into. Its N is 0 when they took nothing.
+func giveBack(hits []rls.Hit, results []rls.Result, idx []int) rls.Hit {
+	var n int64
+	for _, i := range idx {
+		if h := &hits[i]; results[i].OK && !h.Debt && h.N > 0 {
+			n = min(n+h.N, math.MaxInt64/2)
+		}
+	}
+	h := hits[idx[len(idx)-1]]
+	h.N = min(n, 2*h.Capacity) // no more than a bucket can owe
+	return h
 }
 
 func (s *Store) wrap(ctx context.Context, err error) error {
