@@ -74,14 +74,6 @@ func (m rmodel) forced(hits []rls.Hit, admitted bool, held []bool) bool {
 	return good
 }
 
-func (m rmodel) tokens(key string, c int64) int64 {
-	k := m[key]
-	if k == nil || k.full {
-		return c
-	}
-	return max(0, k.bal) / 2
-}
-
 // storedBalance reads key as the script stores it: its balance in half
 // tokens times per, the units of a token under the limit it was written
 // with; per is 0 when the key is absent.
