@@ -14,64 +14,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// forced runs hits in the rmodel (half tokens, rates) with the store's outcomes forced:
-// each hit held or not as the store said, the request admitted or not as
-// the store said. It reports false if a hit the store held could not be
-// held in the model (the store had more than the model).
-func (m rmodel) forced(hits []rls.Hit, admitted bool, held []bool) bool {
-	type st struct {
-		all, dbt         int64
-		fullAll, fullDbt bool
-		cap, rate        int64
-	}
-	work := map[string]*st{}
-	good := true
-	for i, h := range hits {
-		s := work[h.Key]
-		if s == nil {
-			k := m[h.Key]
-			if k == nil || k.full {
-				s = &st{all: 2 * h.Capacity, dbt: 2 * h.Capacity, fullAll: true, fullDbt: true, cap: h.Capacity, rate: h.Count}
-			} else {
-				s = &st{all: k.bal, dbt: k.bal, cap: k.cap, rate: k.rate}
-			}
-			work[h.Key] = s
-		}
-		if s.cap != h.Capacity || s.rate != h.Count {
-			cp := func(b int64, full bool) int64 {
-				if full {
-					return 2 * h.Capacity
-				}
-				if h.Count == 0 {
-					b -= ((b % 2) + 2) % 2
-				}
-				return max(-2*h.Capacity, min(b, 2*h.Capacity))
-			}
-			s.all, s.dbt = cp(s.all, s.fullAll), cp(s.dbt, s.fullDbt)
-			s.cap, s.rate = h.Capacity, h.Count
-		}
-		can := h.N >= 0 && h.N <= h.Capacity && 2*h.N <= s.all
-		if held[i] && !can {
-			good = false
-		}
-		switch {
-		case h.Debt && h.N >= 0:
-			s.all = max(-2*h.Capacity, s.all-2*h.N)
-			s.dbt = max(-2*h.Capacity, s.dbt-2*h.N)
-		case held[i]:
-			s.all -= 2 * h.N
-		}
-		s.fullAll = s.fullAll && s.all == 2*s.cap
-		s.fullDbt = s.fullDbt && s.dbt == 2*s.cap
-	}
-	for k, s := range work {
-		b, f := s.dbt, s.fullDbt
-		if admitted {
-			b, f = s.all, s.fullAll
-		}
-		m[k] = &rkey{bal: b, cap: s.cap, rate: s.rate, full: f}
-	}
-	return good
+// tstore is a store with its client and key prefix.
+type tstore struct {
+	name string
+	s    *redisstore.Store
+	c    redis.UniversalClient
+	pfx  string
+}
+
+// trackedStores are a store on one Redis that tracks its keys as a
+// Cluster's store does, and a store on the Cluster.
+func trackedStores(t *testing.T) []tstore {
+	single, sc, spfx := singleStoreOf(t)
+	single.TrackForTest()
+	split, cc, cpfx := splitStore(t)
+	return []tstore{{"single", single, sc, spfx}, {"cluster", split, cc, cpfx}}
 }
 
 // storedBalance reads key as the script stores it: its balance in half
@@ -244,24 +201,18 @@ func TestInterleavedGiveBacks(t *testing.T) {
 		{"rates", []rls.Hit{rh("", 10, 0, 0), rh("", 5, 1, 0), rh("", 7, 2, 0), rh("", 5, 2, 0)}, 40, 200},
 		{"merging", []rls.Hit{rh("", 40, 4, 0), rh("", 37, 0, 0)}, 120, 60},
 	}
-	for _, store := range []string{"single", "cluster"} {
+	for i, store := range []string{"single", "cluster"} {
 		for _, set := range sets {
 			t.Run("store="+store+"/limits="+set.name, func(t *testing.T) {
 				t.Parallel()
-				var s *redisstore.Store
-				var c redis.UniversalClient
-				var pfx string
+				c := trackedStores(t)[i] // a store of its own: the walks' keys repeat
 				seeds := set.seeds
-				if store == "single" {
-					s, c, pfx = singleStoreOf(t)
-					s.TrackForTest()
-				} else {
-					s, c, pfx = splitStore(t)
+				if c.name == "cluster" {
 					seeds /= 2
 				}
 				var short, exact int64
 				for seed := range seeds {
-					step, log, sh := interleave(t, s, c, pfx, seed, set.lims, set.steps)
+					step, log, sh := interleave(t, c.s, c.c, c.pfx, seed, set.lims, set.steps)
 					if step >= 0 {
 						t.Fatalf("seed %d: at step %d the key holds more than it would had the refused requests never taken:\n%s", seed, step, log)
 					}
@@ -284,15 +235,7 @@ func TestInterleavedGiveBacks(t *testing.T) {
 // later the key holds 0 and a take of 5 is refused. Until 2026-12-07 the
 // give-back returned all 5, and the take was admitted.
 func TestGiveBackAfterSaturatedDebt(t *testing.T) {
-	single, sc, spfx := singleStoreOf(t)
-	single.TrackForTest()
-	split, cc, cpfx := splitStore(t)
-	for _, c := range []struct {
-		name string
-		s    *redisstore.Store
-		c    redis.UniversalClient
-		pfx  string
-	}{{"single", single, sc, spfx}, {"cluster", split, cc, cpfx}} {
+	for _, c := range trackedStores(t) {
 		t.Run("store="+c.name, func(t *testing.T) {
 			ctx := context.Background()
 			h := rh("sat", 10, 10, 5)
@@ -320,13 +263,7 @@ func TestGiveBackAfterSaturatedDebt(t *testing.T) {
 // must change nothing; it found the key changed since its decision and,
 // until 2026-12-07, gave the 3 back again: 8 left.
 func TestGiveBackRetried(t *testing.T) {
-	single, _, _ := singleStoreOf(t)
-	single.TrackForTest()
-	split, _, _ := splitStore(t)
-	for _, c := range []struct {
-		name string
-		s    *redisstore.Store
-	}{{"single", single}, {"cluster", split}} {
+	for _, c := range trackedStores(t) {
 		t.Run("store="+c.name, func(t *testing.T) {
 			ctx := context.Background()
 			decide1(t, c.s, rh("rt", 10, 0, 5))
@@ -365,22 +302,16 @@ func TestGiveBackRetried(t *testing.T) {
 // of 10 under L refused (at most 5 left). Actual: admitted (10 left):
 // over-admission of 5 tokens. The same without R2: any write in between
 // (a debt hit of 0 under S) sends R1's give-back down the same path.
-// A regression of 13e9684: before it, both writes in between left the
-// value byte for byte as R1's decision wrote it ("4 t sig"), so the
-// give-back took the exact path and restored the mark. The root is older
-// (the in-request carry sets s.cl only when the key was not full when
-// read; here it was full, but R1's charge made it not full before the
-// clamp), and versions now send these cases down the changed-key path.
+// Found on 2026-12-07 by a review of the versions (13e9684), which send
+// these cases down the changed-key path (before, the writes in between
+// left the value byte for byte as R1's decision wrote it, and the
+// give-back was exact); the root was older: the in-request carry took
+// the take as clamped only when the key was not full when read, and R1's
+// charge made it not full before the clamp.
 // Fix: in the in-request carry, "if not s.full or not s.fd then s.cl =
 // true end" (the refused state's fullness), so the take reports flag 8.
 func TestGiveBackDeletesClampAfterCharge(t *testing.T) {
-	single, _, _ := singleStoreOf(t)
-	single.TrackForTest()
-	split, _, _ := splitStore(t)
-	for _, c := range []struct {
-		name string
-		s    *redisstore.Store
-	}{{"single", single}, {"cluster", split}} {
+	for _, c := range trackedStores(t) {
 		for _, between := range []string{"give-back", "debt0"} {
 			t.Run(c.name+"/"+between, func(t *testing.T) {
 				ctx := context.Background()
@@ -432,18 +363,11 @@ func TestGiveBackDeletesClampAfterCharge(t *testing.T) {
 // give-back finds it changed and returns min(3, debt 20, points 20) = 3.
 // An hour later (10 refilled) the key should hold 0 and refuse a take of
 // 3; it holds 3 and admits it: over-admission of 3 (up to the take).
-// Before the commit the arithmetic give-back did the same; the commit's
-// docs claim a cut charge is no longer returned.
+// Found on 2026-12-07 by a review; the arithmetic give-back before the
+// versions did the same. The give-back now returns no more than the take
+// still added when its decision ended (d1 − dref).
 func TestGiveBackAfterOwnSaturatedDebt(t *testing.T) {
-	single, sc, spfx := singleStoreOf(t)
-	single.TrackForTest()
-	split, cc, cpfx := splitStore(t)
-	for _, c := range []struct {
-		name string
-		s    *redisstore.Store
-		c    redis.UniversalClient
-		pfx  string
-	}{{"single", single, sc, spfx}, {"cluster", split, cc, cpfx}} {
+	for _, c := range trackedStores(t) {
 		for _, between := range []string{"debt0", "other-give-back"} {
 			t.Run(c.name+"/"+between, func(t *testing.T) {
 				ctx := context.Background()
@@ -492,21 +416,12 @@ func TestGiveBackAfterOwnSaturatedDebt(t *testing.T) {
 // min(3, debt now 3, the point 2) = 2: 4 of 5. Expected after it: 2 left
 // (a take of 3 under S refused); actual: 4 left (admitted):
 // over-admission of 2. Any write in between will do (a debt hit of 0
-// under S: 5 of 5, where R1 never taking leaves 3). take1 fails before
-// 13e9684 too (the arithmetic give-back); debt0 is a regression (before,
-// the debt hit of 0 rewrote the same bytes and the give-back was exact).
-// Fix (for this and TestGiveBackAfterOwnSaturatedDebt): cap the
-// changed-key give-back by what the decision itself says its takes added,
-// d1 - dref (both under the last hit's limit, both already in ARGV):
-// g = math.min(-c, s.all, math.max(0, d1 - dref)).
+// under S: 5 of 5, where R1 never taking leaves 3). Found on 2026-12-07
+// by a review: take1 failed with the arithmetic give-back too, debt0 only
+// with the versions (before, the debt hit of 0 rewrote the same bytes and
+// the give-back was exact). Fixed as TestGiveBackAfterOwnSaturatedDebt.
 func TestGiveBackAfterOwnClamp(t *testing.T) {
-	single, _, _ := singleStoreOf(t)
-	single.TrackForTest()
-	split, _, _ := splitStore(t)
-	for _, c := range []struct {
-		name string
-		s    *redisstore.Store
-	}{{"single", single}, {"cluster", split}} {
+	for _, c := range trackedStores(t) {
 		for _, between := range []string{"take1", "debt0"} {
 			t.Run(c.name+"/"+between, func(t *testing.T) {
 				ctx := context.Background()

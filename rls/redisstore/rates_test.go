@@ -51,6 +51,23 @@ func (m rmodel) age(halfHours int64) {
 }
 
 func (m rmodel) decide(hits []rls.Hit) (bool, []bool) {
+	admitted, ok, _ := m.run(hits, nil, false)
+	return admitted, ok
+}
+
+// forced runs hits with the store's outcomes: each hit held as held says,
+// the request admitted as admitted says. It reports whether the model
+// could hold every hit the store held (false: the store had more).
+func (m rmodel) forced(hits []rls.Hit, admitted bool, held []bool) bool {
+	_, _, good := m.run(hits, held, admitted)
+	return good
+}
+
+// run applies hits. With held nil it decides them: a hit holds when its
+// key has its cost, the request is admitted when every enforced hit held.
+// Otherwise held and admitted are the outcomes, and good reports whether
+// the model could hold every hit held says.
+func (m rmodel) run(hits []rls.Hit, held []bool, admitted bool) (bool, []bool, bool) {
 	type st struct {
 		all, dbt         int64
 		fullAll, fullDbt bool
@@ -58,7 +75,7 @@ func (m rmodel) decide(hits []rls.Hit) (bool, []bool) {
 	}
 	work := map[string]*st{}
 	ok := make([]bool, len(hits))
-	admitted := true
+	decided, good := true, true
 	for i, h := range hits {
 		s := work[h.Key]
 		if s == nil {
@@ -83,27 +100,34 @@ func (m rmodel) decide(hits []rls.Hit) (bool, []bool) {
 			s.all, s.dbt = cp(s.all, s.fullAll), cp(s.dbt, s.fullDbt)
 			s.cap, s.rate = h.Capacity, h.Count
 		}
-		held := h.N >= 0 && h.N <= h.Capacity && 2*h.N <= s.all
+		can := h.N >= 0 && h.N <= h.Capacity && 2*h.N <= s.all
+		ok[i] = can
+		if held != nil {
+			good = good && (can || !held[i])
+			ok[i] = held[i]
+		}
 		switch {
 		case h.Debt && h.N >= 0:
 			s.all = max(-2*h.Capacity, s.all-2*h.N)
 			s.dbt = max(-2*h.Capacity, s.dbt-2*h.N)
-		case held:
+		case ok[i]:
 			s.all -= 2 * h.N
 		}
 		s.fullAll = s.fullAll && s.all == 2*s.cap
 		s.fullDbt = s.fullDbt && s.dbt == 2*s.cap
-		ok[i] = held
-		admitted = admitted && (held || h.Shadow)
+		decided = decided && (ok[i] || h.Shadow)
+	}
+	if held != nil {
+		decided = admitted
 	}
 	for k, s := range work {
 		b, f := s.dbt, s.fullDbt
-		if admitted {
+		if decided {
 			b, f = s.all, s.fullAll
 		}
 		m[k] = &rkey{bal: b, cap: s.cap, rate: s.rate, full: f}
 	}
-	return admitted, ok
+	return decided, ok, good
 }
 
 // ageRedis moves every key under pfx back by d: its tick by d/q, its
