@@ -1,0 +1,215 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/admit-go/admit/rls"
+	"github.com/redis/go-redis/v9"
+)
+
+// review2Round runs concurrent split requests on fresh keys and returns
+// the tokens admitted per key (held, non-debt hits of admitted requests).
+func review2Round(t *testing.T, round int, refill bool, workers, per int, seed uint64) map[string]int64 {
+	s, c, pfx := splitStore(t)
+	ctx := context.Background()
+	A := fmt.Sprintf("a%d", round)
+	B := otherMaster(t, c, pfx, A)
+	E := otherMaster(t, c, pfx, "e"+A)
+	for i := 0; E == B || sameMaster(t, c, pfx, E, A); i++ {
+		E = otherMaster(t, c, pfx, fmt.Sprint("e", i, A))
+	}
+	cnt, period := int64(0), time.Hour
+	if refill {
+		cnt, period = 10, time.Second
+	}
+	lim := func(k string, cp int64) rls.Hit { return rls.Hit{Key: k, Capacity: cp, Count: cnt, Period: period} }
+	// E exhausted, never refilling
+	eh := rls.Hit{Key: E, Capacity: 1, Count: 0, Period: time.Hour, N: 1}
+	decide1(t, s, eh)
+	var mu sync.Mutex
+	adm := map[string]int64{}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range workers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(seed, uint64(round*1000+w)))
+			for range per {
+				var req []rls.Hit
+				add := func(h rls.Hit, n int64) { h.N = n; req = append(req, h) }
+				switch r.IntN(11) {
+				case 8:
+					h := lim(A, 3)
+					h.Debt, h.Shadow = true, r.IntN(2) == 0
+					add(h, int64(r.IntN(4)))
+					add(lim(A, 5), 1)
+					add(eh, 1)
+				case 9:
+					add(lim(A, 5), 2)
+					h := lim(A, 3)
+					h.Debt, h.Shadow = true, r.IntN(2) == 0
+					add(h, int64(r.IntN(2)))
+					add(lim(B, 4), 1)
+				case 10:
+					h := lim(A, 5)
+					h.Shadow = true
+					add(h, 3)
+					add(lim(A, 3), 1)
+					add(lim(B, 4), 1)
+				case 0:
+					add(lim(A, 5), 1)
+					add(lim(B, 4), 1)
+				case 1:
+					add(lim(A, 5), 1)
+					add(eh, 1)
+				case 2:
+					add(lim(A, 5), 1)
+					add(lim(A, 3), 1)
+					add(lim(B, 4), 1)
+				case 3:
+					add(lim(B, 4), 1)
+					add(rls.Hit{Key: "z", Capacity: 0, N: 1}, 1)
+				case 4:
+					add(lim(A, 3), 2)
+					add(eh, 1)
+				case 5:
+					add(lim(A, 5), 1)
+				case 6:
+					add(lim(B, 4), 2)
+					add(lim(A, 3), 1)
+				case 7:
+					add(lim(A, 3), 1)
+					add(lim(A, 5), 2)
+					add(lim(B, 4), 1)
+				}
+				r.Shuffle(len(req), func(i, j int) { req[i], req[j] = req[j], req[i] })
+				res := make([]rls.Result, len(req))
+				ok, err := s.Decide(ctx, req, res)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					mu.Lock()
+					for i, h := range req {
+						if h.Capacity > 0 && res[i].OK && !h.Debt {
+							adm[h.Key] += h.N
+						}
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	adm["T"] = time.Since(start).Microseconds()
+	adm["A"], adm["B"] = adm[A], adm[B]
+	return adm
+}
+
+// TestReview2ConcurrentSplit: goroutines issue multi-key requests whose
+// keys span masters (A under bursts 5 and 3, B burst 4, never refilling),
+// some refused by a limit of zero or an exhausted key E on another master
+// (A's take is then given back by decideSplit). Over the run A can admit
+// at most 5 tokens, B at most 4.
+func TestReview2ConcurrentSplit(t *testing.T) {
+	var maxA, maxB, sumA atomic.Int64
+	for round := range 60 {
+		adm := review2Round(t, round, false, 16, 6, 1)
+		if adm["A"] > 5 || adm["B"] > 4 {
+			t.Errorf("round %d: admitted A %d (max 5), B %d (max 4)", round, adm["A"], adm["B"])
+		}
+		if adm["A"] > maxA.Load() {
+			maxA.Store(adm["A"])
+		}
+		if adm["B"] > maxB.Load() {
+			maxB.Store(adm["B"])
+		}
+		sumA.Add(adm["A"])
+	}
+	t.Logf("max A %d, max B %d, mean A %.2f", maxA.Load(), maxB.Load(), float64(sumA.Load())/60)
+}
+
+func sameMaster(t *testing.T, c *redis.ClusterClient, pfx, a, b string) bool {
+	ctx := context.Background()
+	ma, err1 := c.MasterForKey(ctx, pfx+a)
+	mb, err2 := c.MasterForKey(ctx, pfx+b)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	return ma.Options().Addr == mb.Options().Addr
+}
+
+// TestReview2ConcurrentSplitRefill: as TestReview2ConcurrentSplit with
+// A and B refilling 10 a second: A admits at most 5 + 10·T + 1.
+func TestReview2ConcurrentSplitRefill(t *testing.T) {
+	for round := range 20 {
+		adm := review2Round(t, 1000+round, true, 16, 60, 2)
+		T := float64(adm["T"]) / 1e6
+		bA, bB := 5+10*T+1, 4+10*T+1
+		t.Logf("round %d: T %.3fs A %d (bound %.1f) B %d (bound %.1f)", round, T, adm["A"], bA, adm["B"], bB)
+		if float64(adm["A"]) > bA || float64(adm["B"]) > bB {
+			t.Errorf("round %d: over the bound", round)
+		}
+	}
+}
+
+// TestReview2GiveBackDeletesMarkViaOtherTake: k is marked under S (burst 5,
+// never refilling), full under S only because a carry clamped 9 of L's 10
+// (L: burst 10, never refilling): under L it holds 5. Two split requests
+// R1 and R2 each take 1 under S and are refused by other nodes. R1's take
+// is from the marked (clamp-full) bucket, so its give-back has flag 8; R2's
+// is from a bucket in debt (1), so its give-back has none. R1's give-back
+// comes first (4 of 5 under S, not full: written as debt 1, the mark's
+// meaning gone), then R2's brings the debt to 0 and, without flag 8 and
+// with the key not read as marked, deletes it: full under every limit.
+// Had neither request taken, k would still be marked: 5 under L.
+// Expected: a take of 10 under L refused (5 left). Actual: admitted
+// (10 under L): over-admission of 5 tokens.
+func TestReview2GiveBackDeletesMarkViaOtherTake(t *testing.T) {
+	s, c, p := singleStoreOf(t)
+	s.TrackForTest()
+	ctx := context.Background()
+	L := rh("m2", 10, 0, 1)
+	S := rh("m2", 5, 0, 0)
+	if ok, _ := decide1(t, s, L, S); !ok { // 9 under L, clamped to 5 under S: marked
+		t.Fatal("setup refused")
+	}
+	if v, _ := c.Get(ctx, p+"m2").Result(); !strings.HasSuffix(v, ":c") {
+		t.Fatalf("not marked: %q", v)
+	}
+	S.N = 1
+	_, tk1, err := s.TakeForTest(ctx, S) // R1: from the clamp-full bucket (flag 8)
+	if err != nil || tk1.Full {
+		t.Fatal(err, tk1.Full)
+	}
+	_, tk2, err := s.TakeForTest(ctx, S) // R2: from debt 1 (no flag 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GiveBackForTest(ctx, S, tk1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GiveBackForTest(ctx, S, tk2); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := c.Get(ctx, p+"m2").Result()
+	L.N = 10
+	if ok, _ := decide1(t, s, L); ok {
+		t.Errorf("10 under L admitted after both give-backs (key %q); had neither taken, k holds 5 under L", v)
+	}
+	// Control: the same key with neither take holds 5 under L.
+	L.N, S.N = 1, 0
+	L.Key, S.Key = "m2c", "m2c"
+	decide1(t, s, L, S)
+	L.N = 10
+	if ok, _ := decide1(t, s, L); ok {
+		t.Error("control: 10 under L admitted from the mark")
+	}
+}
