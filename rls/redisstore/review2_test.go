@@ -15,13 +15,13 @@ import (
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/rls"
+	"github.com/admit-go/admit/rls/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
 // review2Round runs concurrent split requests on fresh keys and returns
 // the tokens admitted per key (held, non-debt hits of admitted requests).
-func review2Round(t *testing.T, round int, refill bool, workers, per int, seed uint64) map[string]int64 {
-	s, c, pfx := splitStore(t)
+func review2Round(t *testing.T, s *redisstore.Store, c *redis.ClusterClient, pfx string, round int, refill bool, workers, per int, seed uint64) map[string]int64 {
 	ctx := context.Background()
 	A := fmt.Sprintf("a%d", round)
 	B := otherMaster(t, c, pfx, A)
@@ -124,12 +124,13 @@ func review2Round(t *testing.T, round int, refill bool, workers, per int, seed u
 // at most 5 tokens, B at most 4.
 func TestReview2ConcurrentSplit(t *testing.T) {
 	var maxA, maxB, sumA atomic.Int64
+	s, c, pfx := splitStore(t)
 	rounds := 60
 	if os.Getenv("REVIEW2_ROUNDS") != "" {
 		rounds, _ = strconv.Atoi(os.Getenv("REVIEW2_ROUNDS"))
 	}
 	for round := range rounds {
-		adm := review2Round(t, round, false, 16, 6, 1)
+		adm := review2Round(t, s, c, pfx, round, false, 16, 6, 1)
 		if adm["A"] > 5 || adm["B"] > 4 {
 			t.Errorf("round %d: admitted A %d (max 5), B %d (max 4)", round, adm["A"], adm["B"])
 		}
@@ -157,8 +158,9 @@ func sameMaster(t *testing.T, c *redis.ClusterClient, pfx, a, b string) bool {
 // TestReview2ConcurrentSplitRefill: as TestReview2ConcurrentSplit with
 // A and B refilling 10 a second: A admits at most 5 + 10·T + 1.
 func TestReview2ConcurrentSplitRefill(t *testing.T) {
+	s, c, pfx := splitStore(t)
 	for round := range 20 {
-		adm := review2Round(t, 1000+round, true, 16, 60, 2)
+		adm := review2Round(t, s, c, pfx, 1000+round, true, 16, 60, 2)
 		T := float64(adm["T"]) / 1e6
 		bA, bB := 5+10*T+1, 4+10*T+1
 		t.Logf("round %d: T %.3fs A %d (bound %.1f) B %d (bound %.1f)", round, T, adm["A"], bA, adm["B"], bB)
@@ -310,5 +312,70 @@ func TestReview2FailedGiveBackDoc(t *testing.T) {
 	// its token stays taken: 4 left
 	if _, r := decide1(t, s2, rh("fa", 5, 0, 0)); r[0].Remaining != 4 {
 		t.Errorf("%d left, want 4 (the failed give-back leaves its take)", r[0].Remaining)
+	}
+}
+
+// slowHook delays decision scripts that name key slow by delay, and holds
+// every give-back (a negative cost among its arguments) until its context
+// ends, as a node that stops answering would.
+type slowHook struct {
+	slow  string
+	delay time.Duration
+}
+
+func (slowHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h slowHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		for _, a := range cmd.Args() {
+			s, _ := a.(string)
+			if strings.HasPrefix(s, "-") {
+				if _, err := strconv.Atoi(s); err == nil {
+					<-ctx.Done()
+					cmd.SetErr(ctx.Err())
+					return ctx.Err()
+				}
+			}
+			if s == h.slow {
+				select {
+				case <-time.After(h.delay):
+				case <-ctx.Done():
+				}
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestReview2DecideOutlastsTimeout: store.go's package doc says "Every
+// Decide is bounded by the store's timeout" (here 300 ms). A split request
+// takes 1 from A; E, on another master, answers its refusal after 200 ms;
+// A's give-back then gets a fresh timeout of its own (300 ms, detached
+// from the caller's context) and its node does not answer. Expected: Decide
+// returns within about 300 ms. Actual: about 500 ms (200 + 300), and with
+// a caller's deadline of 250 ms it still returns about 250 ms after that
+// deadline: doc falsehood (latency, not admission).
+func TestReview2DecideOutlastsTimeout(t *testing.T) {
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	pfx := newPrefix()
+	s, err := redisstore.New(c, redisstore.WithPrefix(pfx), redisstore.WithTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	E := otherMaster(t, c, pfx, "to")
+	decide1(t, s, rh(E, 1, 0, 1)) // E exhausted
+	c.AddHook(slowHook{slow: pfx + E, delay: 200 * time.Millisecond})
+	for _, deadline := range []time.Duration{time.Second, 250 * time.Millisecond} {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		start := time.Now()
+		ok, err := s.Decide(ctx, []rls.Hit{rh("to", 5, 0, 1), rh(E, 1, 0, 1)}, make([]rls.Result, 2))
+		el := time.Since(start)
+		cancel()
+		if el > min(deadline, 300*time.Millisecond)+50*time.Millisecond {
+			t.Errorf("caller's deadline %v, store timeout 300ms: Decide took %v (admitted %v, %v)", deadline, el.Round(time.Millisecond), ok, err)
+		}
 	}
 }
