@@ -7,12 +7,10 @@ import (
 )
 
 // TakeState is a take as decideSplit keeps it for a give-back: D and T are
-// the bucket's debt and tick after the take, Full whether it was not full
-// only by a clamp, for a test to read; the give-back uses the whole take
-// as the script reported it.
+// the bucket's debt and tick after the take, for a test to read; the
+// give-back uses the whole take as the script reported it.
 type TakeState struct {
 	D, T int64
-	Full bool // the key was not full only by a clamp (no flag 8)
 	tk   take
 }
 
@@ -26,7 +24,7 @@ func (s *Store) TakeForTest(ctx context.Context, h rls.Hit) (rls.Result, TakeSta
 	}
 	res, tk := make([]rls.Result, 1), make([]take, 1)
 	_, err = s.run(ctx, []rls.Hit{h}, []params{p}, res, nil, tk, false)
-	return res[0], TakeState{D: tk[0].d, T: tk[0].t, Full: tk[0].full, tk: tk[0]}, err
+	return res[0], TakeState{D: tk[0].d, T: tk[0].t, tk: tk[0]}, err
 }
 
 // GiveBackForTest gives back h's cost for the take ts, as decideSplit does
@@ -73,5 +71,5 @@ func (s *Store) TakeReqForTest(ctx context.Context, hits []rls.Hit) (bool, []rls
 		h.N = 0
 	}
 	last := len(hits) - 1
-	return ok, res, h, TakeState{D: tk[last].d, T: tk[last].t, Full: tk[last].full, tk: tk[last]}, nil
+	return ok, res, h, TakeState{D: tk[last].d, T: tk[last].t, tk: tk[last]}, nil
 }

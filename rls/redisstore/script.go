@@ -14,8 +14,8 @@ import (
 // (microseconds per tick), n (tokens asked: 0 checks, a negative n gives
 // tokens back), flags (1: shadow, the key may lack n without refusing; 2:
 // debt, the key is charged n whatever the outcome; 4: the request is
-// refused already; 8: a give-back to a bucket full only by a clamp; 16 and
-// 32, a give-back only: the decision wrote the bucket marked, a refused
+// refused already; 8: unused (until 2026-12-07, a give-back's take from a
+// bucket full only by a clamp); 16 and 32, a give-back only: the decision wrote the bucket marked, a refused
 // request leaves it marked; 64: track the key, below), sig, the parameters
 // as "capU:per:m:q", and, for a give-back only, d1, t1, dref and vd: the
 // debt the take left, its tick, the debt a refused request leaves, and the
@@ -50,10 +50,8 @@ import (
 // ("0 t sig:c"), full under these parameters, and expires when a bucket of them would be
 // full again from empty. The carry-over is
 // written back whatever the request's outcome, so a raised limit reaches a
-// client whose requests are still being refused. A give-back whose take
-// was from such a bucket (flag 8, from the decision's seventh value per
-// hit: whether the key was full before it) marks it so again if it brings
-// it back to full; any other give-back to full deletes it.
+// client whose requests are still being refused. A give-back that brings
+// a key it found changed back to full marks it (below).
 //
 // All or nothing: every key is read, carried over and refilled, then each
 // hit, in order, checks the running balance (so two hits of one key need
@@ -105,7 +103,7 @@ import (
 // one whose version is below vd (rewritten untracked), and later than the
 // horizon. A bucket whose parameters changed since is given nothing back.
 //
-// It returns {admitted, then per hit: ok, remaining, reset, sub, d, t, full,
+// It returns {admitted, then per hit: ok, remaining, reset, sub, d, t,
 // dref, marked, refmark, ver},
 // each of the bucket right after that hit, as the decision leaves it (the
 // running debt with every take if admitted, with the debt charges only if
@@ -114,9 +112,8 @@ import (
 // remaining in whole tokens (negative in debt), reset the ticks from the
 // current tick's start until the bucket is full (0 when full, -1 never),
 // sub the microseconds already gone of the current tick, d and t the
-// bucket's debt and tick (a give-back's d1 and t1, from a key's last hit),
-// full 1 if the key was not full only by a clamp (absent, refilled to
-// full, or in debt), else 0; and of the key after the decision: dref the
+// bucket's debt and tick (a give-back's d1 and t1, from a key's last hit);
+// and of the key after the decision: dref the
 // debt a refused request leaves, marked 1 if the decision wrote it marked,
 // refmark 1 if a refused request leaves it marked (for a give-back), ver
 // the version the script wrote (0 if it wrote none or the key is not
@@ -280,17 +277,12 @@ for i = 1, #KEYS do
         end
       end
       s.all, s.dbt, s.fa, s.fd, s.pre = s.d, s.d, s.full, s.full, s.d
-      -- cl: full only by a carry's clamp (a marker, or carried to 0)
-      s.cl = s.d == 0 and not s.full
       st[k] = s
     elseif s.sig ~= sig then
       -- one key under two limits in one request
       local ocap, oper = s.capU, s.per
       s.capU, s.per, s.m, s.q, s.sig = capU, per, m, q, sig
       s.all, s.dbt = carry(s.all, ocap, oper, s, s.fa), carry(s.dbt, ocap, oper, s, s.fd)
-      -- full only by this clamp, unless full before it in the state a
-      -- refused request leaves (a charge earlier in the request counts)
-      if not s.full or not s.fd then s.cl = true end
       s.t, s.now, s.sub, s.carried, s.conv = now, now, us - now * q, true, true
     end
     if math.floor(flags / 64) % 2 == 1 then s.track = true end
@@ -334,11 +326,16 @@ for i = 1, #KEYS do
             if v > vd and s.ph[j] < g then g = s.ph[j] end
           end
         end
-        s.gb = {vd = vd, g = g}
-        s.all, s.taken = s.all - g, true
-        -- the take being given back was from a bucket full only by a
-        -- carry's clamp: given back to full, it must not be deleted
-        if math.floor(flags / 8) % 2 == 1 then s.full = false; s.carried = true elseif not s.cl then s.fa, s.fd = true, true end
+        if g > 0 then
+          s.gb = {vd = vd, g = g}
+          s.all, s.taken = s.all - g, true
+          -- Given back to full, the key is marked, never deleted: whether
+          -- full here is a clamp's mark depends on where its run of debt
+          -- began, which another take's give-back may have crossed (each
+          -- take knows only its own, flag 8). A mark is full under this
+          -- limit and carries this capacity into another: never more.
+          s.full, s.carried = false, true
+        end
       end
     else
       if c <= s.capU - s.all then ok = 1 end
@@ -397,7 +394,7 @@ end
 local out = {all}
 for i = 1, #KEYS do
   if tonumber(ARGV[(i - 1) * 11 + 1]) == 0 then
-    for _, x in ipairs({okv[i], 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}) do out[#out + 1] = x end
+    for _, x in ipairs({okv[i], 0, 0, 0, 0, 0, 0, 0, 0, 0}) do out[#out + 1] = x end
   else
     -- hit i's own state, right after it, under its own parameters
     local h, b = hs[i], (i - 1) * 11
@@ -415,7 +412,6 @@ for i = 1, #KEYS do
     out[#out + 1] = fin
     out[#out + 1] = h.t
     local s = st[KEYS[i]]
-    if not s.cl then out[#out + 1] = 1 else out[#out + 1] = 0 end
     out[#out + 1] = s.dbt
     if s.wmark then out[#out + 1] = 1 else out[#out + 1] = 0 end
     if s.rmark then out[#out + 1] = 1 else out[#out + 1] = 0 end

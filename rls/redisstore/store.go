@@ -76,7 +76,11 @@
 //
 // # Failure
 //
-// Every Decide is bounded by the store's timeout. When Redis cannot
+// Every Decide's decision is bounded by the store's timeout. On a Cluster
+// a refused request's give-backs then get one timeout more of their own,
+// detached from ctx (a give-back cut short would leave its tokens taken),
+// so such a Decide may take up to twice the timeout, and outlast ctx's
+// deadline by one (a review on 2026-12-07). When Redis cannot
 // decide (no answer in time, a connection error, or an error reply saying
 // it cannot now: LOADING, BUSY, OOM, READONLY, a Cluster failing over, MOVED
 // from a Cluster client out of redirects while a slot moves), Decide
@@ -270,7 +274,6 @@ const (
 	flagShadow  = 1  // may lack its cost without refusing
 	flagDebt    = 2  // charged whatever the outcome
 	flagRefused = 4  // the request is refused already: take nothing
-	flagClamped = 8  // a give-back to a bucket full only by a carry's clamp
 	flagMarked  = 16 // a give-back: the decision wrote the bucket marked
 	flagRefMark = 32 // a give-back: a refused request leaves it marked
 	flagTrack   = 64 // keep the key's version and points, for give-backs
@@ -310,9 +313,6 @@ func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []
 		if refused {
 			flags |= flagRefused
 		}
-		if back != nil && !back[i].full {
-			flags |= flagClamped
-		}
 		if back != nil && back[i].marked {
 			flags |= flagMarked
 		}
@@ -332,25 +332,23 @@ func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []
 	if err != nil {
 		return false, err
 	}
-	if len(out) != 1+11*len(hits) {
+	if len(out) != 1+10*len(hits) {
 		return false, fmt.Errorf("redisstore: script returned %d values for %d keys", len(out), len(hits))
 	}
 	for i := range hits {
-		r := out[1+11*i:]
+		r := out[1+10*i:]
 		ok := r[0] == 1 && hits[i].N >= 0 && hits[i].N <= hits[i].Capacity
 		results[i] = rls.Result{OK: ok, Remaining: max(0, r[1]), ResetAfter: wait(r[2], r[3], ps[i].Q)}
 		if taken != nil {
-			taken[i] = take{d: r[4], t: r[5], full: r[6] == 1, dref: r[7], marked: r[8] == 1, refMark: r[9] == 1, ver: r[10]}
+			taken[i] = take{d: r[4], t: r[5], dref: r[6], marked: r[7] == 1, refMark: r[8] == 1, ver: r[9]}
 		}
 	}
 	return out[0] == 1, nil
 }
 
-// take is a bucket's debt and tick right after a take, and whether it was
-// full before the decision (not only by a carry's clamp to a smaller burst).
+// take is a bucket's debt and tick right after a take.
 type take struct {
 	d, t int64
-	full bool
 	// What the decision wrote was marked, and what a refused request
 	// leaves (its debt charges and carries, no take): debt dref, marked
 	// if refMark. A give-back that finds the key as the decision wrote it
