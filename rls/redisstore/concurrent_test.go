@@ -264,28 +264,42 @@ func TestGiveBackMarksExpiredKey(t *testing.T) {
 	}
 }
 
-// failGiveBacks is a go-redis hook that fails every give-back script (a
-// negative cost among its arguments) with a network-like error.
-type failGiveBacks struct{}
+// giveBackHook is a go-redis hook that runs do before every give-back
+// script (a negative cost among its arguments); an error from do fails
+// the script unsent, as a lost connection would.
+type giveBackHook struct{ do func() error }
 
-func (failGiveBacks) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (failGiveBacks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (giveBackHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (giveBackHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
-func (failGiveBacks) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h giveBackHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		for _, a := range cmd.Args() {
 			if s, ok := a.(string); ok && strings.HasPrefix(s, "-") {
 				if _, err := strconv.Atoi(s); err == nil {
-					err := fmt.Errorf("test: give-back lost: %w", context.DeadlineExceeded)
-					cmd.SetErr(err)
-					return err
+					if err := h.do(); err != nil {
+						cmd.SetErr(err)
+						return err
+					}
+					break
 				}
 			}
 		}
 		return next(ctx, cmd)
 	}
 }
+
+// failGiveBacks fails every give-back with a network-like error.
+var failGiveBacks = giveBackHook{func() error {
+	return fmt.Errorf("test: give-back lost: %w", context.DeadlineExceeded)
+}}
+
+// lateGiveBacks delays every give-back by up to 3 ms, as a network would.
+var lateGiveBacks = giveBackHook{func() error {
+	time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+	return nil
+}}
 
 // TestFailedGiveBack: a split request takes 1 from A and is refused by
 // an exhausted key E on another master; its give-back to A fails. The
@@ -294,7 +308,7 @@ func (failGiveBacks) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // until 2026-12-07, that the call failed with Unavailable; a review.)
 func TestFailedGiveBack(t *testing.T) {
 	s2, c2, pfx := splitStore(t)
-	c2.AddHook(failGiveBacks{})
+	c2.AddHook(failGiveBacks)
 	E := otherMaster(t, c2, pfx, "fa")
 	decide1(t, s2, rh(E, 1, 0, 1))
 	res := make([]rls.Result, 2)
@@ -308,26 +322,6 @@ func TestFailedGiveBack(t *testing.T) {
 	}
 }
 
-// lateGiveBacks delays every give-back by up to 3 ms, as a network would.
-type lateGiveBacks struct{}
-
-func (lateGiveBacks) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (lateGiveBacks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (lateGiveBacks) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		for _, a := range cmd.Args() {
-			if s, ok := a.(string); ok && strings.HasPrefix(s, "-") {
-				if _, err := strconv.Atoi(s); err == nil {
-					time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
-				}
-			}
-		}
-		return next(ctx, cmd)
-	}
-}
-
 // TestConcurrentMarks (give-backs up to 3 ms late): on the Cluster through Decide, key A under
 // L (burst 10) and S (burst 5), neither refilling; E, on another master,
 // is exhausted. Goroutines send requests that take 1 under L and then
@@ -337,7 +331,7 @@ func (lateGiveBacks) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // the interleaving.
 func TestConcurrentMarks(t *testing.T) {
 	s, c, pfx := splitStore(t)
-	c.AddHook(lateGiveBacks{})
+	c.AddHook(lateGiveBacks)
 	ctx := context.Background()
 	worst := int64(0)
 	for round := range 300 {
@@ -407,7 +401,7 @@ func TestConcurrentMarks(t *testing.T) {
 // rounds admit 11.
 func TestConcurrentMarkDecide(t *testing.T) {
 	s, c, pfx := splitStore(t)
-	c.AddHook(lateGiveBacks{})
+	c.AddHook(lateGiveBacks)
 	ctx := context.Background()
 	bad, worst := 0, int64(0)
 	for round := range 200 {
