@@ -1,0 +1,55 @@
+package redisstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/admit-go/admit/rls"
+)
+
+// TestReview3GiveBackMarksTrueFull: the always-mark rule of ccbcc34 marks
+// a key that a changed-path give-back brings back to full even when its
+// run of debt began at a true full (absent) key. Scenario (one limit S,
+// 10 an hour, so nothing refills in the test): the key is absent; two
+// split requests R and Q each take 1 (debt 1, then 2) and are refused by
+// another node; Q's give-back (exact) restores debt 1, R's (changed:
+// Q wrote since) returns 1: debt 0, written "0 t sig ver:c", PX one hour.
+// The model (neither R nor Q took) has the key absent: full under any
+// limit. The limit is then raised to L (20 an hour): the model admits 20
+// at once; the store carries the mark's 10 and refuses (10 remaining),
+// for up to an hour. Before ccbcc34 (flag 8: R's take was from a full
+// bucket) the give-back deleted the key and L admitted 20. The same
+// under-admission that TestGiveBackMarksRefilled forbids on the exact
+// path. With Count 0 (no refill) the mark never expires.
+func TestReview3GiveBackMarksTrueFull(t *testing.T) {
+	for _, ts := range trackedStores(t) {
+		t.Run(ts.name, func(t *testing.T) {
+			s, c, p := ts.s, ts.c, ts.pfx
+			ctx := context.Background()
+			S := rls.Hit{Key: "tf", Capacity: 10, Count: 10, Period: time.Hour, N: 1}
+			_, tkR, err := s.TakeForTest(ctx, S) // R's take: from an absent key
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, tkQ, err := s.TakeForTest(ctx, S) // Q's take
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.GiveBackForTest(ctx, S, tkQ); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.GiveBackForTest(ctx, S, tkR); err != nil {
+				t.Fatal(err)
+			}
+			v, _ := c.Get(ctx, p+"tf").Result()
+			ttl, _ := c.PTTL(ctx, p+"tf").Result()
+			L := rls.Hit{Key: "tf", Capacity: 20, Count: 20, Period: time.Hour}
+			_, res := decide1(t, s, L) // peek under the raised limit
+			t.Logf("after both give-backs key=%q pttl=%v; under burst 20: %d remaining", v, ttl, res[0].Remaining)
+			if res[0].Remaining < 20 {
+				t.Errorf("a key whose takes were all given back reads %d under burst 20 (model: absent, 20): the give-back marked a true full bucket", res[0].Remaining)
+			}
+		})
+	}
+}
