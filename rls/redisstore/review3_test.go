@@ -53,3 +53,41 @@ func TestReview3GiveBackMarksTrueFull(t *testing.T) {
 		})
 	}
 }
+
+// TestReview3GiveBackMarkNeverExpires: as TestReview3GiveBackMarksTrueFull
+// with a bucket that never refills (Count 0, Capacity 10, which a caller
+// may ask for): the mark the give-back writes has no PX, so the key keeps
+// it for good. The limit raised to 20 (still no refill): the model (R and
+// Q never took: absent) holds 20; the store holds 10, and never more.
+// Before ccbcc34 the key was deleted (20).
+func TestReview3GiveBackMarkNeverExpires(t *testing.T) {
+	for _, ts := range trackedStores(t) {
+		t.Run(ts.name, func(t *testing.T) {
+			s, c, p := ts.s, ts.c, ts.pfx
+			ctx := context.Background()
+			S := rls.Hit{Key: "ne", Capacity: 10, Count: 0, Period: time.Hour, N: 1}
+			_, tkR, err := s.TakeForTest(ctx, S)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, tkQ, err := s.TakeForTest(ctx, S)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.GiveBackForTest(ctx, S, tkQ); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.GiveBackForTest(ctx, S, tkR); err != nil {
+				t.Fatal(err)
+			}
+			v, _ := c.Get(ctx, p+"ne").Result()
+			ttl, _ := c.PTTL(ctx, p+"ne").Result()
+			L := rls.Hit{Key: "ne", Capacity: 20, Count: 0, Period: time.Hour}
+			_, res := decide1(t, s, L)
+			t.Logf("after both give-backs key=%q pttl=%v; under burst 20 (no refill): %d remaining", v, ttl, res[0].Remaining)
+			if res[0].Remaining < 20 {
+				t.Errorf("reads %d under burst 20 (model 20), and the key never expires", res[0].Remaining)
+			}
+		})
+	}
+}
