@@ -91,3 +91,47 @@ func TestReview3GiveBackMarkNeverExpires(t *testing.T) {
 		})
 	}
 }
+
+// TestReview3GiveBackCarriesBack: a give-back that finds its key under
+// another limit returns nothing, but still writes: it carries the key back
+// into its own limit, clamping a debt it never added. Limits of one key:
+// B (burst 2, 2 an hour) and C (burst 10, 10 an hour). R (split, refused
+// by another node) takes 1 under B from the absent key: 1 of 2. X, under
+// C only, is charged 18 by a debt hit: carried (1 of 10), charged, cut at
+// the bound: -10 (the model, without R's take: -8). R's give-back under B
+// finds the key under C: it returns nothing, and writes the carry back
+// into B: -10 clamped to -2 of 2. A peek under C then carries -2: the key
+// holds -2 under C where the model, R's take never made (its refused
+// request's carry, of an absent key, writes nothing), holds -8: 6 tokens
+// (36 minutes of refill) more than had R never taken. Expected: at most
+// -8 (remaining shows 0; the stored balance is checked). The interleave
+// walk misses it: it models each give-back as a request under its limit.
+func TestReview3GiveBackCarriesBack(t *testing.T) {
+	for _, ts := range trackedStores(t) {
+		t.Run(ts.name, func(t *testing.T) {
+			s, c, p := ts.s, ts.c, ts.pfx
+			ctx := context.Background()
+			B := rls.Hit{Key: "cb", Capacity: 2, Count: 2, Period: time.Hour, N: 1}
+			C := rls.Hit{Key: "cb", Capacity: 10, Count: 10, Period: time.Hour}
+			_, tkR, err := s.TakeForTest(ctx, B) // R's take
+			if err != nil {
+				t.Fatal(err)
+			}
+			X := C
+			X.N, X.Debt = 18, true
+			decide1(t, s, X)
+			b1, per1 := storedBalance(t, c, p+"cb")
+			if _, err := s.GiveBackForTest(ctx, B, tkR); err != nil {
+				t.Fatal(err)
+			}
+			v, _ := c.Get(ctx, p+"cb").Result()
+			C.N = 0
+			decide1(t, s, C) // a peek under C
+			b2, per2 := storedBalance(t, c, p+"cb")
+			t.Logf("after X: %d/%d half tokens; after the give-back %q; peek under C: %d/%d half tokens (model -16 half tokens)", b1, per1, v, b2, per2)
+			if b2 > -16*per2 {
+				t.Errorf("the key holds %.2f tokens under C, the model (R never took) -8: a give-back that returned nothing clamped the debt by carrying the key back", float64(b2)/float64(2*per2))
+			}
+		})
+	}
+}
