@@ -135,3 +135,41 @@ func TestReview3GiveBackCarriesBack(t *testing.T) {
 		})
 	}
 }
+
+// TestReview3GiveBackCarriesBackRate: the carry-back of
+// TestReview3GiveBackCarriesBack without debt hits or clamps: the key
+// then refills at the give-back's rate. B and C both burst 10; B refills
+// 60 an hour, C 1 an hour. R (split, refused by another node) takes 1
+// under B from the absent key; X under C takes 9: carried (9 of 10),
+// 0 left (the model, R never taking: 1). R's give-back under B returns
+// nothing but carries the key (0 of 10) back into B. 5 minutes later a
+// take of 5 under C: the store, refilled under B, holds 5 and admits it;
+// the model (under C all along) holds 1 + 5/60 and refuses.
+func TestReview3GiveBackCarriesBackRate(t *testing.T) {
+	for _, ts := range trackedStores(t) {
+		t.Run(ts.name, func(t *testing.T) {
+			s, c, p := ts.s, ts.c, ts.pfx
+			ctx := context.Background()
+			B := rls.Hit{Key: "cr", Capacity: 10, Count: 60, Period: time.Hour, N: 1}
+			C := rls.Hit{Key: "cr", Capacity: 10, Count: 1, Period: time.Hour, N: 9}
+			_, tkR, err := s.TakeForTest(ctx, B) // R's take
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a, _ := decide1(t, s, C); !a {
+				t.Fatal("X refused")
+			}
+			if _, err := s.GiveBackForTest(ctx, B, tkR); err != nil {
+				t.Fatal(err)
+			}
+			v, _ := c.Get(ctx, p+"cr").Result()
+			ageRedis(t, c, p, 5*time.Minute)
+			C.N = 5
+			a, res := decide1(t, s, C)
+			t.Logf("after the give-back %q; 5 min later a take of 5 under C: admitted %v (%d left); the model holds 1.08 and refuses", v, a, res[0].Remaining)
+			if a {
+				t.Errorf("a take of 5 under C admitted 5 minutes after X left 0 (model: 1 + 5/60): the give-back carried the key into B's faster rate")
+			}
+		})
+	}
+}
