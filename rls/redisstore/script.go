@@ -50,8 +50,8 @@ import (
 // ("0 t sig:c"), full under these parameters, and expires when a bucket of them would be
 // full again from empty. The carry-over is
 // written back whatever the request's outcome, so a raised limit reaches a
-// client whose requests are still being refused. A give-back that brings
-// a key it found changed back to full marks it (below).
+// client whose requests are still being refused (but not by a give-back,
+// below).
 //
 // All or nothing: every key is read, carried over and refilled, then each
 // hit, in order, checks the running balance (so two hits of one key need
@@ -101,7 +101,14 @@ import (
 // what it returned (for the give-backs still to come: their points had
 // this take in them). It returns nothing to a key absent (full since), to
 // one whose version is below vd (rewritten untracked), and later than the
-// horizon. A bucket whose parameters changed since is given nothing back.
+// horizon. A bucket whose parameters changed since is given nothing back,
+// and not written: carrying it back would undo the later request's limit.
+// A give-back that returns nothing writes nothing. One that brings the
+// key back to full deletes it, or marks it if the key's run of debt began
+// at a mark: a tracked key's version carries the bit ("ver" then "m"),
+// set when a write leaves debt on a key read marked, clamped full by a
+// carry, or untracked in debt (unknown: the cautious reading), and gone
+// when refill brings the key to full.
 //
 // It returns {admitted, then per hit: ok, remaining, reset, sub, d, t,
 // dref, marked, refmark, ver},
@@ -249,7 +256,10 @@ for i = 1, #KEYS do
           local f = string.find(rest, ' ', 1, true)
           if f then
             local pv, ph, n = {}, {}, 0
-            s.rver, s.pv, s.ph = tonumber(string.sub(rest, 1, f - 1)), pv, ph
+            local vt = string.sub(rest, 1, f - 1)
+            -- m: the key's run of debt began at a clamp's mark
+            if string.sub(vt, -1) == 'm' then vt, s.runm = string.sub(vt, 1, -2), true end
+            s.rver, s.pv, s.ph = tonumber(vt), pv, ph
             local g = string.find(rest, ' ', f + 1, true)
             local pts = string.sub(rest, f + 1, (g or 0) - 1)
             for a, h in string.gmatch(pts, '(%d+):(%d+)') do
@@ -266,6 +276,9 @@ for i = 1, #KEYS do
           end
         end
         s.rd, s.rt, s.rsig, s.rcl = d, t, vsig, clamped
+        -- a mark begins a run clamped; so does an untracked key in debt,
+        -- whose start is unknown (the cautious reading)
+        if clamped or not s.pv then s.runm = true end
         if vsig == sig then
           s.d, s.t = refill(d, t, m, now)
           s.full = s.d == 0 and not clamped
@@ -274,7 +287,10 @@ for i = 1, #KEYS do
           for w in string.gmatch(vsig, '%d+') do f[#f + 1] = tonumber(w) end
           d = refill(d, t, f[3], idiv(us, f[4]))
           s.d, s.carried, s.conv, s.full = carry(d, f[1], f[2], s, not clamped), true, true, d == 0 and not clamped
+          if s.d == 0 and not s.full then s.runm = true end
         end
+        -- refilled to full: a new run, from a full bucket
+        if s.full then s.runm = false end
       end
       s.all, s.dbt, s.fa, s.fd, s.pre = s.d, s.d, s.full, s.full, s.d
       st[k] = s
@@ -283,12 +299,13 @@ for i = 1, #KEYS do
       local ocap, oper = s.capU, s.per
       s.capU, s.per, s.m, s.q, s.sig = capU, per, m, q, sig
       s.all, s.dbt = carry(s.all, ocap, oper, s, s.fa), carry(s.dbt, ocap, oper, s, s.fd)
+      if s.all == 0 and not s.fa or s.dbt == 0 and not s.fd then s.runm = true end
       s.t, s.now, s.sub, s.carried, s.conv = now, now, us - now * q, true, true
     end
     if math.floor(flags / 64) % 2 == 1 then s.track = true end
     local c = n * s.per
     if n < 0 then
-      ok = 1
+      ok, s.gback = 1, true
       local d1, t1, dref, vd = tonumber(ARGV[b+8]), tonumber(ARGV[b+9]), tonumber(ARGV[b+10]), tonumber(ARGV[b+11])
       local same
       if math.floor(flags / 16) % 2 == 1 then
@@ -329,12 +346,12 @@ for i = 1, #KEYS do
         if g > 0 then
           s.gb = {vd = vd, g = g}
           s.all, s.taken = s.all - g, true
-          -- Given back to full, the key is marked, never deleted: whether
-          -- full here is a clamp's mark depends on where its run of debt
-          -- began, which another take's give-back may have crossed (each
-          -- take knows only its own, flag 8). A mark is full under this
-          -- limit and carries this capacity into another: never more.
-          s.full, s.carried = false, true
+          -- Given back to full, the key is full again if its run of debt
+          -- began at a full bucket, and full only by a clamp (marked) if
+          -- it began at a mark: the run's bit says which, whichever take
+          -- began it. A mark is full under this limit and carries its
+          -- capacity into another: never more than a full bucket.
+          if s.runm then s.full, s.carried = false, true else s.fa, s.fd = true, true end
         end
       end
     else
@@ -357,6 +374,10 @@ end
 for k, s in pairs(st) do
   local d, dirty = s.dbt, s.carried or s.charged
   if all == 1 then d, dirty = s.all, dirty or s.taken end
+  -- a give-back that found the key under another limit returns nothing
+  -- and writes nothing: carrying it back would undo a later request's
+  -- limit (its rate, its debt)
+  if s.gback and s.conv then dirty = false end
   -- what a refused request writes, for a split give-back to restore
   s.rmark = s.dbt == 0 and (not s.fd or not s.full and s.carried)
   if dirty then
@@ -366,6 +387,7 @@ for k, s in pairs(st) do
     if s.track then
       s.nver = math.max(us, s.rver + 1)
       ver = string.format(' %d', s.nver)
+      if s.runm and d > 0 then ver = ver .. 'm' end
     end
     if d == 0 and (not fl or not s.full and s.carried) then
       s.wmark = true

@@ -8,9 +8,10 @@ import (
 	"github.com/admit-go/admit/rls"
 )
 
-// TestReview3GiveBackMarksTrueFull: the always-mark rule of ccbcc34 marks
-// a key that a changed-path give-back brings back to full even when its
-// run of debt began at a true full (absent) key. Scenario (one limit S,
+// TestGiveBackMarksTrueFull: a give-back that brings a changed key back
+// to full must not mark it when its run of debt began at a true full
+// (absent) key (ccbcc34 marked every such key; now the key's run bit
+// decides; a review on 2026-12-07). Scenario (one limit S,
 // 10 an hour, so nothing refills in the test): the key is absent; two
 // split requests R and Q each take 1 (debt 1, then 2) and are refused by
 // another node; Q's give-back (exact) restores debt 1, R's (changed:
@@ -18,11 +19,10 @@ import (
 // The model (neither R nor Q took) has the key absent: full under any
 // limit. The limit is then raised to L (20 an hour): the model admits 20
 // at once; the store carries the mark's 10 and refuses (10 remaining),
-// for up to an hour. Before ccbcc34 (flag 8: R's take was from a full
-// bucket) the give-back deleted the key and L admitted 20. The same
-// under-admission that TestGiveBackMarksRefilled forbids on the exact
-// path. With Count 0 (no refill) the mark never expires.
-func TestReview3GiveBackMarksTrueFull(t *testing.T) {
+// for up to an hour. The same under-admission that
+// TestGiveBackMarksRefilled forbids on the exact path. With Count 0 (no
+// refill) the mark never expires.
+func TestGiveBackMarksTrueFull(t *testing.T) {
 	for _, ts := range trackedStores(t) {
 		t.Run(ts.name, func(t *testing.T) {
 			s, c, p := ts.s, ts.c, ts.pfx
@@ -54,13 +54,13 @@ func TestReview3GiveBackMarksTrueFull(t *testing.T) {
 	}
 }
 
-// TestReview3GiveBackMarkNeverExpires: as TestReview3GiveBackMarksTrueFull
+// TestGiveBackMarkNeverExpires: as TestGiveBackMarksTrueFull
 // with a bucket that never refills (Count 0, Capacity 10, which a caller
 // may ask for): the mark the give-back writes has no PX, so the key keeps
 // it for good. The limit raised to 20 (still no refill): the model (R and
 // Q never took: absent) holds 20; the store holds 10, and never more.
-// Before ccbcc34 the key was deleted (20).
-func TestReview3GiveBackMarkNeverExpires(t *testing.T) {
+
+func TestGiveBackMarkNeverExpires(t *testing.T) {
 	for _, ts := range trackedStores(t) {
 		t.Run(ts.name, func(t *testing.T) {
 			s, c, p := ts.s, ts.c, ts.pfx
@@ -92,7 +92,7 @@ func TestReview3GiveBackMarkNeverExpires(t *testing.T) {
 	}
 }
 
-// TestReview3GiveBackCarriesBack: a give-back that finds its key under
+// TestGiveBackCarriesBack: a give-back that finds its key under
 // another limit returns nothing, but still writes: it carries the key back
 // into its own limit, clamping a debt it never added. Limits of one key:
 // B (burst 2, 2 an hour) and C (burst 10, 10 an hour). R (split, refused
@@ -104,9 +104,11 @@ func TestReview3GiveBackMarkNeverExpires(t *testing.T) {
 // holds -2 under C where the model, R's take never made (its refused
 // request's carry, of an absent key, writes nothing), holds -8: 6 tokens
 // (36 minutes of refill) more than had R never taken. Expected: at most
-// -8 (remaining shows 0; the stored balance is checked). The interleave
-// walk misses it: it models each give-back as a request under its limit.
-func TestReview3GiveBackCarriesBack(t *testing.T) {
+// -8 (remaining shows 0; the stored balance is checked). Older than
+// 2026-12-07, found by a review; a give-back that finds the key under
+// another limit now writes nothing (the interleave walk, which modelled a
+// give-back as a request under its limit, now models it as nothing).
+func TestGiveBackCarriesBack(t *testing.T) {
 	for _, ts := range trackedStores(t) {
 		t.Run(ts.name, func(t *testing.T) {
 			s, c, p := ts.s, ts.c, ts.pfx
@@ -136,8 +138,8 @@ func TestReview3GiveBackCarriesBack(t *testing.T) {
 	}
 }
 
-// TestReview3GiveBackCarriesBackRate: the carry-back of
-// TestReview3GiveBackCarriesBack without debt hits or clamps: the key
+// TestGiveBackCarriesBackRate: the carry-back of
+// TestGiveBackCarriesBack without debt hits or clamps: the key
 // then refills at the give-back's rate. B and C both burst 10; B refills
 // 60 an hour, C 1 an hour. R (split, refused by another node) takes 1
 // under B from the absent key; X under C takes 9: carried (9 of 10),
@@ -145,7 +147,7 @@ func TestReview3GiveBackCarriesBack(t *testing.T) {
 // nothing but carries the key (0 of 10) back into B. 5 minutes later a
 // take of 5 under C: the store, refilled under B, holds 5 and admits it;
 // the model (under C all along) holds 1 + 5/60 and refuses.
-func TestReview3GiveBackCarriesBackRate(t *testing.T) {
+func TestGiveBackCarriesBackRate(t *testing.T) {
 	for _, ts := range trackedStores(t) {
 		t.Run(ts.name, func(t *testing.T) {
 			s, c, p := ts.s, ts.c, ts.pfx
