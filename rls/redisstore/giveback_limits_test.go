@@ -175,3 +175,106 @@ func TestGiveBackCarriesBackRate(t *testing.T) {
 		})
 	}
 }
+
+// TestRefillEndsMarkedRun: the run bit is cleared when refill
+// brings a key to full ("a new run, from a full bucket"), and a debt key
+// expires (PX) at that same moment; but a run that began at a clamp's mark
+// refilled to full is, had its refused take never been made, still the
+// mark (a mark's d is 0: refill leaves it marked until its own PX, the
+// time to fill S from empty). Taking a token thus makes the key fuller.
+// Limits of one key: S (burst 5, 5 an hour: one token per 12 min) and L
+// (burst 10, 10 an hour). A takes 3 under L (7 of 10); a peek under S
+// clamps 7 to 5: the key is marked under S ("0 t sig ver:c", PX 1 h).
+// Split request R takes 1 under S (debt 1, run bit m, PX 12 min) and is
+// refused by another node. 12 minutes pass (ageRedis: the debt key
+// expires, as it would). Then split request Q takes 1 under S from the
+// absent key (debt 1, no bit) and is refused too; R's give-back finds the
+// key changed (nothing to return), Q's (exact) restores the refused
+// state: the absent key, DEL. A peek under L reads 10 remaining.
+// The model, R and Q never having taken: the mark, 12 minutes into its
+// hour, carries its 5 into L: 5 remaining (plus L's refill, 1 in 12 min:
+// at most 6). Expected <= 6; until 2026-12-07 (a review), 10. Now a run
+// begun at a mark refilled to full is the mark again, and its key lives
+// at least as long as the mark would have.
+func TestRefillEndsMarkedRun(t *testing.T) {
+	for _, ts := range trackedStores(t) {
+		t.Run(ts.name, func(t *testing.T) {
+			s, c, p := ts.s, ts.c, ts.pfx
+			ctx := context.Background()
+			L := rls.Hit{Key: "rm", Capacity: 10, Count: 10, Period: time.Hour, N: 3}
+			S := rls.Hit{Key: "rm", Capacity: 5, Count: 5, Period: time.Hour}
+			if ok, _ := decide1(t, s, L); !ok { // A
+				t.Fatal("A refused")
+			}
+			decide1(t, s, S) // peek under S: clamps 7 to 5, marked
+			v0, _ := c.Get(ctx, p+"rm").Result()
+			S.N = 1
+			_, tkR, err := s.TakeForTest(ctx, S) // R's take, from the mark
+			if err != nil {
+				t.Fatal(err)
+			}
+			v1, _ := c.Get(ctx, p+"rm").Result()
+			ageRedis(t, c, p, 12*time.Minute)
+			_, tkQ, err := s.TakeForTest(ctx, S) // Q's take
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.GiveBackForTest(ctx, S, tkR); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.GiveBackForTest(ctx, S, tkQ); err != nil {
+				t.Fatal(err)
+			}
+			v2, _ := c.Get(ctx, p+"rm").Result()
+			L.N = 0
+			_, res := decide1(t, s, L)
+			t.Logf("mark %q; after R %q; after both give-backs %q; under L: %d remaining", v0, v1, v2, res[0].Remaining)
+			if res[0].Remaining > 6 {
+				t.Errorf("reads %d under L (model: the mark's 5, at most 6 with 12 min of L's refill): R's take, refilled, ended the marked run as a true full key", res[0].Remaining)
+			}
+		})
+	}
+}
+
+// TestLateGiveBackAfterMark: TestRefillEndsMarkedRun in
+// real time, within the give-back horizon and without Q. S: burst 100, 100
+// a second (a token refills in 10 ms; a mark of S lasts 1 s); L: burst
+// 200, 200 a second. A takes 50 under L (150 of 200); a peek under S
+// clamps 150 to 100: marked. Split request R takes 1 under S (debt 1, bit m, PX 10 ms)
+// and is refused by another node; its give-back arrives 50 ms later (a
+// slow node; the horizon is 10 s): the key has refilled to full and
+// expired, so the give-back returns nothing. A peek under L reads 200.
+// The model, R never having taken: the mark (1 s) carries 100 into L,
+// plus 50 ms of L's refill (10): about 110. Expected <= 120; until
+// 2026-12-07 (a review), 200.
+func TestLateGiveBackAfterMark(t *testing.T) {
+	for _, ts := range trackedStores(t) {
+		t.Run(ts.name, func(t *testing.T) {
+			s, c, p := ts.s, ts.c, ts.pfx
+			ctx := context.Background()
+			L := rls.Hit{Key: "lg", Capacity: 200, Count: 200, Period: time.Second, N: 50}
+			S := rls.Hit{Key: "lg", Capacity: 100, Count: 100, Period: time.Second}
+			if ok, _ := decide1(t, s, L); !ok { // A
+				t.Fatal("A refused")
+			}
+			decide1(t, s, S) // peek under S: clamps 150 to 100, marked
+			v0, _ := c.Get(ctx, p+"lg").Result()
+			S.N = 1
+			_, tkR, err := s.TakeForTest(ctx, S) // R's take, from the mark
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			if _, err := s.GiveBackForTest(ctx, S, tkR); err != nil {
+				t.Fatal(err)
+			}
+			v2, _ := c.Get(ctx, p+"lg").Result()
+			L.N = 0
+			_, res := decide1(t, s, L)
+			t.Logf("mark %q; after R's late give-back %q; under L: %d remaining", v0, v2, res[0].Remaining)
+			if res[0].Remaining > 120 {
+				t.Errorf("reads %d under L (model: the mark's 100 plus 50 ms of refill, about 110)", res[0].Remaining)
+			}
+		})
+	}
+}

@@ -107,8 +107,13 @@ import (
 // key back to full deletes it, or marks it if the key's run of debt began
 // at a mark: a tracked key's version carries the bit ("ver" then "m"),
 // set when a write leaves debt on a key read marked, clamped full by a
-// carry, or untracked in debt (unknown: the cautious reading), and gone
-// when refill brings the key to full.
+// carry, or untracked in debt (unknown: the cautious reading). A run
+// begun at a mark that refill brings back to full is the mark again (a
+// mark's debt is 0, so refill never ended one), and its key lives at
+// least as long as the mark would have (PX no shorter than the key's, or
+// than a fill from empty for a mark the request made): else a refused
+// take from a mark, refilled before its give-back, would leave a full
+// bucket where the mark was.
 //
 // It returns {admitted, then per hit: ok, remaining, reset, sub, d, t,
 // dref, marked, refmark, ver},
@@ -287,9 +292,14 @@ for i = 1, #KEYS do
           for w in string.gmatch(vsig, '%d+') do f[#f + 1] = tonumber(w) end
           d = refill(d, t, f[3], idiv(us, f[4]))
           s.d, s.carried, s.conv, s.full = carry(d, f[1], f[2], s, not clamped), true, true, d == 0 and not clamped
-          if s.d == 0 and not s.full then s.runm = true end
+          if s.d == 0 and not s.full then s.runm, s.runc = true, true end
         end
-        -- refilled to full: a new run, from a full bucket
+        -- Refilled to full: a new run from a full bucket, unless the run
+        -- began at a mark (its key lives at least as long as the mark
+        -- would have, below): then it is the mark again. (A refused
+        -- take from a mark, refilled before its give-back, would else
+        -- turn the mark into a full bucket.)
+        if s.full and s.runm and s.pv then s.full = false end
         if s.full then s.runm = false end
       end
       s.all, s.dbt, s.fa, s.fd, s.pre = s.d, s.d, s.full, s.full, s.d
@@ -299,7 +309,7 @@ for i = 1, #KEYS do
       local ocap, oper = s.capU, s.per
       s.capU, s.per, s.m, s.q, s.sig = capU, per, m, q, sig
       s.all, s.dbt = carry(s.all, ocap, oper, s, s.fa), carry(s.dbt, ocap, oper, s, s.fd)
-      if s.all == 0 and not s.fa or s.dbt == 0 and not s.fd then s.runm = true end
+      if s.all == 0 and not s.fa or s.dbt == 0 and not s.fd then s.runm, s.runc = true, true end
       s.t, s.now, s.sub, s.carried, s.conv = now, now, us - now * q, true, true
     end
     if math.floor(flags / 64) % 2 == 1 then s.track = true end
@@ -406,7 +416,15 @@ for k, s in pairs(st) do
       local full = 0
       if s.m > 0 then full = s.t - s.now + cdiv(d, s.m) end
       if s.m > 0 and full < 1125899906842624 / s.q then
-        redis.call('SET', k, v, 'PX', string.format('%d', cdiv(full * s.q - s.sub, 1000)))
+        local px = cdiv(full * s.q - s.sub, 1000)
+        if s.track and s.runm then
+          -- a run begun at a mark lives at least as long as the mark
+          -- would have: the key's own expiry, or a fill from empty for
+          -- a mark this request made
+          px = math.max(px, redis.call('PTTL', k))
+          if s.runc then px = math.max(px, cdiv(cdiv(s.capU, s.m) * s.q, 1000)) end
+        end
+        redis.call('SET', k, v, 'PX', string.format('%d', px))
       else
         redis.call('SET', k, v)
       end
