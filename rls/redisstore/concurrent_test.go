@@ -193,20 +193,10 @@ func markViaOtherTake(t *testing.T, s *redisstore.Store, c redis.UniversalClient
 		t.Fatalf("not marked: %q", v)
 	}
 	S.N = 1
-	_, tk1, err := s.TakeForTest(ctx, S) // R1: from the clamp-full bucket (flag 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, tk2, err := s.TakeForTest(ctx, S) // R2: from debt 1 (no flag 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.GiveBackForTest(ctx, S, tk1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.GiveBackForTest(ctx, S, tk2); err != nil {
-		t.Fatal(err)
-	}
+	tk1 := take(t, s, S) // R1: from the clamp-full bucket (flag 8)
+	tk2 := take(t, s, S) // R2: from debt 1 (no flag 8)
+	giveBack(t, s, S, tk1)
+	giveBack(t, s, S, tk2)
 	v, _ := c.Get(ctx, p+"m2").Result()
 	L.N = 10
 	if ok, _ := decide1(t, s, L); ok {
@@ -246,17 +236,12 @@ func TestGiveBackMarksExpiredKey(t *testing.T) {
 		t.Fatalf("not marked: %q", v)
 	}
 	S.N = 1
-	_, tk, err := s.TakeForTest(ctx, S)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := take(t, s, S)
 	time.Sleep(700 * time.Millisecond)
 	if n, _ := c.Exists(ctx, p+"me").Result(); n != 0 {
 		t.Fatal("k has not expired")
 	}
-	if _, err := s.GiveBackForTest(ctx, S, tk); err != nil {
-		t.Fatal(err)
-	}
+	giveBack(t, s, S, tk)
 	v, _ := c.Get(ctx, p+"me").Result()
 	L.N = 10
 	if ok, _ := decide1(t, s, L); !ok {

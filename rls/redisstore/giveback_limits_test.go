@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,84 +12,35 @@ import (
 // TestGiveBackMarksTrueFull: a give-back that brings a changed key back
 // to full must not mark it when its run of debt began at a true full
 // (absent) key (ccbcc34 marked every such key; now the key's run bit
-// decides; a review on 2026-12-07). Scenario (one limit S,
-// 10 an hour, so nothing refills in the test): the key is absent; two
-// split requests R and Q each take 1 (debt 1, then 2) and are refused by
-// another node; Q's give-back (exact) restores debt 1, R's (changed:
-// Q wrote since) returns 1: debt 0, written "0 t sig ver:c", PX one hour.
-// The model (neither R nor Q took) has the key absent: full under any
-// limit. The limit is then raised to L (20 an hour): the model admits 20
-// at once; the store carries the mark's 10 and refuses (10 remaining),
-// for up to an hour. The same under-admission that
-// TestGiveBackMarksRefilled forbids on the exact path. With Count 0 (no
-// refill) the mark never expires.
+// decides; a review on 2026-12-07). Scenario (one limit S of burst 10,
+// 10 an hour, so nothing refills in the test, or never refilling): the
+// key is absent; two split requests R and Q each take 1 (debt 1, then 2)
+// and are refused by another node; Q's give-back (exact) restores debt 1,
+// R's (changed: Q wrote since) returns 1: debt 0. The model (neither R nor
+// Q took) has the key absent: full under any limit. The limit is then
+// raised to L (burst 20): the model admits 20 at once. Marked, the key
+// carried the mark's 10 and refused (10 remaining) for up to an hour, and
+// for good where nothing refills (a mark of such a bucket has no PX). The
+// same under-admission that TestGiveBackMarksRefilled forbids on the
+// exact path.
 func TestGiveBackMarksTrueFull(t *testing.T) {
-	for _, ts := range trackedStores(t) {
-		t.Run(ts.name, func(t *testing.T) {
-			s, c, p := ts.s, ts.c, ts.pfx
-			ctx := context.Background()
-			S := rls.Hit{Key: "tf", Capacity: 10, Count: 10, Period: time.Hour, N: 1}
-			_, tkR, err := s.TakeForTest(ctx, S) // R's take: from an absent key
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, tkQ, err := s.TakeForTest(ctx, S) // Q's take
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.GiveBackForTest(ctx, S, tkQ); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.GiveBackForTest(ctx, S, tkR); err != nil {
-				t.Fatal(err)
-			}
-			v, _ := c.Get(ctx, p+"tf").Result()
-			ttl, _ := c.PTTL(ctx, p+"tf").Result()
-			L := rls.Hit{Key: "tf", Capacity: 20, Count: 20, Period: time.Hour}
-			_, res := decide1(t, s, L) // peek under the raised limit
-			t.Logf("after both give-backs key=%q pttl=%v; under burst 20: %d remaining", v, ttl, res[0].Remaining)
-			if res[0].Remaining < 20 {
-				t.Errorf("a key whose takes were all given back reads %d under burst 20 (model: absent, 20): the give-back marked a true full bucket", res[0].Remaining)
-			}
-		})
-	}
-}
-
-// TestGiveBackMarkNeverExpires: as TestGiveBackMarksTrueFull
-// with a bucket that never refills (Count 0, Capacity 10, which a caller
-// may ask for): the mark the give-back writes has no PX, so the key keeps
-// it for good. The limit raised to 20 (still no refill): the model (R and
-// Q never took: absent) holds 20; the store holds 10, and never more.
-
-func TestGiveBackMarkNeverExpires(t *testing.T) {
-	for _, ts := range trackedStores(t) {
-		t.Run(ts.name, func(t *testing.T) {
-			s, c, p := ts.s, ts.c, ts.pfx
-			ctx := context.Background()
-			S := rls.Hit{Key: "ne", Capacity: 10, Count: 0, Period: time.Hour, N: 1}
-			_, tkR, err := s.TakeForTest(ctx, S)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, tkQ, err := s.TakeForTest(ctx, S)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.GiveBackForTest(ctx, S, tkQ); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.GiveBackForTest(ctx, S, tkR); err != nil {
-				t.Fatal(err)
-			}
-			v, _ := c.Get(ctx, p+"ne").Result()
-			ttl, _ := c.PTTL(ctx, p+"ne").Result()
-			L := rls.Hit{Key: "ne", Capacity: 20, Count: 0, Period: time.Hour}
-			_, res := decide1(t, s, L)
-			t.Logf("after both give-backs key=%q pttl=%v; under burst 20 (no refill): %d remaining", v, ttl, res[0].Remaining)
-			if res[0].Remaining < 20 {
-				t.Errorf("reads %d under burst 20 (model 20), and the key never expires", res[0].Remaining)
-			}
-		})
+	for _, count := range []int64{10, 0} {
+		for _, ts := range trackedStores(t) {
+			t.Run(fmt.Sprintf("count=%d/store=%s", count, ts.name), func(t *testing.T) {
+				s, c, p := ts.s, ts.c, ts.pfx
+				S := rls.Hit{Key: "tf", Capacity: 10, Count: count, Period: time.Hour, N: 1}
+				tkR := take(t, s, S) // R's take: from an absent key
+				tkQ := take(t, s, S) // Q's take
+				giveBack(t, s, S, tkQ)
+				giveBack(t, s, S, tkR)
+				v, _ := c.Get(context.Background(), p+"tf").Result()
+				L := rls.Hit{Key: "tf", Capacity: 20, Count: 2 * count, Period: time.Hour}
+				_, res := decide1(t, s, L) // peek under the raised limit
+				if res[0].Remaining < 20 {
+					t.Errorf("a key whose takes were all given back (%q) reads %d under burst 20 (model: absent, 20): the give-back marked a true full bucket", v, res[0].Remaining)
+				}
+			})
+		}
 	}
 }
 
@@ -115,17 +67,12 @@ func TestGiveBackCarriesBack(t *testing.T) {
 			ctx := context.Background()
 			B := rls.Hit{Key: "cb", Capacity: 2, Count: 2, Period: time.Hour, N: 1}
 			C := rls.Hit{Key: "cb", Capacity: 10, Count: 10, Period: time.Hour}
-			_, tkR, err := s.TakeForTest(ctx, B) // R's take
-			if err != nil {
-				t.Fatal(err)
-			}
+			tkR := take(t, s, B) // R's take
 			X := C
 			X.N, X.Debt = 18, true
 			decide1(t, s, X)
 			b1, per1 := storedBalance(t, c, p+"cb")
-			if _, err := s.GiveBackForTest(ctx, B, tkR); err != nil {
-				t.Fatal(err)
-			}
+			giveBack(t, s, B, tkR)
 			v, _ := c.Get(ctx, p+"cb").Result()
 			C.N = 0
 			decide1(t, s, C) // a peek under C
@@ -154,16 +101,11 @@ func TestGiveBackCarriesBackRate(t *testing.T) {
 			ctx := context.Background()
 			B := rls.Hit{Key: "cr", Capacity: 10, Count: 60, Period: time.Hour, N: 1}
 			C := rls.Hit{Key: "cr", Capacity: 10, Count: 1, Period: time.Hour, N: 9}
-			_, tkR, err := s.TakeForTest(ctx, B) // R's take
-			if err != nil {
-				t.Fatal(err)
-			}
+			tkR := take(t, s, B) // R's take
 			if a, _ := decide1(t, s, C); !a {
 				t.Fatal("X refused")
 			}
-			if _, err := s.GiveBackForTest(ctx, B, tkR); err != nil {
-				t.Fatal(err)
-			}
+			giveBack(t, s, B, tkR)
 			v, _ := c.Get(ctx, p+"cr").Result()
 			ageRedis(t, c, p, 5*time.Minute)
 			C.N = 5
@@ -176,12 +118,12 @@ func TestGiveBackCarriesBackRate(t *testing.T) {
 	}
 }
 
-// TestRefillEndsMarkedRun: the run bit is cleared when refill
-// brings a key to full ("a new run, from a full bucket"), and a debt key
-// expires (PX) at that same moment; but a run that began at a clamp's mark
-// refilled to full is, had its refused take never been made, still the
+// TestRefillEndsMarkedRun: a run of debt that began at a clamp's mark,
+// refilled to full, is, had its refused take never been made, still the
 // mark (a mark's d is 0: refill leaves it marked until its own PX, the
-// time to fill S from empty). Taking a token thus makes the key fuller.
+// time to fill S from empty). Until 2026-12-07 refill ended the run as a
+// full bucket and the debt key expired then, so taking a token made the
+// key fuller.
 // Limits of one key: S (burst 5, 5 an hour: one token per 12 min) and L
 // (burst 10, 10 an hour). A takes 3 under L (7 of 10); a peek under S
 // clamps 7 to 5: the key is marked under S ("0 t sig ver:c", PX 1 h).
@@ -209,22 +151,12 @@ func TestRefillEndsMarkedRun(t *testing.T) {
 			decide1(t, s, S) // peek under S: clamps 7 to 5, marked
 			v0, _ := c.Get(ctx, p+"rm").Result()
 			S.N = 1
-			_, tkR, err := s.TakeForTest(ctx, S) // R's take, from the mark
-			if err != nil {
-				t.Fatal(err)
-			}
+			tkR := take(t, s, S) // R's take, from the mark
 			v1, _ := c.Get(ctx, p+"rm").Result()
 			ageRedis(t, c, p, 12*time.Minute)
-			_, tkQ, err := s.TakeForTest(ctx, S) // Q's take
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.GiveBackForTest(ctx, S, tkR); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.GiveBackForTest(ctx, S, tkQ); err != nil {
-				t.Fatal(err)
-			}
+			tkQ := take(t, s, S) // Q's take
+			giveBack(t, s, S, tkR)
+			giveBack(t, s, S, tkQ)
 			v2, _ := c.Get(ctx, p+"rm").Result()
 			L.N = 0
 			_, res := decide1(t, s, L)
@@ -260,14 +192,9 @@ func TestLateGiveBackAfterMark(t *testing.T) {
 			decide1(t, s, S) // peek under S: clamps 150 to 100, marked
 			v0, _ := c.Get(ctx, p+"lg").Result()
 			S.N = 1
-			_, tkR, err := s.TakeForTest(ctx, S) // R's take, from the mark
-			if err != nil {
-				t.Fatal(err)
-			}
+			tkR := take(t, s, S) // R's take, from the mark
 			time.Sleep(50 * time.Millisecond)
-			if _, err := s.GiveBackForTest(ctx, S, tkR); err != nil {
-				t.Fatal(err)
-			}
+			giveBack(t, s, S, tkR)
 			v2, _ := c.Get(ctx, p+"lg").Result()
 			L.N = 0
 			_, res := decide1(t, s, L)

@@ -23,15 +23,9 @@ func TestGiveBackRefilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.N = 5
-	_, tk, err := s.TakeForTest(ctx, h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := take(t, s, h)
 	time.Sleep(1500 * time.Millisecond)
-	r, err := s.GiveBackForTest(ctx, h, tk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := giveBack(t, s, h, tk)
 	h.N = 0
 	s.Decide(ctx, []rls.Hit{h}, res)
 	t.Logf("give-back reports %d remaining; a peek after: %d (want 10)", r.Remaining, res[0].Remaining)

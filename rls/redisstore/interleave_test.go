@@ -31,6 +31,28 @@ func trackedStores(t *testing.T) []tstore {
 	return []tstore{{"single", single, sc, spfx}, {"cluster", split, cc, cpfx}}
 }
 
+// take takes h's cost as a split decision's first phase does, failing the
+// test on an error, and returns the take for its give-back.
+func take(t *testing.T, s *redisstore.Store, h rls.Hit) redisstore.TakeState {
+	t.Helper()
+	_, tk, err := s.TakeForTest(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+// giveBack gives back h's cost for tk as decideSplit does, failing the
+// test on an error.
+func giveBack(t *testing.T, s *redisstore.Store, h rls.Hit, tk redisstore.TakeState) rls.Result {
+	t.Helper()
+	r, err := s.GiveBackForTest(context.Background(), h, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // storedBalance reads key as the script stores it: its balance in half
 // tokens times per, the units of a token under the limit it was written
 // with; per is 0 when the key is absent.
@@ -158,10 +180,7 @@ func interleave(t *testing.T, s *redisstore.Store, c redis.UniversalClient, pfx 
 			i := r.IntN(len(pend))
 			p := pend[i]
 			pend = append(pend[:i], pend[i+1:]...)
-			res, err := s.GiveBackForTest(ctx, p.h, p.tk)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := giveBack(t, s, p.h, p.tk)
 			// The model is as it was: the refused request's carries and
 			// charges happened at its decision, and a give-back changes no
 			// limit.
@@ -250,9 +269,7 @@ func TestGiveBackAfterSaturatedDebt(t *testing.T) {
 			if ok, _ := decide1(t, c.s, withFlags(rh("sat", 10, 10, 20), false, true)); ok {
 				t.Fatal("a debt hit of 20 on 5 left was admitted")
 			}
-			if _, err := c.s.GiveBackForTest(ctx, h, tk); err != nil {
-				t.Fatal(err)
-			}
+			giveBack(t, c.s, h, tk)
 			ageRedis(t, c.c, c.pfx, time.Hour)
 			if ok, r := decide1(t, c.s, rh("sat", 10, 10, 5)); ok {
 				t.Errorf("an hour after a balance of -10 (burst 10, 10 an hour), a take of 5 was admitted (%d left): the give-back returned tokens the debt bound had absorbed", r[0].Remaining)
@@ -335,15 +352,11 @@ func TestGiveBackDeletesClampAfterCharge(t *testing.T) {
 					if err != nil || !ok {
 						t.Fatalf("R2: %v %v", ok, err)
 					}
-					if _, err := c.s.GiveBackForTest(ctx, gb2, tk2); err != nil {
-						t.Fatal(err)
-					}
+					giveBack(t, c.s, gb2, tk2)
 				case "debt0":
 					decide1(t, c.s, withFlags(S, false, true))
 				}
-				if _, err := c.s.GiveBackForTest(ctx, gb1, tk1); err != nil {
-					t.Fatal(err)
-				}
+				giveBack(t, c.s, gb1, tk1)
 				l := L
 				l.N = 10
 				if ok, r := decide1(t, c.s, l); ok {
@@ -395,9 +408,7 @@ func TestGiveBackAfterOwnSaturatedDebt(t *testing.T) {
 				} else if _, err := c.s.GiveBackForTest(ctx, gb2, tk2); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := c.s.GiveBackForTest(ctx, gb1, tk1); err != nil {
-					t.Fatal(err)
-				}
+				giveBack(t, c.s, gb1, tk1)
 				ageRedis(t, c.c, c.pfx, time.Hour)
 				if ok, r := decide1(t, c.s, rh(k, 10, 10, 3)); ok {
 					t.Errorf("an hour after a balance of -10 (burst 10, 10 an hour), a take of 3 was admitted (%d left): the give-back returned a take the debt bound had absorbed in its own request", r[0].Remaining)
@@ -454,10 +465,7 @@ func TestGiveBackAfterOwnClamp(t *testing.T) {
 				case "debt0":
 					decide1(t, c.s, withFlags(S, false, true))
 				}
-				r, err := c.s.GiveBackForTest(ctx, gb1, tk1)
-				if err != nil {
-					t.Fatal(err)
-				}
+				r := giveBack(t, c.s, gb1, tk1)
 				if r.Remaining > want {
 					t.Errorf("after R1's give-back the key holds %d under S; had R1 never taken, %d", r.Remaining, want)
 				}

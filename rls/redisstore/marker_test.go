@@ -41,10 +41,7 @@ func TestGiveBackDeletesOthersMarker(t *testing.T) {
 	S := rls.Hit{Key: "gm", Capacity: 5, Count: 1, Period: time.Hour, N: 1}
 	L := rls.Hit{Key: "gm", Capacity: 10, Count: 10, Period: time.Second}
 
-	_, tk, err := s.TakeForTest(ctx, S) // R1's take
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := take(t, s, S) // R1's take
 	L.N = 0
 	decide1(t, s, L)                   // R2: carried into L, 4 of 10, stored under L
 	time.Sleep(700 * time.Millisecond) // L refills to full by itself
@@ -81,14 +78,9 @@ func TestGiveBackMarksRefilled(t *testing.T) {
 	h := rls.Hit{Key: "gr", Capacity: 10, Count: 10, Period: time.Second, N: 1}
 	decide1(t, s, h)
 	h.N = 5
-	_, tk, err := s.TakeForTest(ctx, h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := take(t, s, h)
 	time.Sleep(800 * time.Millisecond) // 8 tokens refilled: all 6 repaid
-	if _, err := s.GiveBackForTest(ctx, h, tk); err != nil {
-		t.Fatal(err)
-	}
+	giveBack(t, s, h, tk)
 	v, _ := c.Get(ctx, p+"gr").Result()
 	big := rls.Hit{Key: "gr", Capacity: 20, Count: 10, Period: time.Second}
 	_, res := decide1(t, s, big)

@@ -358,10 +358,7 @@ func TestGiveBack(t *testing.T) {
 	ctx := context.Background()
 	h := rls.Hit{Key: "g", Capacity: 10, Count: 10, Period: time.Hour, N: 1}
 	// The take, from a full bucket.
-	_, tk, err := s.TakeForTest(ctx, h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := take(t, s, h)
 	// 400 s of refill pass (a token is 360 s): the bucket is full again.
 	// Someone drains it, then the give-back arrives.
 	ageRedis(t, c, pfx, 400*time.Second)
@@ -371,10 +368,7 @@ func TestGiveBack(t *testing.T) {
 	if ok, err := s.Decide(ctx, []rls.Hit{drain}, res); err != nil || !ok || res[0].Remaining != 0 {
 		t.Fatalf("drain: %v %+v %v", ok, res[0], err)
 	}
-	r, err := s.GiveBackForTest(ctx, h, tk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := giveBack(t, s, h, tk)
 	if r.Remaining != 0 {
 		t.Fatalf("a take refill has covered was given back: %d remaining", r.Remaining)
 	}
@@ -385,7 +379,7 @@ func TestGiveBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.N = 1
-	r, tk, err = s.TakeForTest(ctx, k)
+	r, tk, err := s.TakeForTest(ctx, k)
 	if err != nil || r.Remaining != 7 {
 		t.Fatalf("take: %+v %v", r, err)
 	}
