@@ -623,6 +623,37 @@ func TestStartupProbeOnce(t *testing.T) {
 	}
 }
 
+// The start-up probe follows the first window at once when the limit
+// bound in it. That window ramped up from nothing at the initial limit of
+// 20, and its latency is no reference; a window later, as before, the
+// gradient had read it as its own reference and raised the limit a
+// quarter first: on the wall-clock comparison's backend (8 workers ×
+// 40 ms) at 2×-5×, 40 more calls behind a queue of up to 12, and in the
+// simulator the p99 of a 10 s run went from 2.6-3.0× the service time to
+// 2.1-2.6× (1.5-1.9× from 2 s on, where neither reaches). A first window
+// in which the limit did not bind (half load) keeps its limit.
+func TestStartupProbeAfterFirstWindow(t *testing.T) {
+	models := append([]model{{name: "fifo/fixed 40ms", workers: 8, d: fixedDist{40 * ms}}}, simModels...)
+	for _, m := range models {
+		for _, f := range []float64{0.5, 2, 3, 5} {
+			for _, seed := range simSeeds {
+				sc := &scenario{m: m, classes: []classLoad{{factor: f}}, duration: int64(3 * time.Second), deadline: simDeadline, seed: seed}
+				s := runSim(sc)
+				if len(s.updates) == 0 {
+					t.Fatalf("%s %gx seed %d: no window closed in 3 s", m.name, f, seed)
+				}
+				want := DefaultInitialLimit / 2 // the probe's first step
+				if f < 1 {
+					want = DefaultInitialLimit
+				}
+				if got := s.updates[0].limit; got != want {
+					t.Errorf("%s %gx seed %d: limit %d after the first window, want %d", m.name, f, seed, got, want)
+				}
+			}
+		}
+	}
+}
+
 // A probe's window below the knee idles some of the backend's workers, so
 // it should last no longer than its reading needs. When every latency of
 // the window lies within probeSpan+1 histogram buckets (a spread of at
