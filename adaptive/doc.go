@@ -47,10 +47,10 @@
 // The latency of a window is the mean of its fastest 80% of successes:
 // robust to a heavy tail, and unlike a quantile it moves smoothly with the
 // queueing delay that every call of a saturated backend shares. It is
-// compared with the no-load latency b. The first window sets b, and the
-// start-up probe follows it at once if the limit bound in it (else as soon
-// as the limit binds); then
-// probes measure it: one window at half the limit, below the knee when the
+// compared with the no-load latency b. The first window sets b; then
+// probes measure it, the first right after that window if the limit bound
+// in it (else as soon as the limit binds): one window at half the limit,
+// below the knee when the
 // limit binds, where the latency is b by construction (at start-up, and
 // whenever a probe's latency halved with its limit, it halves again; one
 // that reads more than 15% below b reads a second window, and b becomes the
