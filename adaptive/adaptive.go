@@ -549,11 +549,11 @@ func (l *Limiter) update(now int64) {
 // as soon as the limit binds, unless a window of the third kind below
 // moves it first and resets its age: docs/adaptive.md says what that
 // costs); a probe's window, run below the knee, measures it; a window in
-// which nobody waited
-// and at most half the limit was in use, or which read below the estimate,
-// moves it an eighth of the way. No window with drops, or just after one,
-// counts: the backend may be busy with work its callers gave up on. So a
-// long overload, whose windows all read high, cannot drag it up.
+// which nobody waited and at most half the limit was in use, or which read
+// below the estimate, moves it an eighth of the way. No window with drops,
+// or just after one, counts: the backend may be busy with work its callers
+// gave up on. So a long overload, whose windows all read high, cannot drag
+// it up.
 //
 // A backend that really got slower or faster shows in how a window
 // answers a change of the limit. Above the knee the latency follows the
