@@ -313,6 +313,15 @@ func (s *Store) run(ctx context.Context, hits []rls.Hit, ps []params, results []
 		if refused {
 			flags |= flagRefused
 		}
+		if back == nil && h.N < 0 {
+			// never held (rls.Store's rule 4): a check, which refuses
+			// the request unless shadow (the script reads a negative n
+			// as a give-back's)
+			cost = "0"
+			if !h.Shadow {
+				flags |= flagRefused
+			}
+		}
 		if back != nil && back[i].marked {
 			flags |= flagMarked
 		}
