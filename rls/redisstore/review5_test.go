@@ -2,6 +2,11 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/admit-go/admit/rls/redisstore"
+	"github.com/redis/go-redis/v9"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +32,201 @@ func TestReview5NegativeN(t *testing.T) {
 		}
 		if a || res[0].OK {
 			t.Errorf("%s: a hit of N = -1 (not shadow): admitted %v, OK %v; want refused", b.name, a, res[0].OK)
+		}
+	}
+}
+
+// interleaveExp is interleave (interleave_test.go) with limits that fill
+// within the walk's aging, so keys and marks expire between a take and its
+// give-back and between two give-backs. The model accepts an expiry: after
+// each aging, a key that Redis no longer holds is full in the model too
+// (the documented forgetting of a mark). Everything else is as in
+// interleave: the store must never hold more than the model in which the
+// refused requests never took.
+func interleaveExp(t *testing.T, s *redisstore.Store, c redis.UniversalClient, pfx string, seed uint64, lims []rls.Hit, steps, maxAge int, ageBy time.Duration) (int, string) {
+	t.Helper()
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(seed, 77))
+	key := fmt.Sprintf("rx%d", seed)
+	type pending struct {
+		h  rls.Hit
+		tk redisstore.TakeState
+	}
+	var pend []pending
+	var log []string
+	m := rmodel{}
+	aged := 0
+	check := func(step int, rem int64, h rls.Hit, good bool) bool {
+		capacity := h.Capacity
+		if k := m[key]; k != nil {
+			capacity = k.cap
+		}
+		mb := 2 * capacity
+		if k := m[key]; k != nil && !k.full {
+			mb = k.bal
+		}
+		sb, per := storedBalance(t, c, pfx+key)
+		if per == 0 {
+			sb, per = 2*capacity, 1
+		}
+		if !good || sb > mb*per+per/8 {
+			log = append(log, fmt.Sprintf("  ^ step %d: the store holds %d/%d half tokens (%d left), the model %d (held %v)", step, sb, per, rem, mb, good))
+			return false
+		}
+		return true
+	}
+	oks := func(res []rls.Result) []bool {
+		o := make([]bool, len(res))
+		for i := range res {
+			o[i] = res[i].OK
+		}
+		return o
+	}
+	halfHours := int64(ageBy / (30 * time.Minute))
+	for step := 0; step < steps || len(pend) > 0; step++ {
+		switch x := r.IntN(12); {
+		case step < steps && x < 2 && aged < maxAge:
+			aged++
+			ageRedis(t, c, pfx, ageBy)
+			m.age(halfHours)
+			// a key about to expire (ageRedis keeps one with ms left) is
+			// expired now, not between this check and the next request
+			if pt, _ := c.PTTL(ctx, pfx+key).Result(); pt > 0 && pt < time.Second {
+				c.Del(ctx, pfx+key)
+			}
+			if n, _ := c.Exists(ctx, pfx+key).Result(); n == 0 {
+				if k := m[key]; k != nil && !k.full {
+					log = append(log, fmt.Sprintf("age %v: expired, the model had %d half tokens of %d", ageBy, k.bal, 2*k.cap))
+					k.full = true
+				} else {
+					log = append(log, fmt.Sprintf("age %v: absent", ageBy))
+				}
+			} else {
+				log = append(log, fmt.Sprintf("age %v", ageBy))
+			}
+		case step < steps && x < 6:
+			req := shadowDebts(r, randomHits(r, key, lims, 8, 2))
+			ok, res, gb, tk, err := s.TakeReqForTest(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var good bool
+			switch {
+			case !ok:
+				good = m.forced(req, false, oks(res))
+				log = append(log, fmt.Sprintf("split %s: refused here %v", fmtReq(req), oks(res)))
+			case r.IntN(4) == 0 || gb.N == 0:
+				good = m.forced(req, true, oks(res))
+				log = append(log, fmt.Sprintf("split %s: kept %v", fmtReq(req), oks(res)))
+			default:
+				good = m.forced(req, false, oks(res))
+				pend = append(pend, pending{gb, tk})
+				log = append(log, fmt.Sprintf("split %s: pending, back %d of %d/%d %v", fmtReq(req), gb.N, gb.Capacity, gb.Count, oks(res)))
+			}
+			if !check(step, res[len(res)-1].Remaining, req[len(req)-1], good) {
+				return step, strings.Join(log, "\n")
+			}
+		case len(pend) > 0 && (step >= steps || x < 9):
+			i := r.IntN(len(pend))
+			p := pend[i]
+			pend = append(pend[:i], pend[i+1:]...)
+			res := giveBack(t, s, p.h, p.tk)
+			log = append(log, fmt.Sprintf("give back %d of %d/%d (%d left)", p.h.N, p.h.Capacity, p.h.Count, res.Remaining))
+			if !check(step, res.Remaining, p.h, true) {
+				return step, strings.Join(log, "\n")
+			}
+		case step < steps:
+			req := shadowDebts(r, randomHits(r, key, lims, 8, 2))
+			res := make([]rls.Result, len(req))
+			ok, err := s.Decide(ctx, req, res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			good := m.forced(req, ok, oks(res))
+			log = append(log, fmt.Sprintf("decide %s: %v %v", fmtReq(req), ok, oks(res)))
+			if !check(step, res[len(res)-1].Remaining, req[len(req)-1], good) {
+				return step, strings.Join(log, "\n")
+			}
+		}
+	}
+	return -1, strings.Join(log, "\n")
+}
+
+// TestReview5ExpiringWalk: interleave with expiries (interleaveExp).
+func TestReview5ExpiringWalk(t *testing.T) {
+	sets := []struct {
+		name  string
+		lims  []rls.Hit
+		ageBy time.Duration
+	}{
+		// fill times 1 h, 2.5 h, 30 min, never: half-hour steps expire the fast ones
+		{"fast", []rls.Hit{rh("", 4, 4, 0), rh("", 10, 4, 0), rh("", 5, 10, 0), rh("", 10, 0, 0)}, 30 * time.Minute},
+		{"hour", []rls.Hit{rh("", 4, 4, 0), rh("", 10, 4, 0), rh("", 5, 10, 0), rh("", 10, 0, 0)}, time.Hour},
+	}
+	for i, store := range []string{"single", "cluster"} {
+		for _, set := range sets {
+			t.Run(store+"/"+set.name, func(t *testing.T) {
+				c := trackedStores(t)[i]
+				fails := 0
+				for seed := range uint64(150) {
+					step, log := interleaveExp(t, c.s, c.c, c.pfx, seed, set.lims, 40, 6, set.ageBy)
+					if step >= 0 {
+						fails++
+						if fails <= 2 {
+							t.Errorf("seed %d: at step %d the key holds more than the model (expiries accepted):\n%s", seed, step, log)
+						}
+					}
+				}
+				if fails > 0 {
+					t.Errorf("%d of 150 walks over", fails)
+				}
+			})
+		}
+	}
+}
+
+// TestReview5MarkedRunCarried: a key of burst 10 that never refills (L)
+// has 4 left (L took 6). A split request under S (burst 4, 4 a second)
+// carries it into S (4 of 4, a mark: 4 under L again), takes 1 and is
+// refused by another node. Before its give-back (which may come up to two
+// timeouts later: one for the slowest node, one of its own), S's refill
+// brings the key back to full (250 ms; the mark would live a second).
+// Read under S, such a run is the mark again (fde17aa); read under L, it
+// is carried as a full bucket: 10 of 10, and L admits 10 more, 16 through
+// a burst of 10 that never refills (had the refused request never taken,
+// L reads the mark's 4). The give-back then finds the key under L and
+// returns nothing. Real time, not ageRedis: the versions are what the
+// store wrote.
+func TestReview5MarkedRunCarried(t *testing.T) {
+	for _, st := range trackedStores(t) {
+		ctx := context.Background()
+		L := rls.Hit{Key: "mrc", Capacity: 10, Count: 0, Period: time.Hour, N: 6}
+		S := rls.Hit{Key: "mrc", Capacity: 4, Count: 4, Period: time.Second, N: 1}
+		if a, _, _, _, err := st.s.TakeReqForTest(ctx, []rls.Hit{L}); err != nil || !a {
+			t.Fatalf("%s: L 6: %v %v", st.name, a, err)
+		}
+		ok, _, gb, tk, err := st.s.TakeReqForTest(ctx, []rls.Hit{S})
+		if err != nil || !ok || gb.N != 1 {
+			t.Fatalf("%s: S 1: %v %v %d", st.name, ok, err, gb.N)
+		}
+		time.Sleep(400 * time.Millisecond)
+		admitted := int64(6)
+		for _, n := range []int64{10, 5, 4} {
+			L.N = n
+			if a, _ := decide1(t, st.s, L); a {
+				admitted += n
+				break
+			}
+		}
+		giveBack(t, st.s, gb, tk)
+		L.N = 1
+		for range 10 {
+			if a, _ := decide1(t, st.s, L); a {
+				admitted++
+			}
+		}
+		if admitted > 10 {
+			t.Errorf("%s: %d admitted under a burst of 10 that never refills, want at most 10 (the refused take's refill ended the mark)", st.name, admitted)
 		}
 	}
 }
