@@ -216,7 +216,7 @@ func testRatesTime(t *testing.T, split bool, seeds uint64) {
 				aged++
 				clk.Advance(30 * time.Minute)
 				ageRedis(t, sc, sp, 30*time.Minute)
-				ageRedis(t, cc, cp, 30*time.Minute)
+				ageRedisVersions(t, cc, cp, 30*time.Minute)
 				m.age(1)
 				log = append(log, "age 30m")
 				continue

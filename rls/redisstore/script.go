@@ -109,7 +109,12 @@ import (
 // set when a write leaves debt on a key read marked, clamped full by a
 // carry, or untracked in debt (unknown: the cautious reading). A run
 // begun at a mark that refill brings back to full is the mark again (a
-// mark's debt is 0, so refill never ended one), and its key lives at
+// mark's debt is 0, so refill never ended one); read under another limit
+// it is carried as the mark (its balance, not a full bucket) within the
+// horizon of the key's last write, where a take in it may still wait for
+// its give-back (a review's TestReview5MarkedRunCarried: a refused take
+// from a mark, refilled, carried as full, 16 through a burst of 10), and
+// as full after it, as in memory. Its key lives at
 // least as long as the mark would have (PX no shorter than the key's, or
 // than a fill from empty for a mark the request made): else a refused
 // take from a mark, refilled before its give-back, would leave a full
@@ -291,7 +296,12 @@ for i = 1, #KEYS do
           local f = {}
           for w in string.gmatch(vsig, '%d+') do f[#f + 1] = tonumber(w) end
           d = refill(d, t, f[3], idiv(us, f[4]))
-          s.d, s.carried, s.conv, s.full = carry(d, f[1], f[2], s, not clamped), true, true, d == 0 and not clamped
+          -- a tracked run begun at a mark, refilled to full within the
+          -- horizon of its last write (a take in it may wait for its
+          -- give-back), is the mark again (below) under another limit
+          -- too: it carries its balance, not a full bucket
+          local mk = clamped or d == 0 and s.runm and s.pv ~= nil and us - s.rver <= horizon
+          s.d, s.carried, s.conv, s.full = carry(d, f[1], f[2], s, not mk), true, true, d == 0 and not mk
           if s.d == 0 and not s.full then s.runm, s.runc = true, true end
         end
         -- Refilled to full: a new run from a full bucket, unless the run
