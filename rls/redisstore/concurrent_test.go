@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/rls"
 	"github.com/admit-go/admit/rls/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -418,5 +420,30 @@ func TestConcurrentMarkDecide(t *testing.T) {
 	}
 	if bad > 0 {
 		t.Errorf("%d of 200 rounds admitted more than 10 tokens of a burst of 10 that never refills (worst %d)", bad, worst)
+	}
+}
+
+// TestSplitErrorGivesBack: on a Cluster, a request whose one key errs
+// (a hash where a bucket should be: WRONGTYPE) while its other key, on
+// another master, admitted fails with a plain error, and the admitted
+// key's take is given back exactly once: it reads full again.
+func TestSplitErrorGivesBack(t *testing.T) {
+	ctx := context.Background()
+	s, c, p := splitStore(t)
+	a := "egb-a"
+	b := otherMaster(t, c, p, a)
+	if err := c.HSet(ctx, p+b, "x", "y").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		hits := []rls.Hit{{Key: a, Capacity: 10, Count: 0, Period: time.Hour, N: 4}, {Key: b, Capacity: 10, Count: 0, Period: time.Hour, N: 1}}
+		ok, err := s.Decide(ctx, hits, make([]rls.Result, 2))
+		if ok || err == nil || errors.Is(err, admit.ErrUnavailable) {
+			t.Fatalf("admitted %v, %v; want a plain error", ok, err)
+		}
+	}
+	ok, res := decide1(t, s, rls.Hit{Key: a, Capacity: 10, Count: 0, Period: time.Hour, N: 10})
+	if !ok {
+		t.Errorf("after three failed requests the other key holds %d of 10: their takes were not all given back", res[0].Remaining)
 	}
 }

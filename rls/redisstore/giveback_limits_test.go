@@ -205,3 +205,49 @@ func TestLateGiveBackAfterMark(t *testing.T) {
 		})
 	}
 }
+
+// TestMarkedRunCarriedAsMark: a key of burst 10 that never refills (L)
+// has 4 left (L took 6). A split request under S (burst 4, 4 a second)
+// carries it into S (4 of 4, a mark: 4 under L again), takes 1 and is
+// refused by another node. Before its give-back (which may come up to two
+// timeouts later: one for the slowest node, one of its own), S's refill
+// brings the key back to full (250 ms; the mark would live a second).
+// Read under S, such a run is the mark again (fde17aa); read under L it
+// was carried as a full bucket until a fifth review (2026-12-07): 10 of 10, and L admits 10 more, 16 through
+// a burst of 10 that never refills (had the refused request never taken,
+// L reads the mark's 4). The give-back then finds the key under L and
+// returns nothing. Real time, not ageRedis: the versions are what the
+// store wrote.
+func TestMarkedRunCarriedAsMark(t *testing.T) {
+	for _, st := range trackedStores(t) {
+		ctx := context.Background()
+		L := rls.Hit{Key: "mrc", Capacity: 10, Count: 0, Period: time.Hour, N: 6}
+		S := rls.Hit{Key: "mrc", Capacity: 4, Count: 4, Period: time.Second, N: 1}
+		if a, _, _, _, err := st.s.TakeReqForTest(ctx, []rls.Hit{L}); err != nil || !a {
+			t.Fatalf("%s: L 6: %v %v", st.name, a, err)
+		}
+		ok, _, gb, tk, err := st.s.TakeReqForTest(ctx, []rls.Hit{S})
+		if err != nil || !ok || gb.N != 1 {
+			t.Fatalf("%s: S 1: %v %v %d", st.name, ok, err, gb.N)
+		}
+		time.Sleep(400 * time.Millisecond)
+		admitted := int64(6)
+		for _, n := range []int64{10, 5, 4} {
+			L.N = n
+			if a, _ := decide1(t, st.s, L); a {
+				admitted += n
+				break
+			}
+		}
+		giveBack(t, st.s, gb, tk)
+		L.N = 1
+		for range 10 {
+			if a, _ := decide1(t, st.s, L); a {
+				admitted++
+			}
+		}
+		if admitted > 10 {
+			t.Errorf("%s: %d admitted under a burst of 10 that never refills, want at most 10 (the refused take's refill ended the mark)", st.name, admitted)
+		}
+	}
+}

@@ -88,6 +88,52 @@ func shadowDebts(r *rand.Rand, req []rls.Hit) []rls.Hit {
 	return req
 }
 
+// walkAging is how a walk ages its key: one chance in 12 a step, at most
+// most times, by by each time (a multiple of 30 minutes), on its own
+// random stream and key prefix. By default 1 in 12, 4 times, 30 minutes,
+// with limits that never let a key or mark expire in the walk. With
+// expiries set, the limits may: a key Redis no longer holds after an
+// ageing is full in the model too, the documented forgetting of a key or
+// a mark when its time runs out.
+type walkAging struct {
+	odds, most int
+	by         time.Duration
+	expiries   bool
+	stream     uint64
+	prefix     string
+}
+
+func (o walkAging) orDefault() walkAging {
+	if o.odds == 0 {
+		o.odds, o.most, o.by, o.stream, o.prefix = 1, 4, 30*time.Minute, 31, "rw"
+	}
+	return o
+}
+
+// expire applies an ageing's expiry to the model's key k (nil: full) and
+// says what it did, for the log. A key about to expire (ageRedis keeps
+// one with milliseconds left) expires now, not between this check and the
+// next request.
+func (o walkAging) expire(t *testing.T, c redis.UniversalClient, key string, k *rkey) string {
+	if !o.expiries {
+		return ""
+	}
+	ctx := context.Background()
+	if pt, _ := c.PTTL(ctx, key).Result(); pt > 0 && pt < time.Second {
+		c.Del(ctx, key)
+	}
+	if n, err := c.Exists(ctx, key).Result(); err != nil {
+		t.Fatal(err)
+	} else if n > 0 {
+		return ""
+	}
+	if k != nil && !k.full {
+		k.full = true
+		return fmt.Sprintf(": expired, the model had %d half tokens of %d", k.bal, 2*k.cap)
+	}
+	return ": absent"
+}
+
 // interleave walks one key as a Cluster's split decisions meet it: a
 // decision's takes (one to three hits of the key under lims, debt and
 // shadow hits among them, a shadow debt hit up to the bound) wait for
@@ -101,11 +147,12 @@ func shadowDebts(r *rand.Rand, req []rls.Hit) []rls.Hit {
 // more, with the walk's log, or -1; and what the store held less than the
 // model at the last step. A give-back may return only what its take still
 // accounts for; it may return less.
-func interleave(t *testing.T, s *redisstore.Store, c redis.UniversalClient, pfx string, seed uint64, lims []rls.Hit, steps int) (int, string, int64) {
+func interleave(t *testing.T, s *redisstore.Store, c redis.UniversalClient, pfx string, seed uint64, lims []rls.Hit, steps int, o walkAging) (int, string, int64) {
 	t.Helper()
 	ctx := context.Background()
-	r := rand.New(rand.NewPCG(seed, 31))
-	key := fmt.Sprintf("rw%d", seed)
+	o = o.orDefault()
+	r := rand.New(rand.NewPCG(seed, o.stream))
+	key := fmt.Sprintf("%s%d", o.prefix, seed)
 	type pending struct {
 		h  rls.Hit
 		tk redisstore.TakeState
@@ -149,12 +196,12 @@ func interleave(t *testing.T, s *redisstore.Store, c redis.UniversalClient, pfx 
 	}
 	for step := 0; step < steps || len(pend) > 0; step++ {
 		switch x := r.IntN(12); {
-		case step < steps && x < 1 && aged < 4:
+		case step < steps && x < o.odds && aged < o.most:
 			aged++
-			ageRedis(t, c, pfx, 30*time.Minute)
-			m.age(1)
-			log = append(log, "age 30m")
-		case step < steps && x < 5:
+			ageRedis(t, c, pfx, o.by)
+			m.age(int64(o.by / (30 * time.Minute)))
+			log = append(log, fmt.Sprintf("age %v%s", o.by, o.expire(t, c, pfx+key, m[key])))
+		case step < steps && x < o.odds+4:
 			req := shadowDebts(r, randomHits(r, key, lims, 8, 2))
 			ok, res, gb, tk, err := s.TakeReqForTest(ctx, req)
 			if err != nil {
@@ -176,7 +223,7 @@ func interleave(t *testing.T, s *redisstore.Store, c redis.UniversalClient, pfx 
 			if !check(step, res[len(res)-1].Remaining, req[len(req)-1], good) {
 				return step, strings.Join(log, "\n"), short
 			}
-		case len(pend) > 0 && (step >= steps || x < 8):
+		case len(pend) > 0 && (step >= steps || x < o.odds+7):
 			i := r.IntN(len(pend))
 			p := pend[i]
 			pend = append(pend[:i], pend[i+1:]...)
@@ -235,7 +282,7 @@ func TestInterleavedGiveBacks(t *testing.T) {
 				}
 				var short, exact int64
 				for seed := range seeds {
-					step, log, sh := interleave(t, c.s, c.c, c.pfx, seed, set.lims, set.steps)
+					step, log, sh := interleave(t, c.s, c.c, c.pfx, seed, set.lims, set.steps, walkAging{})
 					if step >= 0 {
 						t.Fatalf("seed %d: at step %d the key holds more than it would had the refused requests never taken:\n%s", seed, step, log)
 					}
@@ -246,6 +293,48 @@ func TestInterleavedGiveBacks(t *testing.T) {
 				}
 				// Not asserted: how far the give-backs erred on the safe side.
 				t.Logf("%d of %d walks end exact; %d tokens short in all", exact, seeds, short)
+			})
+		}
+	}
+}
+
+// TestInterleavedGiveBacksExpiring is TestInterleavedGiveBacks with
+// limits that fill within the walk's ageing (30 minutes to 2.5 hours;
+// half-hour or hour steps, up to six), so that keys and marks expire
+// between a take and its give-back and between two give-backs: a key
+// Redis no longer holds is full in the model too, and otherwise the store
+// must never hold more than the model in which the refused requests never
+// took. It found, with the hour steps, the carry of a refilled marked run
+// as a full bucket (TestMarkedRunCarriedAsMark).
+func TestInterleavedGiveBacksExpiring(t *testing.T) {
+	sets := []struct {
+		name string
+		lims []rls.Hit
+		by   time.Duration
+	}{
+		// fill times 1 h, 2.5 h, 30 min, never
+		{"fast", []rls.Hit{rh("", 4, 4, 0), rh("", 10, 4, 0), rh("", 5, 10, 0), rh("", 10, 0, 0)}, 30 * time.Minute},
+		{"mixed", []rls.Hit{rh("", 6, 12, 0), rh("", 3, 3, 0), rh("", 10, 0, 0), rh("", 8, 2, 0)}, 30 * time.Minute},
+		{"hour", []rls.Hit{rh("", 4, 4, 0), rh("", 10, 4, 0), rh("", 5, 10, 0), rh("", 10, 0, 0)}, time.Hour},
+	}
+	for i, store := range []string{"single", "cluster"} {
+		for _, set := range sets {
+			t.Run("store="+store+"/limits="+set.name, func(t *testing.T) {
+				t.Parallel()
+				c := trackedStores(t)[i] // a store of its own: the walks' keys repeat
+				over := 0
+				for seed := range uint64(150) {
+					step, log, _ := interleave(t, c.s, c.c, c.pfx, seed, set.lims, 40,
+						walkAging{odds: 2, most: 6, by: set.by, expiries: true, stream: 77, prefix: "rx"})
+					if step >= 0 {
+						if over++; over <= 2 {
+							t.Errorf("seed %d: at step %d the key holds more than the model (expiries accepted):\n%s", seed, step, log)
+						}
+					}
+				}
+				if over > 0 {
+					t.Errorf("%d of 150 walks over", over)
+				}
 			})
 		}
 	}

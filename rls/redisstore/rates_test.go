@@ -333,3 +333,64 @@ func TestOddRatesDiff(t *testing.T) {
 	t.Logf("%d of 400 sequences differ", bad)
 }
 func TestRatesTimeSplit(t *testing.T) { testRatesTime(t, true, 400) }
+
+// ageRedisVersions is ageRedis that ages a tracked key's version too (its
+// points and receipts are ages from it), so that the horizon sees the
+// time passed: a walk that compares a tracked store with memory across
+// aging, with no give-back pending, needs it.
+func ageRedisVersions(t *testing.T, c redis.UniversalClient, pfx string, d time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	node := func(ctx context.Context, n *redis.Client) error {
+		it := n.Scan(ctx, 0, pfx+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			k := it.Val()
+			v, err := n.Get(ctx, k).Result()
+			if err != nil {
+				return err
+			}
+			pt, err := n.PTTL(ctx, k).Result()
+			if err != nil {
+				return err
+			}
+			f := strings.SplitN(v, " ", 4) // d, t, sig, the version and after
+			if len(f) < 4 {
+				continue
+			}
+			rest := f[3]
+			vt, tail, _ := strings.Cut(rest, " ")
+			suffix := ""
+			for len(vt) > 0 && (vt[len(vt)-1] < '0' || vt[len(vt)-1] > '9') {
+				suffix = vt[len(vt)-1:] + suffix
+				vt = vt[:len(vt)-1]
+			}
+			ver, err := strconv.ParseInt(vt, 10, 64)
+			if err != nil {
+				return fmt.Errorf("key %q: %q", k, v)
+			}
+			nv := f[0] + " " + f[1] + " " + f[2] + " " + strconv.FormatInt(ver-d.Microseconds(), 10) + suffix
+			if tail != "" {
+				nv += " " + tail
+			}
+			var kt time.Duration = -1
+			if pt > 0 {
+				kt = pt
+			}
+			if err := n.Set(ctx, k, nv, max(kt, 0)).Err(); err != nil {
+				return err
+			}
+		}
+		return it.Err()
+	}
+	var err error
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, node)
+	case *redis.Client:
+		err = node(ctx, c)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ageRedis(t, c, pfx, d)
+}

@@ -112,7 +112,7 @@ import (
 // mark's debt is 0, so refill never ended one); read under another limit
 // it is carried as the mark (its balance, not a full bucket) within the
 // horizon of the key's last write, where a take in it may still wait for
-// its give-back (a review's TestReview5MarkedRunCarried: a refused take
+// its give-back (a review's TestMarkedRunCarriedAsMark: a refused take
 // from a mark, refilled, carried as full, 16 through a burst of 10), and
 // as full after it, as in memory. Its key lives at
 // least as long as the mark would have (PX no shorter than the key's, or

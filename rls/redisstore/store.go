@@ -41,10 +41,11 @@
 // the tick is coarser than a microsecond: docs/rls.md) holds on the
 // Cluster too, given that a master's clock does not step back (a failover
 // to a replica, or a slot's move to a master, whose clock is behind) while
-// a key is emptied and refilled within a round trip. A give-back that a
-// client retries (go-redis retries a script on EOF) finds its receipt in
-// the key and changes nothing, unless eight others gave back to the key
-// in between. A request that an enforced hit refused is refused (no
+// a key is emptied and refilled within a round trip, and that a give-back
+// reaches its key within 10 s of its decision (WithTimeout at most 5 s).
+// A give-back that a client retries (go-redis retries a script on EOF)
+// finds its receipt in the key and changes nothing, unless eight others
+// gave back to the key in between. A request that an enforced hit refused is refused (no
 // error) even when another key's node or a give-back (on a timeout of its
 // own) failed: what those left taken errs on the side of refusing. Only
 // a request that nothing refused and some node failed to decide fails,

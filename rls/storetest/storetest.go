@@ -170,6 +170,13 @@ func costs(t *testing.T, s rls.Store) {
 	ok, res = decide(t, s, z)
 	expect(t, "a bucket that never refills", ok, true)
 	expect(t, "its reset", res[0].ResetAfter, rls.Never)
+	// A negative cost is never held (rule 4), nor read as a refund: the
+	// Redis script took it for a give-back's and admitted the request.
+	neg := hit("neg", 4, 1, -1)
+	ok, res = decide(t, s, neg)
+	expect(t, "a negative cost", ok, false)
+	expect(t, "its ok", res[0].OK, false)
+	expect(t, "a negative cost took nothing and gave nothing", remaining(t, s, neg), int64(4))
 }
 
 // changedLimit: a changed limit carries the balance over, clamped to the
