@@ -133,6 +133,18 @@ func (m rmodel) run(hits []rls.Hit, held []bool, admitted bool) (bool, []bool, b
 // ageRedis moves every key under pfx back by d: its tick by d/q, its
 // expiry by d (deleted if that passes it).
 func ageRedis(t *testing.T, c redis.UniversalClient, pfx string, d time.Duration) {
+	ageKeys(t, c, pfx, d, false)
+}
+
+// ageRedisVersions is ageRedis that moves a tracked key's version back by
+// d too (its points and receipts are ages from it), so that the horizon
+// sees the time passed: a walk that compares a tracked store with memory
+// across ageing, with no give-back pending, needs it.
+func ageRedisVersions(t *testing.T, c redis.UniversalClient, pfx string, d time.Duration) {
+	ageKeys(t, c, pfx, d, true)
+}
+
+func ageKeys(t *testing.T, c redis.UniversalClient, pfx string, d time.Duration, versions bool) {
 	t.Helper()
 	ctx := context.Background()
 	node := func(ctx context.Context, n *redis.Client) error {
@@ -152,7 +164,13 @@ func ageRedis(t *testing.T, c redis.UniversalClient, pfx string, d time.Duration
 			sig := strings.Split(strings.Fields(strings.TrimSuffix(f[2], ":c"))[0], ":")
 			q, _ := strconv.ParseInt(sig[3], 10, 64)
 			tk, _ := strconv.ParseInt(f[1], 10, 64)
-			nv := f[0] + " " + strconv.FormatInt(tk-d.Microseconds()/q, 10) + " " + f[2]
+			rest := f[2]
+			if versions {
+				if rest, err = ageVersion(rest, d); err != nil {
+					return fmt.Errorf("key %q: %w", k, err)
+				}
+			}
+			nv := f[0] + " " + strconv.FormatInt(tk-d.Microseconds()/q, 10) + " " + rest
 			switch {
 			case pt < 0:
 				err = n.Set(ctx, k, nv, 0).Err()
@@ -177,6 +195,26 @@ func ageRedis(t *testing.T, c redis.UniversalClient, pfx string, d time.Duration
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ageVersion moves the version in "sig ver[bits] points…" back by d; an
+// untracked key's "sig" comes back as it is.
+func ageVersion(rest string, d time.Duration) (string, error) {
+	sig, after, ok := strings.Cut(rest, " ")
+	if !ok {
+		return rest, nil
+	}
+	vt, tail, _ := strings.Cut(after, " ")
+	bits := strings.TrimLeft(vt, "0123456789")
+	ver, err := strconv.ParseInt(strings.TrimSuffix(vt, bits), 10, 64)
+	if err != nil {
+		return "", fmt.Errorf("version %q: %w", vt, err)
+	}
+	out := sig + " " + strconv.FormatInt(ver-d.Microseconds(), 10) + bits
+	if tail != "" {
+		out += " " + tail
+	}
+	return out, nil
 }
 
 func testRatesTime(t *testing.T, split bool, seeds uint64) {
@@ -333,64 +371,3 @@ func TestOddRatesDiff(t *testing.T) {
 	t.Logf("%d of 400 sequences differ", bad)
 }
 func TestRatesTimeSplit(t *testing.T) { testRatesTime(t, true, 400) }
-
-// ageRedisVersions is ageRedis that ages a tracked key's version too (its
-// points and receipts are ages from it), so that the horizon sees the
-// time passed: a walk that compares a tracked store with memory across
-// aging, with no give-back pending, needs it.
-func ageRedisVersions(t *testing.T, c redis.UniversalClient, pfx string, d time.Duration) {
-	t.Helper()
-	ctx := context.Background()
-	node := func(ctx context.Context, n *redis.Client) error {
-		it := n.Scan(ctx, 0, pfx+"*", 1000).Iterator()
-		for it.Next(ctx) {
-			k := it.Val()
-			v, err := n.Get(ctx, k).Result()
-			if err != nil {
-				return err
-			}
-			pt, err := n.PTTL(ctx, k).Result()
-			if err != nil {
-				return err
-			}
-			f := strings.SplitN(v, " ", 4) // d, t, sig, the version and after
-			if len(f) < 4 {
-				continue
-			}
-			rest := f[3]
-			vt, tail, _ := strings.Cut(rest, " ")
-			suffix := ""
-			for len(vt) > 0 && (vt[len(vt)-1] < '0' || vt[len(vt)-1] > '9') {
-				suffix = vt[len(vt)-1:] + suffix
-				vt = vt[:len(vt)-1]
-			}
-			ver, err := strconv.ParseInt(vt, 10, 64)
-			if err != nil {
-				return fmt.Errorf("key %q: %q", k, v)
-			}
-			nv := f[0] + " " + f[1] + " " + f[2] + " " + strconv.FormatInt(ver-d.Microseconds(), 10) + suffix
-			if tail != "" {
-				nv += " " + tail
-			}
-			var kt time.Duration = -1
-			if pt > 0 {
-				kt = pt
-			}
-			if err := n.Set(ctx, k, nv, max(kt, 0)).Err(); err != nil {
-				return err
-			}
-		}
-		return it.Err()
-	}
-	var err error
-	switch c := c.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, node)
-	case *redis.Client:
-		err = node(ctx, c)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	ageRedis(t, c, pfx, d)
-}
