@@ -19,26 +19,27 @@ import (
 )
 
 // TestReview6BusyMarkedRunStaysMark: a key of burst 10 at 10 an hour (L)
-// has 9 left; a request under S (burst 5, 5 a second) clamps it (a mark,
-// 5 under L), and S then takes 1 every 250 ms for 3 s, every take
-// admitted and refilled before the next. The mark would have expired 1 s
-// after it was made (a fill from empty under S); the docs say an admitted
-// take from a mark, refilled, keeps the mark's limit "until the mark would
-// have expired", and memory reads the refilled S bucket as full. Read
-// under L 400 ms after the last take (S full again), memory admits 10;
-// the tracked store's run bit is never cleared while the key stays busy
-// (each write keeps "m" and PX only the take's refill), so L reads the
-// mark's 5 of 10, 2 s after the mark would have expired, and stays 5
-// short for half an hour (L's refill), for as long as S keeps the key
-// busy.
+// has 9 left (a key with a PX of 6 minutes, L's refill of 1); a request
+// under S (burst 5, 5 a second) clamps it (a mark, which alone would be
+// written with the PX of a fill from empty under S: 1 s) and takes 1; S
+// then takes 1 every 250 ms for 3 s, each refilled before the next. The
+// run's key took max(its PX, PTTL, 1 s), and the PTTL was the plain L
+// bucket's 6 minutes, not a mark's: so the key, and its run bit, lived 6
+// minutes where the mark would have lived 1 s. Read under L 400 ms after
+// the last take (S full again) memory admits 10; the tracked store read
+// the refilled run as the mark, 5 of 10, 2 s after the mark would have
+// expired, and 5 short for half an hour (L's refill). Fixed: the PTTL
+// counts only for a key read in a run begun at a mark (s.rm).
 func TestReview6BusyMarkedRunStaysMark(t *testing.T) {
 	type st struct {
 		name string
 		s    rls.Store
+		c    redis.UniversalClient
+		pfx  string
 	}
-	stores := []st{{"memstore", memstore.New()}}
+	stores := []st{{name: "memstore", s: memstore.New()}}
 	for _, x := range trackedStores(t) {
-		stores = append(stores, st{x.name, x.s})
+		stores = append(stores, st{x.name, x.s, x.c, x.pfx})
 	}
 	got := map[string]int{}
 	for _, x := range stores {
@@ -55,6 +56,11 @@ func TestReview6BusyMarkedRunStaysMark(t *testing.T) {
 			time.Sleep(250 * time.Millisecond)
 		}
 		time.Sleep(400 * time.Millisecond)
+		if x.c != nil {
+			raw, _ := x.c.Get(context.Background(), x.pfx+"bmr").Result()
+			pt, _ := x.c.PTTL(context.Background(), x.pfx+"bmr").Result()
+			t.Logf("%s: before L %q, PTTL %v", x.name, raw, pt)
+		}
 		n := 0
 		for range 10 {
 			if a, _ := decide1(t, x.s, L); a {
@@ -71,7 +77,7 @@ func TestReview6BusyMarkedRunStaysMark(t *testing.T) {
 	}
 }
 
-// TestReview6CancelledSplit: on a Cluster, requests of A (burst 10) and B
+// TestReview6CancelledSplit (passes): on a Cluster, requests of A (burst 10) and B
 // (burst 4, on another master), neither refilling, from 4 goroutines,
 // each with a context that ends after 0 to 3 ms or is cancelled at a
 // random moment, so that it ends while keys are being decided or between
@@ -152,7 +158,8 @@ func runOldOn(t *testing.T, c redis.Scripter, src, prefix string, hits ...rls.Hi
 	return out[0] == 1
 }
 
-// TestReview6OldScriptWalk: interleave's walk (split takes kept or left
+// TestReview6OldScriptWalk (passes, 1600 walks with REVIEW6_SEEDS=400 and
+// REVIEW6_OLDMARK=1): interleave's walk (split takes kept or left
 // pending, give-backs in any order, one-request decisions) with steps of
 // the script from before the mark (an old replica during a rolling
 // upgrade): one plain hit, under the limit the key is stored with (so no
@@ -358,6 +365,121 @@ func TestReview6OldScriptEndsMarkedRun(t *testing.T) {
 		}
 		if admitted > 10 {
 			t.Errorf("%s: %d admitted under a burst of 10 that never refills, want at most 10 (an old replica's peek under the same limit rewrote the marked run %q as %q)", st.name, admitted, raw, raw2)
+		}
+	}
+}
+
+// TestReview6RaisedLimitAfterUpgrade (passes: the run's key expires when
+// refilled, so the raise finds it absent): a key in debt written by the script
+// from before the mark (a replica before a rolling upgrade) is read by
+// this one as a run begun at a mark (the cautious reading), and its run
+// bit is never cleared while requests keep the key busy: burst 10 at 10 a
+// second, 1 taken every 150 ms for 1.5 s, then full again (300 ms idle).
+// The rule is then raised to 100 an hour, burst 100: a full bucket stays
+// full (docs/rls.md), and memory admits 100; the tracked store carries the
+// refilled run as a mark, 10 of 100, 90 short for most of an hour.
+func TestReview6RaisedLimitAfterUpgrade(t *testing.T) {
+	old, err := os.ReadFile("testdata/script-3fae337.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type st struct {
+		name string
+		s    rls.Store
+		c    redis.UniversalClient
+		pfx  string
+	}
+	stores := []st{{name: "memstore", s: memstore.New()}}
+	for _, x := range trackedStores(t) {
+		stores = append(stores, st{x.name, x.s, x.c, x.pfx})
+	}
+	got := map[string]int{}
+	for _, x := range stores {
+		L := rls.Hit{Key: "rlu", Capacity: 10, Count: 10, Period: time.Second, N: 1}
+		if x.c != nil {
+			if !runOldOn(t, x.c, string(old), x.pfx, L) {
+				t.Fatalf("%s: old L 1 refused", x.name)
+			}
+		} else if a, _ := decide1(t, x.s, L); !a {
+			t.Fatalf("%s: L 1 refused", x.name)
+		}
+		end := time.Now().Add(1500 * time.Millisecond)
+		for time.Now().Before(end) {
+			if a, _ := decide1(t, x.s, L); !a {
+				t.Fatalf("%s: L 1 refused", x.name)
+			}
+			time.Sleep(150 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if x.c != nil {
+			raw, _ := x.c.Get(context.Background(), x.pfx+"rlu").Result()
+			t.Logf("%s: before the raise %q", x.name, raw)
+		}
+		R := rls.Hit{Key: "rlu", Capacity: 100, Count: 100, Period: time.Hour, N: 1}
+		n := 0
+		for range 100 {
+			if a, _ := decide1(t, x.s, R); a {
+				n++
+			}
+		}
+		got[x.name] = n
+	}
+	for _, x := range stores[1:] {
+		if got[x.name] < got["memstore"] {
+			t.Errorf("%s: raised to a burst of 100, a full key admits %d, memory %d", x.name, got[x.name], got["memstore"])
+		}
+	}
+}
+
+// TestReview6RunBitNeverClears: the run bit of a key whose run began at a
+// mark is cleared only when the key is absent, so its key's expiry says
+// how long the mark's limit stays; the same cause as
+// TestReview6BusyMarkedRunStaysMark (the mark's run inherited the plain L
+// bucket's 6-minute PTTL), with takes that keep the key in debt. Fails
+// before the fix (5 of 10, memory 10), passes after. A
+// key of burst 10 at 10 an hour (L) has 9 left; S (burst 5, 5 a second)
+// clamps it (a mark) and takes 1 every 190 ms for 4 s, just within S's
+// rate (every take admitted), so the key is never absent. 800 ms after the
+// last take S is full again, and memory, whose refilled bucket is full,
+// admits 10 under L; the tracked store carries the refilled run as the
+// mark, 5 of 10, 3 s after the mark (a fill from empty, 1 s) would have
+// expired, and 5 short for half an hour (L's refill). The docs: "keeps the
+// mark's limit on the key until the mark would have expired".
+func TestReview6RunBitNeverClears(t *testing.T) {
+	type st struct {
+		name string
+		s    rls.Store
+	}
+	stores := []st{{"memstore", memstore.New()}}
+	for _, x := range trackedStores(t) {
+		stores = append(stores, st{x.name, x.s})
+	}
+	got := map[string]int{}
+	for _, x := range stores {
+		L := rls.Hit{Key: "rbn", Capacity: 10, Count: 10, Period: time.Hour, N: 1}
+		S := rls.Hit{Key: "rbn", Capacity: 5, Count: 5, Period: time.Second, N: 1}
+		if a, _ := decide1(t, x.s, L); !a {
+			t.Fatalf("%s: L 1 refused", x.name)
+		}
+		end := time.Now().Add(4 * time.Second)
+		for time.Now().Before(end) {
+			if a, _ := decide1(t, x.s, S); !a {
+				t.Fatalf("%s: S 1 refused", x.name)
+			}
+			time.Sleep(190 * time.Millisecond)
+		}
+		time.Sleep(800 * time.Millisecond)
+		n := 0
+		for range 10 {
+			if a, _ := decide1(t, x.s, L); a {
+				n++
+			}
+		}
+		got[x.name] = n
+	}
+	for _, x := range stores[1:] {
+		if got[x.name] < got["memstore"] {
+			t.Errorf("%s: L admits %d of 10 after S's takes refilled, memory %d: the busy key keeps the mark's limit 3 s after the mark would have expired", x.name, got[x.name], got["memstore"])
 		}
 	}
 }

@@ -115,8 +115,9 @@ import (
 // its give-back (a review's TestMarkedRunCarriedAsMark: a refused take
 // from a mark, refilled, carried as full, 16 through a burst of 10), and
 // as full after it, as in memory. Its key lives at
-// least as long as the mark would have (PX no shorter than the key's, or
-// than a fill from empty for a mark the request made): else a refused
+// least as long as the mark would have (PX no shorter than the key's, if
+// read marked or in such a run, or than a fill from empty for a mark the
+// request made; not the PTTL of a plain bucket the request clamped): else a refused
 // take from a mark, refilled before its give-back, would leave a full
 // bucket where the mark was.
 //
@@ -289,6 +290,8 @@ for i = 1, #KEYS do
         -- a mark begins a run clamped; so does an untracked key in debt,
         -- whose start is unknown (the cautious reading)
         if clamped or not s.pv then s.runm = true end
+        -- the run bit as read: the key's own expiry is then the mark's
+        s.rm = s.runm
         if vsig == sig then
           s.d, s.t = refill(d, t, m, now)
           s.full = s.d == 0 and not clamped
@@ -429,9 +432,12 @@ for k, s in pairs(st) do
         local px = cdiv(full * s.q - s.sub, 1000)
         if s.track and s.runm then
           -- a run begun at a mark lives at least as long as the mark
-          -- would have: the key's own expiry, or a fill from empty for
-          -- a mark this request made
-          px = math.max(px, redis.call('PTTL', k))
+          -- would have: the key's own expiry if it was read in such a run
+          -- (a mark, or a run begun at one), or a fill from empty for a
+          -- mark this request made (not the expiry of the plain bucket it
+          -- carried: a review found a mark made from a bucket of 10 an
+          -- hour living its 6 minutes, not its second)
+          if s.rm then px = math.max(px, redis.call('PTTL', k)) end
           if s.runc then px = math.max(px, cdiv(cdiv(s.capU, s.m) * s.q, 1000)) end
         end
         redis.call('SET', k, v, 'PX', string.format('%d', px))
