@@ -447,3 +447,57 @@ func TestSplitErrorGivesBack(t *testing.T) {
 		t.Errorf("after three failed requests the other key holds %d of 10: their takes were not all given back", res[0].Remaining)
 	}
 }
+
+// TestCancelledSplit (passes): on a Cluster, requests of A (burst 10) and B
+// (burst 4, on another master), neither refilling, from 4 goroutines,
+// each with a context that ends after 0 to 3 ms or is cancelled at a
+// random moment, so that it ends while keys are being decided or between
+// the decision and the give-back. A request reported admitted must hold
+// both takes, and no take may be given back twice: admitted plus what each
+// key holds afterwards stays within its burst.
+func TestCancelledSplit(t *testing.T) {
+	t.Parallel() // real time: sleeps, on stores of its own
+	s, c, p := splitStore(t)
+	a := "cxs-a"
+	b := otherMaster(t, c, p, a)
+	A := rls.Hit{Key: a, Capacity: 10, Count: 0, Period: time.Hour, N: 1}
+	B := rls.Hit{Key: b, Capacity: 4, Count: 0, Period: time.Hour, N: 1}
+	var mu sync.Mutex
+	admitted, errs := 0, 0
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 6))
+			for range 150 {
+				var ctx context.Context
+				var cancel context.CancelFunc
+				if r.IntN(2) == 0 {
+					ctx, cancel = context.WithTimeout(context.Background(), time.Duration(r.IntN(3000))*time.Microsecond)
+				} else {
+					ctx, cancel = context.WithCancel(context.Background())
+					d := time.Duration(r.IntN(3000)) * time.Microsecond
+					go func() { time.Sleep(d); cancel() }()
+				}
+				ok, err := s.Decide(ctx, []rls.Hit{A, B}, make([]rls.Result, 2))
+				cancel()
+				mu.Lock()
+				if ok && err == nil {
+					admitted++
+				}
+				if err != nil {
+					errs++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	pa, pb := A, B
+	pa.N, pb.N = 0, 0
+	_, ra := decide1(t, s, pa)
+	_, rb := decide1(t, s, pb)
+	t.Logf("admitted %d, errors %d, A holds %d of 10, B %d of 4", admitted, errs, ra[0].Remaining, rb[0].Remaining)
+	if admitted+int(ra[0].Remaining) > 10 || admitted+int(rb[0].Remaining) > 4 {
+		t.Errorf("admitted %d, and A still holds %d of 10, B %d of 4: more than the bursts", admitted, ra[0].Remaining, rb[0].Remaining)
+	}
+}

@@ -152,9 +152,10 @@ func TestOldScriptReadsMark(t *testing.T) {
 	}
 }
 
-// runOld runs src, a script from before the mark, on hits, and reports
-// whether it admitted them.
-func runOld(t *testing.T, c *redis.Client, src, prefix string, hits ...rls.Hit) bool {
+// runOld runs src, a script from before the mark, on hits through any
+// client (one key, one slot, on a Cluster), and reports whether it
+// admitted them.
+func runOld(t *testing.T, c redis.Scripter, src, prefix string, hits ...rls.Hit) bool {
 	t.Helper()
 	var keys []string
 	var args []any
@@ -177,4 +178,57 @@ func runOld(t *testing.T, c *redis.Client, src, prefix string, hits ...rls.Hit) 
 		t.Fatal(err)
 	}
 	return out[0] == 1
+}
+
+// TestRaisedLimitAfterUpgrade (passes: the run's key expires when
+// refilled, so the raise finds it absent): a key in debt written by the script
+// from before the mark (a replica before a rolling upgrade) is read by
+// this one as a run begun at a mark (the cautious reading), and its run
+// bit is never cleared while requests keep the key busy: burst 10 at 10 a
+// second, 1 taken every 150 ms for 1.5 s, then full again (300 ms idle).
+// The rule is then raised to 100 an hour, burst 100: a full bucket stays
+// full (docs/rls.md), and memory admits 100; the tracked store carries the
+// refilled run as a mark, 10 of 100, 90 short for most of an hour.
+func TestRaisedLimitAfterUpgrade(t *testing.T) {
+	old, err := os.ReadFile("testdata/script-3fae337.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := memoryAndTracked(t)
+	got := map[string]int{}
+	for _, x := range stores {
+		L := rls.Hit{Key: "rlu", Capacity: 10, Count: 10, Period: time.Second, N: 1}
+		if x.c != nil {
+			if !runOld(t, x.c, string(old), x.pfx, L) {
+				t.Fatalf("%s: old L 1 refused", x.name)
+			}
+		} else if a, _ := decide1(t, x.s, L); !a {
+			t.Fatalf("%s: L 1 refused", x.name)
+		}
+		end := time.Now().Add(1500 * time.Millisecond)
+		for time.Now().Before(end) {
+			if a, _ := decide1(t, x.s, L); !a {
+				t.Fatalf("%s: L 1 refused", x.name)
+			}
+			time.Sleep(150 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if x.c != nil {
+			raw, _ := x.c.Get(context.Background(), x.pfx+"rlu").Result()
+			t.Logf("%s: before the raise %q", x.name, raw)
+		}
+		R := rls.Hit{Key: "rlu", Capacity: 100, Count: 100, Period: time.Hour, N: 1}
+		n := 0
+		for range 100 {
+			if a, _ := decide1(t, x.s, R); a {
+				n++
+			}
+		}
+		got[x.name] = n
+	}
+	for _, x := range stores[1:] {
+		if got[x.name] < got["memstore"] {
+			t.Errorf("%s: raised to a burst of 100, a full key admits %d, memory %d", x.name, got[x.name], got["memstore"])
+		}
+	}
 }
