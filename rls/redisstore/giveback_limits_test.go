@@ -253,100 +253,57 @@ func TestMarkedRunCarriedAsMark(t *testing.T) {
 	}
 }
 
-// TestBusyMarkedRunEndsWithMark: a key of burst 10 at 10 an hour (L)
-// has 9 left (a key with a PX of 6 minutes, L's refill of 1); a request
-// under S (burst 5, 5 a second) clamps it (a mark, which alone would be
-// written with the PX of a fill from empty under S: 1 s) and takes 1; S
-// then takes 1 every 250 ms for 3 s, each refilled before the next. The
-// run's key took max(its PX, PTTL, 1 s), and the PTTL was the plain L
-// bucket's 6 minutes, not a mark's: so the key, and its run bit, lived 6
-// minutes where the mark would have lived 1 s. Read under L 400 ms after
-// the last take (S full again) memory admits 10; the tracked store read
-// the refilled run as the mark, 5 of 10, 2 s after the mark would have
-// expired, and 5 short for half an hour (L's refill). Fixed: the PTTL
-// counts only for a key read in a run begun at a mark (s.rm).
-func TestBusyMarkedRunEndsWithMark(t *testing.T) {
-	t.Parallel() // real time: sleeps, on stores of its own
-	stores := memoryAndTracked(t)
-	got := map[string]int{}
-	for _, x := range stores {
-		L := rls.Hit{Key: "bmr", Capacity: 10, Count: 10, Period: time.Hour, N: 1}
-		S := rls.Hit{Key: "bmr", Capacity: 5, Count: 5, Period: time.Second, N: 1}
-		if a, _ := decide1(t, x.s, L); !a {
-			t.Fatalf("%s: L 1 refused", x.name)
-		}
-		end := time.Now().Add(3 * time.Second)
-		for time.Now().Before(end) {
-			if a, _ := decide1(t, x.s, S); !a {
-				t.Fatalf("%s: S 1 refused", x.name)
+// TestMarkedRunEndsWithMark: a key of burst 10 at 10 an hour (L) has 9
+// left (a key with a PX of 6 minutes, L's refill of 1); a request under S
+// (burst 5, 5 a second) clamps it (a mark, which alone would be written
+// with the PX of a fill from empty under S: 1 s) and takes 1; S then keeps
+// taking 1, each take admitted: every 250 ms for 3 s (each refilled before
+// the next), or every 190 ms for 4 s (the key never leaves debt, so its
+// run bit is never cleared and only its expiry says how long the mark's
+// limit stays). The run's key took max(its PX, PTTL, 1 s), and the PTTL
+// was the plain L bucket's 6 minutes, not a mark's: so the key, and its
+// run bit, lived 6 minutes where the mark would have lived 1 s. Read under
+// L once S is full again (400 or 800 ms after the last take), memory
+// admits 10; the tracked store read the refilled run as the mark, 5 of 10,
+// 2-3 s after the mark would have expired, and 5 short for half an hour
+// (L's refill). Fixed: the PTTL counts only for a key read in a run begun
+// at a mark (s.rm). The docs: "keeps the mark's limit on the key until the
+// mark would have expired".
+func TestMarkedRunEndsWithMark(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		every, span, rest time.Duration
+	}{
+		{"refilled-between", 250 * time.Millisecond, 3 * time.Second, 400 * time.Millisecond},
+		{"in-debt", 190 * time.Millisecond, 4 * time.Second, 800 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // real time: sleeps, on stores of its own
+			stores := memoryAndTracked(t)
+			got := map[string]int{}
+			for _, x := range stores {
+				L := rls.Hit{Key: "mre", Capacity: 10, Count: 10, Period: time.Hour, N: 1}
+				S := rls.Hit{Key: "mre", Capacity: 5, Count: 5, Period: time.Second, N: 1}
+				if a, _ := decide1(t, x.s, L); !a {
+					t.Fatalf("%s: L 1 refused", x.name)
+				}
+				for end := time.Now().Add(tc.span); time.Now().Before(end); time.Sleep(tc.every) {
+					if a, _ := decide1(t, x.s, S); !a {
+						t.Fatalf("%s: S 1 refused", x.name)
+					}
+				}
+				time.Sleep(tc.rest)
+				for range 10 {
+					if a, _ := decide1(t, x.s, L); a {
+						got[x.name]++
+					}
+				}
 			}
-			time.Sleep(250 * time.Millisecond)
-		}
-		time.Sleep(400 * time.Millisecond)
-		if x.c != nil {
-			raw, _ := x.c.Get(context.Background(), x.pfx+"bmr").Result()
-			pt, _ := x.c.PTTL(context.Background(), x.pfx+"bmr").Result()
-			t.Logf("%s: before L %q, PTTL %v", x.name, raw, pt)
-		}
-		n := 0
-		for range 10 {
-			if a, _ := decide1(t, x.s, L); a {
-				n++
+			for _, x := range stores[1:] {
+				if got[x.name] < got["memstore"] {
+					t.Errorf("%s: L admits %d of 10 after S's takes refilled, memory %d: the busy key keeps the mark's limit after the mark would have expired", x.name, got[x.name], got["memstore"])
+				}
 			}
-		}
-		got[x.name] = n
-		_ = context.Background
-	}
-	for _, x := range stores[1:] {
-		if got[x.name] < got["memstore"] {
-			t.Errorf("%s: L admits %d of 10 after S's takes refilled, memory %d: the busy key keeps the mark's limit 2 s after the mark would have expired", x.name, got[x.name], got["memstore"])
-		}
-	}
-}
-
-// TestMarkedRunBitEndsWithMark: the run bit of a key whose run began at a
-// mark is cleared only when the key is absent, so its key's expiry says
-// how long the mark's limit stays; the same cause as
-// TestBusyMarkedRunEndsWithMark (the mark's run inherited the plain L
-// bucket's 6-minute PTTL), with takes that keep the key in debt. Fails
-// before the fix (5 of 10, memory 10), passes after. A
-// key of burst 10 at 10 an hour (L) has 9 left; S (burst 5, 5 a second)
-// clamps it (a mark) and takes 1 every 190 ms for 4 s, just within S's
-// rate (every take admitted), so the key is never absent. 800 ms after the
-// last take S is full again, and memory, whose refilled bucket is full,
-// admits 10 under L; the tracked store carries the refilled run as the
-// mark, 5 of 10, 3 s after the mark (a fill from empty, 1 s) would have
-// expired, and 5 short for half an hour (L's refill). The docs: "keeps the
-// mark's limit on the key until the mark would have expired".
-func TestMarkedRunBitEndsWithMark(t *testing.T) {
-	t.Parallel() // real time: sleeps, on stores of its own
-	stores := memoryAndTracked(t)
-	got := map[string]int{}
-	for _, x := range stores {
-		L := rls.Hit{Key: "rbn", Capacity: 10, Count: 10, Period: time.Hour, N: 1}
-		S := rls.Hit{Key: "rbn", Capacity: 5, Count: 5, Period: time.Second, N: 1}
-		if a, _ := decide1(t, x.s, L); !a {
-			t.Fatalf("%s: L 1 refused", x.name)
-		}
-		end := time.Now().Add(4 * time.Second)
-		for time.Now().Before(end) {
-			if a, _ := decide1(t, x.s, S); !a {
-				t.Fatalf("%s: S 1 refused", x.name)
-			}
-			time.Sleep(190 * time.Millisecond)
-		}
-		time.Sleep(800 * time.Millisecond)
-		n := 0
-		for range 10 {
-			if a, _ := decide1(t, x.s, L); a {
-				n++
-			}
-		}
-		got[x.name] = n
-	}
-	for _, x := range stores[1:] {
-		if got[x.name] < got["memstore"] {
-			t.Errorf("%s: L admits %d of 10 after S's takes refilled, memory %d: the busy key keeps the mark's limit 3 s after the mark would have expired", x.name, got[x.name], got["memstore"])
-		}
+		})
 	}
 }
