@@ -44,6 +44,7 @@ package slidingwindow
 
 import (
 	"context"
+	"math"
 	"math/bits"
 	"sync"
 	"time"
@@ -133,9 +134,27 @@ func (l *Limiter) Tokens() float64 {
 	if l.tail > now {
 		return 0
 	}
+	// limit − cur − prev × (w − off) / w, with the weighted count split
+	// exactly into q + rem/w (128 bits; q <= prev fits), so that the
+	// float64 is never above the exact value and ⌊Tokens()⌋ is what
+	// TryAcquireN admits now. A float64 product and quotient could round
+	// the estimate either way across a whole token.
 	off := now - l.win*l.w
-	est := float64(l.prev)*float64(l.w-off)/float64(l.w) + float64(l.cur)
-	return max(0, float64(l.limit)-est)
+	hi, lo := bits.Mul64(uint64(l.prev), uint64(l.w-off))
+	q, rem := bits.Div64(hi, lo, uint64(l.w))
+	whole := l.limit - l.cur - int64(q)
+	if rem == 0 {
+		return float64(max(0, whole))
+	}
+	if whole < 1 {
+		return 0
+	}
+	// whole − rem/w = (whole − 1) + (w − rem)/w, the fraction in (0, 1).
+	tok := float64(whole-1) + float64(l.w-int64(rem))/float64(l.w)
+	if tok >= float64(whole) {
+		tok = math.Nextafter(float64(whole), 0) // rounded up to the next whole token
+	}
+	return tok
 }
 
 // advance reads the clock and moves the counts to the current aligned
