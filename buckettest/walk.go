@@ -134,7 +134,15 @@ func (m *refModel) at(e int64) int64 {
 
 func (m *refModel) balance(te int64) int64 { return min(m.cap, m.V(te)-m.z) }
 
-func (m *refModel) float(u int64) float64 { return math.Ldexp(float64(u), -int(m.Shift)) }
+// float is units in tokens, rounded down (the largest float64 at most u,
+// scaled): ⌊Tokens()⌋ is then the whole tokens of the balance.
+func (m *refModel) float(u int64) float64 {
+	f := float64(u)
+	if f >= 0x1p63 || int64(f) > u {
+		f = math.Nextafter(f, math.Inf(-1))
+	}
+	return math.Ldexp(f, -int(m.Shift))
+}
 
 func (m *refModel) tokens(e int64) float64 {
 	bal := m.balance(m.at(e))

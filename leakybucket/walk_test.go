@@ -365,7 +365,12 @@ func (k *lbWalker) record(at, n int64) {
 func (k *lbWalker) tokens() {
 	e := k.elapsed()
 	backlog := max(0, k.m.free-k.m.V(e))
-	want := math.Ldexp(float64(max(0, k.m.cap-backlog)), -int(k.m.Shift))
+	room := max(0, k.m.cap-backlog)
+	f := float64(room) // rounded down: the largest float64 at most room
+	if int64(f) > room {
+		f = math.Nextafter(f, math.Inf(-1))
+	}
+	want := math.Ldexp(f, -int(k.m.Shift))
 	k.st.Tokens++
 	if got := k.b.Tokens(); got != want {
 		k.fail("Tokens() = %v, want %v (backlog %d units)", got, want, backlog)

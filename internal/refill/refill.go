@@ -120,8 +120,22 @@ func NewParams(capacity int64, rate float64) (Params, error) {
 // Units converts n tokens to units. It requires 0 <= n <= capacity.
 func (p *Params) Units(n int64) int64 { return n << p.Shift }
 
-// Float converts units to tokens.
-func (p *Params) Float(u int64) float64 { return math.Ldexp(float64(u), -int(p.Shift)) }
+// Float converts units to tokens, rounded down: float64(u) rounds to
+// nearest, which above 2^53 units (a capacity of 1e9 is about 2^61) can
+// round a balance just short of n tokens up to n. Rounded down, ⌊Float(u)⌋
+// is exactly the whole tokens in u (a whole number of tokens is a float64
+// at most u), so a limiter's Tokens never reports a token TryAcquireN
+// would refuse.
+func (p *Params) Float(u int64) float64 { return math.Ldexp(FloorFloat(u), -int(p.Shift)) }
+
+// FloorFloat returns the largest float64 at most u.
+func FloorFloat(u int64) float64 {
+	f := float64(u)
+	if f >= 0x1p63 || int64(f) > u {
+		f = math.Nextafter(f, math.Inf(-1))
+	}
+	return f
+}
 
 // V returns the units produced from the origin to elapsed time t. It
 // requires 0 <= t <= Horizon and is non-decreasing in t.
