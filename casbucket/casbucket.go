@@ -145,7 +145,7 @@ func (b *Bucket) take(need int64) bool {
 }
 
 // reserve is the blocking step; see refill.Reserve.
-func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
+func (b *Bucket) reserve(need, limit int64) (int64, int64, func() bool) {
 	now := b.clk.Now()
 	for {
 		s := b.st.Load()
@@ -154,20 +154,20 @@ func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
 		if bal < need {
 			var ok bool
 			if wake, ok = b.p.Wake(bal, at, need); !ok {
-				return refill.Never, nil
+				return refill.Never, now, nil
 			}
 			if wake-now > limit {
-				return wake - now, nil
+				return wake - now, now, nil
 			}
 		}
 		// Below zero when waiting: later callers queue behind.
 		next := &state{tokens: bal - need, last: at}
 		if b.st.CompareAndSwap(s, next) {
 			if wake == now {
-				return 0, nil
+				return 0, now, nil
 			}
 			end := b.p.EmptyPoint(next.tokens, next.last)
-			return wake - now, func() bool { return b.refund(need, end) }
+			return wake - now, now, func() bool { return b.refund(need, end) }
 		}
 	}
 }

@@ -161,12 +161,13 @@ func (b *Bucket) take(need int64) bool {
 }
 
 // reserve is the blocking step; see refill.Reserve and refill.ReserveWord.
-func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
-	wait, z, end := b.p.ReserveWord(&b.z, &b.debtUntil, b.clk.Now(), need, limit)
+func (b *Bucket) reserve(need, limit int64) (int64, int64, func() bool) {
+	now := b.clk.Now()
+	wait, z, end := b.p.ReserveWord(&b.z, &b.debtUntil, now, need, limit)
 	if wait <= 0 || wait > limit {
-		return wait, nil
+		return wait, now, nil
 	}
-	return wait, func() bool {
+	return wait, now, func() bool {
 		if b.p.V(b.clk.Now()) >= end {
 			return false // due: the tokens are the caller's
 		}

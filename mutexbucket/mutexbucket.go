@@ -113,25 +113,25 @@ func (b *Bucket) take(need int64) bool {
 }
 
 // reserve is the blocking step; see refill.Reserve.
-func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
+func (b *Bucket) reserve(need, limit int64) (int64, int64, func() bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clk.Now()
 	bal, at := b.p.Refill(b.tokens, b.last, now)
 	if bal >= need {
 		b.tokens, b.last = bal-need, at
-		return 0, nil
+		return 0, now, nil
 	}
 	wake, ok := b.p.Wake(bal, at, need)
 	if !ok {
-		return refill.Never, nil
+		return refill.Never, now, nil
 	}
 	if wait := wake - now; wait > limit {
-		return wait, nil
+		return wait, now, nil
 	}
 	b.tokens, b.last = bal-need, at // below zero: later callers queue behind
 	end := b.p.EmptyPoint(b.tokens, b.last)
-	return wake - now, func() bool { return b.refund(need, end) }
+	return wake - now, now, func() bool { return b.refund(need, end) }
 }
 
 // refund undoes a reservation of need units that left the empty point at

@@ -442,7 +442,7 @@ func TestCallerLeftAlone(t *testing.T) {
 					// Its own AcquireN now and then: a reservation, or a
 					// take, that moves c from home 0 too; every third
 					// waiting one is cancelled.
-					if wait, undo := b.reserveAt(b.p.Units(1), math.MaxInt64, 0); undo != nil && k%30 == 29 {
+					if wait, _, undo := b.reserveAt(b.p.Units(1), math.MaxInt64, 0); undo != nil && k%30 == 29 {
 						require.Positive(t, wait)
 						require.True(t, undo())
 					}

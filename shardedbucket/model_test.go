@@ -290,7 +290,7 @@ func runModel(r *rand.Rand, capacity int64, rate float64, shards int) (modelStat
 		case 3, 4: // reserve
 			n := int64(r.IntN(int(capacity))) + 1
 			inReserve, curAt = true, now
-			wait, undo := b.reserve(b.p.Units(n), math.MaxInt64)
+			wait, _, undo := b.reserve(b.p.Units(n), math.MaxInt64)
 			inReserve = false
 			log = append(log, fmt.Sprintf("t=%d reserve(%d) wait=%d", now, n, wait))
 			switch {

@@ -14,16 +14,16 @@ package shardedbucket
 // lock resvMu to put back (see putBack); so takeAt never runs with resvMu
 // held, and under it reserve only loads and swaps words, reads the clock
 // and allocates the undo.
-func (b *Bucket) reserve(need, limit int64) (int64, func() bool) {
+func (b *Bucket) reserve(need, limit int64) (int64, int64, func() bool) {
 	return b.reserveAt(need, limit, home())
 }
 
 // reserveAt is reserve from home shard hm, which it tells leftBy about its
 // own moves of c (see central.go's "Standing aside"), the undo's included.
-func (b *Bucket) reserveAt(need, limit int64, hm uint) (int64, func() bool) {
+func (b *Bucket) reserveAt(need, limit int64, hm uint) (int64, int64, func() bool) {
 	now := b.clk.Now()
 	if b.takeAt(need, b.p.V(now), hm) {
-		return 0, nil
+		return 0, now, nil
 	}
 	b.resvMu.Lock()
 	defer b.resvMu.Unlock()
@@ -37,10 +37,10 @@ func (b *Bucket) reserveAt(need, limit int64, hm uint) (int64, func() bool) {
 	wait, z, end := b.p.ReserveWord(&b.c, &b.debtUntil, now, need, limit)
 	b.leftBy(hm, b.p.V(now))
 	if wait <= 0 || wait > limit {
-		return wait, nil
+		return wait, now, nil
 	}
 	epoch := b.epoch.Load()
-	return wait, func() bool { return b.undo(z, end, epoch, hm) }
+	return wait, now, func() bool { return b.undo(z, end, epoch, hm) }
 }
 
 // undo gives up a reservation that moved c from z to end while the bucket's

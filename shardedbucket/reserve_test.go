@@ -35,7 +35,7 @@ func TestReservationsAtTheRate(t *testing.T) {
 			if k == 0 {
 				n = tc.capacity // the whole capacity, which shards could not give one waiter
 			}
-			wait, undo := b.reserve(b.p.Units(n), 1<<62)
+			wait, _, undo := b.reserve(b.p.Units(n), 1<<62)
 			require.NotNil(t, undo, "%+v: reservation %d", tc, k)
 			want := b.p.When(now, owed+b.p.Units(n)) - now
 			require.Equal(t, want, wait, "%+v: reservation %d of %d tokens", tc, k, n)
@@ -69,7 +69,7 @@ func TestPutBackAfterReservation(t *testing.T) {
 		require.True(t, s0.z.CompareAndSwap(z, base+one))
 		take, olds, news := []int64{one}, []int64{z}, []int64{base + one}
 		if resv {
-			wait, undo := b.reserve(2*one, 1<<62)
+			wait, _, undo := b.reserve(2*one, 1<<62)
 			require.NotNil(t, undo, "a blocking AcquireN(2) waits")
 			require.Positive(t, wait)
 			bal1, _, _ := b.shards[1].state(v, &b.g)
@@ -116,7 +116,7 @@ func TestLostGatherInsideReserve(t *testing.T) {
 		var wait int64
 		var undo func() bool
 		buckettest.Watchdog(t, 10*time.Second, "reserve to return after a lost gather", func() {
-			wait, undo = b.reserve(tc.need*one, 1<<62)
+			wait, _, undo = b.reserve(tc.need*one, 1<<62)
 		})
 		testHookGather = nil
 		require.Equal(t, 1, lost, "need %d: the take before the lock lost its race", tc.need)

@@ -131,7 +131,7 @@ func Deficit(bal, need int64) (int64, bool) {
 // Reserve is a bucket's blocking step. It consumes need units now if they
 // are there and returns wait 0. Otherwise it returns the nanoseconds until
 // they will have been produced, counted from the reading of clk.Now() it
-// took (Block relies on that); if that is at most limit it also consumes
+// took, and that reading (from, elapsed); if the wait is at most limit it also consumes
 // them now, taking the balance below zero (a reservation), and returns an
 // undo. Over limit, or Never, it consumes nothing and returns a nil undo.
 //
@@ -140,7 +140,7 @@ func Deficit(bal, need int64) (int64, bool) {
 // counts as admitted at the wake time. Before that it reports true, and it
 // gives the units back only by the tail rule (see Refund): if no later
 // reservation has been stacked on them; otherwise they are forfeited.
-type Reserve func(need, limit int64) (wait int64, undo func() bool)
+type Reserve func(need, limit int64) (wait, from int64, undo func() bool)
 
 // Acquire is the blocking path shared by every bucket.
 //
@@ -161,22 +161,21 @@ func never(n, _ int64) error {
 }
 
 // Block is the blocking loop of the buckets, BlockAt over a Reserve whose
-// wait counts from the reading of clk.Now() it took. That reading is not
-// returned, so the reservation's instant is bounded from above by a reading
-// taken after reserve returned: clamped to 0 like Now, plus the wait. For a
-// clock that does not run backwards while reserve runs, that is at or after
-// the instant, and the caller sleeps until the clock reaches it, so a reading
-// before creation (which Now clamps to 0) no longer wakes it early.
+// wait counts from the reading of clk.Now() it took and returned: the
+// reservation's instant is that reading plus the wait, exactly. (A second
+// reading taken after reserve returned would place it early on a clock that
+// steps back in between, and the caller would return before its tokens
+// exist.) The caller sleeps until the clock reaches the instant, so a
+// reading before creation (which Now clamps to 0) does not wake it early.
 func Block(ctx context.Context, clk *Clock, n, max int64, noun string, shift uint, reserve Reserve, special func(n, wait int64) error) error {
 	at := func(need, limit int64) (int64, Pending) {
-		wait, undo := reserve(need, limit)
+		wait, from, undo := reserve(need, limit)
 		if wait <= 0 || undo == nil {
 			return wait, Pending{}
 		}
 		// A wait reaches at most Horizon past a reading in [0, Horizon]:
-		// the sum fits. The instant itself is at most Horizon, since both
-		// the reading it counted from and the reservation are.
-		return wait, Pending{At: min(clk.Now()+wait, Horizon), Undo: undo}
+		// the sum fits, and is at most Horizon, since the reservation is.
+		return wait, Pending{At: min(from+wait, Horizon), Undo: undo}
 	}
 	return BlockAt(ctx, clk, n, max, noun, shift, at, special)
 }
