@@ -4,8 +4,8 @@ import (
 	"context"
 	"math"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/buckettest"
