@@ -46,7 +46,9 @@ type Limiter interface {
 	// bucket with fewer tokens than before the call.
 	AcquireN(ctx context.Context, n int64) error
 	// Tokens reports the balance at this instant, for observability only:
-	// by the time it returns, other callers may have changed it.
+	// by the time it returns, other callers may have changed it. It is
+	// never rounded up: a balance short of n tokens, by however little,
+	// reads below n.
 	Tokens() float64
 }
 

@@ -56,6 +56,8 @@ func Run[L admit.Limiter](t *testing.T, newBucket Factory[L]) {
 	t.Run("EveryWholeToken", s.everyWholeToken)
 	t.Run("ZeroRate", s.zeroRate)
 	t.Run("BackwardClock", s.backwardClock)
+	t.Run("BackwardReadingInAcquire", s.backwardReadingInAcquire)
+	t.Run("TokensFloor", s.tokensFloor)
 	t.Run("TryAcquireNEdges", s.tryAcquireNEdges)
 	t.Run("InvalidConfig", s.invalidConfig)
 	t.Run("ValidConfig", s.validConfig)

@@ -1,6 +1,7 @@
 package buckettest
 
 import (
+	"math"
 	"math/big"
 	"math/bits"
 	"strconv"
@@ -48,6 +49,15 @@ func NewStream(capacity int64, rate float64) Stream {
 func (s Stream) V(t int64) int64 {
 	p := new(big.Int).Mul(big.NewInt(t), s.R)
 	return p.Rsh(p, 64).Int64()
+}
+
+// Tokens is u units in tokens, rounded down to a float64, as a
+// limiter's Tokens reports them: ⌊Tokens(u)⌋ is then the whole tokens in u
+// (to nearest, a balance a few units short of n tokens read as n once a
+// token is more than 2^53 units).
+func (s Stream) Tokens(u int64) float64 {
+	f, _ := new(big.Float).SetPrec(53).SetMode(big.ToNegativeInf).SetInt64(u).Float64()
+	return math.Ldexp(f, -int(s.Shift))
 }
 
 // Reach is the first t >= 0 with V(t) >= target, or StreamHorizon+1 if

@@ -134,22 +134,12 @@ func (m *refModel) at(e int64) int64 {
 
 func (m *refModel) balance(te int64) int64 { return min(m.cap, m.V(te)-m.z) }
 
-// float is units in tokens, rounded down (the largest float64 at most u,
-// scaled): ⌊Tokens()⌋ is then the whole tokens of the balance.
-func (m *refModel) float(u int64) float64 {
-	f := float64(u)
-	if f >= 0x1p63 || int64(f) > u {
-		f = math.Nextafter(f, math.Inf(-1))
-	}
-	return math.Ldexp(f, -int(m.Shift))
-}
-
 func (m *refModel) tokens(e int64) float64 {
 	bal := m.balance(m.at(e))
 	if m.own && e >= m.debt {
 		bal = max(bal, 0)
 	}
-	return m.float(bal)
+	return m.Tokens(bal)
 }
 
 // take applies TryAcquireN(n) at reading e and reports the decision and the
@@ -407,7 +397,7 @@ func (k *bucketWalker) try(n int64) {
 	}
 	want, at := k.m.take(e, n)
 	if got != want {
-		k.fail("TryAcquireN(%d) = %v, the model says %v (balance %v at %d)", n, got, want, k.m.float(k.m.balance(k.m.at(e))), k.m.at(e))
+		k.fail("TryAcquireN(%d) = %v, the model says %v (balance %v at %d)", n, got, want, k.m.Tokens(k.m.balance(k.m.at(e))), k.m.at(e))
 	}
 	if want {
 		k.record(at, n)
@@ -711,7 +701,7 @@ func drift(t *testing.T, mk func(int64, float64, ...admit.Option) (admit.Limiter
 	got := new(big.Rat).Add(big.NewRat(admitted, 1), new(big.Rat).SetFloat64(l.Tokens()))
 	diff := new(big.Rat).Sub(got, exact)
 	// One unit, plus what Tokens' conversion to a float64 may round off.
-	tol := new(big.Rat).SetFloat64(m.float(1) + math.Ldexp(capacity, -50))
+	tol := new(big.Rat).SetFloat64(m.Tokens(1) + math.Ldexp(capacity, -50))
 	if new(big.Rat).Abs(diff).Cmp(tol) > 0 {
 		t.Fatalf("after %v at %v/s: admitted %d + balance %v = %s, the exact refill says %s: off by %s, more than one unit (rule 6)",
 			time.Duration(elapsed), rate, admitted, l.Tokens(), got.FloatString(12), exact.FloatString(12), diff.FloatString(12))

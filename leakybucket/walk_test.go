@@ -365,12 +365,7 @@ func (k *lbWalker) record(at, n int64) {
 func (k *lbWalker) tokens() {
 	e := k.elapsed()
 	backlog := max(0, k.m.free-k.m.V(e))
-	room := max(0, k.m.cap-backlog)
-	f := float64(room) // rounded down: the largest float64 at most room
-	if int64(f) > room {
-		f = math.Nextafter(f, math.Inf(-1))
-	}
-	want := math.Ldexp(f, -int(k.m.Shift))
+	want := k.m.Tokens(max(0, k.m.cap-backlog))
 	k.st.Tokens++
 	if got := k.b.Tokens(); got != want {
 		k.fail("Tokens() = %v, want %v (backlog %d units)", got, want, backlog)

@@ -126,10 +126,11 @@ func (p *Params) Units(n int64) int64 { return n << p.Shift }
 // is exactly the whole tokens in u (a whole number of tokens is a float64
 // at most u), so a limiter's Tokens never reports a token TryAcquireN
 // would refuse.
-func (p *Params) Float(u int64) float64 { return math.Ldexp(FloorFloat(u), -int(p.Shift)) }
+func (p *Params) Float(u int64) float64 { return math.Ldexp(floorFloat(u), -int(p.Shift)) }
 
-// FloorFloat returns the largest float64 at most u.
-func FloorFloat(u int64) float64 {
+// floorFloat returns the largest float64 at most u (float64(u) rounds to
+// nearest).
+func floorFloat(u int64) float64 {
 	f := float64(u)
 	if f >= 0x1p63 || int64(f) > u {
 		f = math.Nextafter(f, math.Inf(-1))
