@@ -127,6 +127,11 @@ type Pool[T any] struct {
 // half-built values). A create that acquires something before failing must
 // release it itself. A create that panics is counted in
 // Stats.CreateErrors, and its slot is freed before the panic continues.
+//
+// New allocates the bookkeeping of every slot up front, whether or not a
+// resource is ever created for it: a channel entry of 8 bytes and a slot
+// of 120 bytes on 64-bit platforms for a T of one word (more for a larger
+// T), so a capacity of a million takes about 128 MB (TestSlotSize).
 func New[T any](capacity int, create func(context.Context) (T, error), opts ...Option[T]) (*Pool[T], error) {
 	if capacity < 1 || int64(capacity) > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: chanpool: capacity %d out of range [1, %d]", admit.ErrInvalidConfig, capacity, math.MaxInt32)
@@ -576,14 +581,17 @@ func (p *Pool[T]) destroyValue(s *slot[T], reason int, onPanic func(*slot[T])) {
 }
 
 // Close closes the pool: Acquire and TryAcquire fail with ErrClosed from
-// now on, callers waiting in Acquire return ErrClosed, idle resources are
+// now on (an Acquire whose ctx has already ended returns ctx.Err() first,
+// as always), callers waiting in Acquire return ErrClosed, idle resources are
 // destroyed at once and leased ones when they are released or destroyed.
 // Close then waits until every lease has ended, or ctx ends, in which case
 // it returns an error wrapping ctx.Err() that says how many slots are still
 // in use (leased, or in the middle of a checkout); their resources are still
 // destroyed when they come back, and a later Close
 // waits again. Close is idempotent and safe to call concurrently with any
-// method, Release included.
+// method, Release included, but not from the pool's own hooks (create,
+// validate, destroy): a hook runs while its slot is in use, so a Close in
+// it waits for itself (until ctx ends).
 func (p *Pool[T]) Close(ctx context.Context) error {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)

@@ -18,3 +18,7 @@ func SetTestHookSaturated(f func()) { testHookSaturated = f }
 // slot, before it counts itself out of the waiters. Tests set it only while
 // no pool is in use by another goroutine.
 func SetTestHookReceived(f func()) { testHookReceived = f }
+
+// WaitingCount reads the pool's raw count of waiters, which Stats clamps at
+// zero, for the concurrent walk.
+func WaitingCount[T any](p *Pool[T]) int64 { return p.waiting.Load() }

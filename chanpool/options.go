@@ -62,7 +62,8 @@ func WithValidate[T any](f func(context.Context, T) error) Option[T] {
 	}
 }
 
-// WithValidateAfter skips validation of a resource released less than d ago,
+// WithValidateAfter skips validation of a resource created or released less
+// than d ago,
 // as HikariCP skips it for a connection used within the last 500 ms: a
 // resource that was working a moment ago is very likely still working, and
 // validation usually costs a round trip. The default, 0, validates on every

@@ -45,28 +45,28 @@ type walkCounts struct {
 	acquires, cancelled, saturated, createErrors, destroyedValidation, destroyedCaller atomic.Uint64
 }
 
-// TestReviewConcurrentWalk drives a pool from several goroutines through
+// TestConcurrentWalk drives a pool from several goroutines through
 // every state-changing operation, including the hooks' failures, panics and
 // context endings at checkout, on a fake clock that goroutines advance, and
 // checks every result against the documented contract and the final
 // statistics against counts kept by the walk.
-func TestReviewConcurrentWalk(t *testing.T) {
+func TestConcurrentWalk(t *testing.T) {
 	for seed := range uint64(12) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
-			reviewWalk(t, seed, false)
+			concurrentWalk(t, seed, false)
 		})
 	}
 }
 
-// TestReviewConcurrentWalkPanickingDestroy is the walk with a destroy hook
+// TestConcurrentWalkPanickingDestroy is the walk with a destroy hook
 // that panics for every seventh resource, after destroying it: the pool
 // documents the hook must not panic, but promises to lose no slot if it does.
-func TestReviewConcurrentWalkPanickingDestroy(t *testing.T) {
+func TestConcurrentWalkPanickingDestroy(t *testing.T) {
 	for seed := range uint64(6) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
-			reviewWalk(t, seed, true)
+			concurrentWalk(t, seed, true)
 		})
 	}
 }
@@ -83,7 +83,7 @@ func ignoreDestroyPanic(f func()) {
 	f()
 }
 
-func reviewWalk(t *testing.T, seed uint64, destroyPanics bool) {
+func concurrentWalk(t *testing.T, seed uint64, destroyPanics bool) {
 	rng0 := rand.New(rand.NewPCG(seed, 7))
 	capacity := 1 + rng0.IntN(4)
 	maxWaiters := rng0.IntN(5) - 1 // -1: unbounded
@@ -405,12 +405,12 @@ func reviewWalk(t *testing.T, seed uint64, destroyPanics bool) {
 	assert.Same(t, chanpool.ErrClosed, err)
 }
 
-// TestReviewContextEndsAtHandOff ends a waiter's context at the instant a
+// TestContextEndsAtHandOff ends a waiter's context at the instant a
 // Release or Destroy hands it the slot (after the receive, before the
 // checkout): with a ctx-aware validate or create, the waiter returns
 // ctx.Err() unchanged and gives the slot back, resource kept, and the next
 // waiter in line is served rather than left waiting.
-func TestReviewContextEndsAtHandOff(t *testing.T) {
+func TestContextEndsAtHandOff(t *testing.T) {
 	for _, destroy := range []bool{false, true} {
 		t.Run(fmt.Sprintf("destroy=%v", destroy), func(t *testing.T) {
 			f := &factory{}
