@@ -334,10 +334,16 @@ func (lim *Limiter) ReserveN(t time.Time, n int) *Reservation {
 // reserveN reserves n tokens at t if the wait is at most maxFutureReserve.
 // It returns a Reservation, not a pointer, so that callers that do not keep
 // it do not allocate.
+//
+// The time to act is the caller's t plus the wait, in the caller's own
+// terms, as x/time/rate's: not the time since puts on the axis, which a
+// time without a monotonic reading is shifted to by the wall clock's steps
+// (DelayFrom(t) would be off by the step: after a resume from suspend,
+// every reservation's delay would read 0).
 func (lim *Limiter) reserveN(t time.Time, n int, maxFutureReserve time.Duration) Reservation {
-	d, t := since(t)
+	d, ta := since(t)
 	lim.mu.Lock()
-	r, wait := lim.reservation(lim.at(t, d), n, maxFutureReserve)
+	r, wait := lim.reservation(lim.at(ta, d), n, maxFutureReserve)
 	lim.mu.Unlock()
 	if r.ok {
 		r.timeToAct = t.Add(time.Duration(wait))

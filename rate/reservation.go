@@ -99,7 +99,10 @@ func (r *Reservation) cancel(t time.Time, now int64, implicit bool) {
 	// moved since or act saturated.
 	act := wide(r.act)
 	if r.axis != lim.axis || r.act == math.MaxInt64 {
-		act = offset(r.timeToAct, lim.origin())
+		// timeToAct is in the caller's terms (reserveN): put it on the axis
+		// as since does, with the wall clock's steps as they are now.
+		_, tt := since(r.timeToAct)
+		act = offset(tt, lim.origin())
 	}
 	if lim.limit == Inf || r.tokens == 0 || act.less(wide(ts)) || r.inf {
 		return
