@@ -428,6 +428,11 @@ func (lim *Limiter) waitAt(ctx context.Context, n int, t time.Time, now int64, i
 	default:
 	}
 	dl, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		// A deadline without a monotonic reading is put on the axis as
+		// since puts such times: less the wall clock's steps.
+		_, dl = since(dl)
+	}
 	var d time.Duration
 	if !implicit {
 		d, t = since(t)

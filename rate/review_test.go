@@ -1,6 +1,7 @@
 package rate
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -31,6 +32,42 @@ func TestReviewWallStepReservationDelay(t *testing.T) {
 			if got, want := r.DelayFrom(now), time.Duration(i)*time.Second; got != want {
 				t.Errorf("wall clock stepped by %v: reservation %d: DelayFrom(t) = %v, want %v", step, i, got, want)
 			}
+		}
+		wallStep.Store(0)
+	}
+}
+
+// A context deadline without a monotonic reading (context.WithDeadline on a
+// calendar time, time.Now().UTC().Add(d)) is measured as since measures
+// such times: with the wall clock's steps taken off. Otherwise, after the
+// wall clock stepped forward by an hour, a wait of 1 s against a deadline
+// 100 ms away reads 1 h 100 ms of room and waits, where x/time/rate's
+// deadline.Sub(t) reads 100 ms and returns its deadline error at once.
+func TestReviewWallStepWaitDeadline(t *testing.T) {
+	defer func(f func() int64) { wallStepNow = f; wallStep.Store(0) }(wallStepNow)
+	// Only forward: the context's own timer reads the real wall clock, which
+	// the test cannot step, so a deadline on a wall clock stepped back would
+	// already have passed.
+	for _, step := range []time.Duration{time.Hour} {
+		wallStepNow = func() int64 {
+			return int64(time.Now().Round(0).Sub(epochWall)-time.Since(epoch)) + int64(step)
+		}
+		now := time.Now().Round(0).Add(step) // what time.Now().UTC() reads after the step
+		lim := NewLimiter(1, 1)
+		if !lim.AllowN(now, 1) {
+			t.Fatal("a full limiter refused")
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), now.Add(100*time.Millisecond))
+		var asked time.Duration = -1
+		err := lim.wait(ctx, 1, now, func(d time.Duration) (<-chan time.Time, func() bool, func()) {
+			asked = d
+			ch := make(chan time.Time, 1)
+			ch <- now.Add(d)
+			return ch, func() bool { return true }, func() {}
+		})
+		cancel()
+		if err == nil || err.Error() != "rate: Wait(n=1) would exceed context deadline" {
+			t.Errorf("wall clock stepped by %v: a wait of 1 s, deadline in 100 ms: err %v (timer asked for %v), want the deadline error", step, err, asked)
 		}
 		wallStep.Store(0)
 	}
