@@ -107,7 +107,7 @@ func (r *Reservation) cancel(t time.Time, now int64, implicit bool) {
 	if lim.limit == Inf || r.tokens == 0 || act.less(wide(ts)) || r.inf {
 		return
 	}
-	if lim.changes != 0 && lim.gens[(lim.changes-1)%genRing].start > r.seq {
+	if lim.changes != 0 && lim.changedSince(r, lim.gens[(lim.changes-1)%genRing].start) {
 		if wide(ts).less(act) {
 			lim.cancelChanged(r, ts)
 		}
@@ -156,6 +156,14 @@ func (r *Reservation) cancel(t time.Time, now int64, implicit bool) {
 	}
 }
 
+// changedSince reports whether a change that began at start in seq came after r:
+// start lies in (r.seq, lim.seq], counted modulo 2^64, as seq wraps after
+// 2^64 tokens (seconds at a rate of 1e18/s and a burst of 2^62). It
+// requires lim.mu, and fewer than 2^64 tokens reserved since r.
+func (lim *Limiter) changedSince(r *Reservation, start uint64) bool {
+	return start-r.seq-1 < lim.seq-r.seq
+}
+
 // cancelChanged is cancel for a reservation made before a change of the
 // limit or burst, not yet acted on at ts. It requires lim.mu.
 //
@@ -185,7 +193,7 @@ func (lim *Limiter) cancelChanged(r *Reservation, ts int64) {
 	}
 	for i := uint64(0); i < n; i++ {
 		g := lim.gens[(lim.changes-1-i)%genRing]
-		if g.start <= r.seq {
+		if !lim.changedSince(r, g.start) {
 			break
 		}
 		if peak.less(g.peak) {
