@@ -220,21 +220,28 @@ func (lim *Limiter) nowSlow(now int64) int64 {
 func (lim *Limiter) lastTime() time.Time { return lim.timeOf(lim.lastWide()) }
 
 // timeOf returns the time at w on the axis. w came from a time.Time, so
-// it is well inside what one holds (±2^94 ns): a few steps of at most
-// MaxInt64 ns reach it.
+// it is well inside what one holds (±2^94 ns). Within an int64 of the
+// origin it is origin.Add(w); farther, it is built from the origin's Unix
+// seconds and w split into seconds and nanoseconds, in constant time.
+// (Adding MaxInt64 ns at a time took up to 2^30 additions, seconds under
+// the lock on every implicit-time call after a far explicit time.)
 func (lim *Limiter) timeOf(w fixed) time.Time {
 	o := lim.origin()
-	for {
-		if x, ok := narrow(w); ok {
-			return o.Add(time.Duration(x))
-		}
-		step := int64(math.MaxInt64)
-		if w.negative() {
-			step = math.MinInt64 + 1
-		}
-		o = o.Add(time.Duration(step))
-		w = w.sub(wide(step))
+	if x, ok := narrow(w); ok {
+		return o.Add(time.Duration(x))
 	}
+	m := w
+	if w.negative() {
+		m = w.neg()
+	}
+	// Two times differ by less than 2^64 s, so m.hi/1e9 is 0; taking the
+	// remainder keeps Div64 from panicking whatever w is.
+	q, r := bits.Div64(m.hi%1e9, m.lo, 1e9)
+	sec, nsec := int64(q), int64(r)
+	if w.negative() {
+		sec, nsec = -sec, -nsec
+	}
+	return time.Unix(o.Unix()+sec, int64(o.Nanosecond())+nsec).In(o.Location())
 }
 
 func (lim *Limiter) lastWide() fixed {

@@ -3,6 +3,7 @@ package rate
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -113,5 +114,48 @@ func TestReviewCancelSeqWrap(t *testing.T) {
 	r.CancelAt(ms50)
 	if lim.AllowN(ms50, 1) {
 		t.Errorf("after the cancel, %v tokens more at the same instant: more than the burst of 10 at once", 1+lim.TokensAt(ms50))
+	}
+}
+
+// An explicit time far from now (a corrupted or sentinel timestamp: the
+// year 146 billion here) must not make every later implicit-time call slow.
+// nowSlow moves the axis to the limiter's far last update, and timeOf found
+// that time by adding MaxInt64 ns at a time: 2^29 additions, about 8 s
+// under the lock, on every Allow after it (x/time/rate: constant time).
+func TestReviewFarTimeAllowFast(t *testing.T) {
+	for _, far := range []time.Time{time.Unix(1<<62, 0), time.Unix(-1<<62, 5), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		lim := NewLimiter(1, 3)
+		if !lim.AllowN(far, 1) {
+			t.Fatal("a full limiter refused")
+		}
+		start := time.Now()
+		for range 3 {
+			lim.Allow()
+		}
+		if took := time.Since(start); took > 100*time.Millisecond {
+			t.Errorf("after AllowN at %v, three Allow calls took %v", far, took)
+		}
+	}
+}
+
+// timeOf gives the time at any offset on the axis exactly, far or near.
+func TestReviewTimeOfExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	origins := []time.Time{epoch, time.Unix(1<<61, 123), time.Unix(-1<<61, 999999999), time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for i := range 2000 {
+		lim := NewLimiter(1, 1)
+		o := origins[i%len(origins)]
+		if o != epoch {
+			lim.axis, lim.base = 1, o
+		}
+		// A target time a random number of seconds and nanoseconds away,
+		// within ±2^60 s.
+		sec := rng.Int64N(1<<61) - 1<<60
+		target := time.Unix(o.Unix()+sec, rng.Int64N(1e9))
+		w := offset(target, lim.origin())
+		got := lim.timeOf(w)
+		if !got.Equal(target) || offset(got, lim.origin()) != w {
+			t.Fatalf("origin %v, target %v: timeOf %v", o, target, got)
+		}
 	}
 }
