@@ -1,6 +1,7 @@
 package rate
 
 import (
+	"context"
 	"math/big"
 	"math/rand/v2"
 	"testing"
@@ -227,5 +228,116 @@ func TestWallStepMixedTimes(t *testing.T) {
 			t.Errorf("wall clock stepped by %v: %d admitted in %v at 10/s, burst 10; bound %.1f", delta, admitted, elapsed, bound)
 		}
 		wallStep.Store(0)
+	}
+}
+
+// After the wall clock stepped (an NTP step, or a resume from suspend, where
+// Linux's CLOCK_MONOTONIC stands still and the wall clock does not), a
+// reservation made at a time without a monotonic reading must still tell its
+// holder, in the holder's own time, how long to wait. since() shifts such a
+// time by the step to put it on the monotonic axis; the Reservation's
+// timeToAct must not carry that shift, or DelayFrom(t) is off by the step:
+// after a resume of 10 s, five reservations at 1/s, burst 1, all report a
+// delay of 0 and their holders act at once (x/time/rate: 0, 1, 2, 3, 4 s).
+func TestWallStepReservationDelay(t *testing.T) {
+	defer func(f func() int64) { wallStepNow = f; wallStep.Store(0) }(wallStepNow)
+	for _, step := range []time.Duration{10 * time.Second, -10 * time.Second} {
+		wallStepNow = func() int64 {
+			return int64(time.Now().Round(0).Sub(epochWall)-time.Since(epoch)) + int64(step)
+		}
+		lim, x := NewLimiter(1, 1), xrate.NewLimiter(1, 1)
+		now := time.Now().Round(0).Add(step) // what time.Now().UTC() reads after the step
+		for i := range 5 {
+			r, xr := lim.ReserveN(now, 1), x.ReserveN(now, 1)
+			if got, want := r.DelayFrom(now), xr.DelayFrom(now); got != want {
+				t.Errorf("wall clock stepped by %v: reservation %d: DelayFrom(t) = %v, x/time/rate %v", step, i, got, want)
+			}
+			if got, want := r.DelayFrom(now), time.Duration(i)*time.Second; got != want {
+				t.Errorf("wall clock stepped by %v: reservation %d: DelayFrom(t) = %v, want %v", step, i, got, want)
+			}
+		}
+		wallStep.Store(0)
+	}
+}
+
+// A context deadline without a monotonic reading (context.WithDeadline on a
+// calendar time, time.Now().UTC().Add(d)) is measured as since measures
+// such times: with the wall clock's steps taken off. Otherwise, after the
+// wall clock stepped forward by an hour, a wait of 1 s against a deadline
+// 100 ms away reads 1 h 100 ms of room and waits, where x/time/rate's
+// deadline.Sub(t) reads 100 ms and returns its deadline error at once.
+func TestWallStepWaitDeadline(t *testing.T) {
+	defer func(f func() int64) { wallStepNow = f; wallStep.Store(0) }(wallStepNow)
+	// Only forward: the context's own timer reads the real wall clock, which
+	// the test cannot step, so a deadline on a wall clock stepped back would
+	// already have passed.
+	for _, step := range []time.Duration{time.Hour} {
+		wallStepNow = func() int64 {
+			return int64(time.Now().Round(0).Sub(epochWall)-time.Since(epoch)) + int64(step)
+		}
+		now := time.Now().Round(0).Add(step) // what time.Now().UTC() reads after the step
+		lim := NewLimiter(1, 1)
+		if !lim.AllowN(now, 1) {
+			t.Fatal("a full limiter refused")
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), now.Add(100*time.Millisecond))
+		var asked time.Duration = -1
+		err := lim.wait(ctx, 1, now, func(d time.Duration) (<-chan time.Time, func() bool, func()) {
+			asked = d
+			ch := make(chan time.Time, 1)
+			ch <- now.Add(d)
+			return ch, func() bool { return true }, func() {}
+		})
+		cancel()
+		if err == nil || err.Error() != "rate: Wait(n=1) would exceed context deadline" {
+			t.Errorf("wall clock stepped by %v: a wait of 1 s, deadline in 100 ms: err %v (timer asked for %v), want the deadline error", step, err, asked)
+		}
+		wallStep.Store(0)
+	}
+}
+
+// An explicit time far from now (a corrupted or sentinel timestamp: the
+// year 146 billion) holds the implicit-time methods at that time when it is
+// ahead (they never move the limiter's time back), and is passed at once
+// when it is behind. Every implicit-time call after it puts the limiter's
+// far last update on the axis (timeOf), which took 2^29 additions of
+// MaxInt64 ns under the lock before it was built in constant time: three
+// Allow calls took 17.7 s (TestTimeOfExact checks the conversion).
+func TestFarTimeThenAllow(t *testing.T) {
+	for _, c := range []struct {
+		far  time.Time
+		want []bool
+	}{
+		{time.Unix(1<<62, 0), []bool{true, true, false}},
+		{time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), []bool{true, true, false}},
+		{time.Unix(-1<<62, 5), []bool{true, true, true}},
+	} {
+		lim := NewLimiter(1, 3)
+		require.True(t, lim.AllowN(c.far, 1), "a full limiter refused at %v", c.far)
+		for i, want := range c.want {
+			assert.Equal(t, want, lim.Allow(), "Allow %d after AllowN at %v", i, c.far)
+		}
+	}
+}
+
+// timeOf gives the time at any offset on the axis exactly, far or near.
+func TestTimeOfExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	origins := []time.Time{epoch, time.Unix(1<<61, 123), time.Unix(-1<<61, 999999999), time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for i := range 2000 {
+		lim := NewLimiter(1, 1)
+		o := origins[i%len(origins)]
+		if o != epoch {
+			lim.axis, lim.base = 1, o
+		}
+		// A target time a random number of seconds and nanoseconds away,
+		// within ±2^60 s.
+		sec := rng.Int64N(1<<61) - 1<<60
+		target := time.Unix(o.Unix()+sec, rng.Int64N(1e9))
+		w := offset(target, lim.origin())
+		got := lim.timeOf(w)
+		if !got.Equal(target) || offset(got, lim.origin()) != w {
+			t.Fatalf("origin %v, target %v: timeOf %v", o, target, got)
+		}
 	}
 }

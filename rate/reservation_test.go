@@ -2,6 +2,7 @@ package rate
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -297,4 +298,46 @@ func TestCancelAfterBurstLowered(t *testing.T) {
 	x := lim.ReserveN(t0, 2)
 	require.True(t, x.OK())
 	require.Equal(t, 14*time.Second, x.DelayFrom(t0))
+}
+
+// seq counts every token reserved, in a uint64: it wraps after 2^64 tokens,
+// which a limiter with a huge rate and burst passes in seconds (1e18/s
+// refills 2^62 tokens in under 5 s). Cancel must still see a change of the
+// limit made after the reservation when seq wrapped between the two, or it
+// takes the fixed-rate path and counts later tokens at the new rate: here
+// the case of TestCancelAfterLimitChange, "refilled to the burst", with seq
+// wrapping at the raise, which let 20 act at one instant on a burst of 10.
+func TestCancelSeqWrap(t *testing.T) {
+	t0 := time.Now()
+	lim := NewLimiter(1e18, math.MaxInt)
+	const tail = 1 + 1 + 10 + 10 // SetBurstAt, SetLimitAt, the drain, R
+	pump := []int{1 << 62, 1 << 62, 1 << 62, 1<<62 - tail - 1}
+	at := t0
+	for i, k := range pump {
+		if !lim.AllowN(at, k) {
+			t.Fatalf("pump %d of %d refused", i, k)
+		}
+		at = at.Add(10 * time.Second) // refills 1e19 tokens: full
+	}
+	lim.SetBurstAt(at, 10)
+	lim.SetLimitAt(at, 10)
+	if !lim.AllowN(at, 10) {
+		t.Fatal("drain refused")
+	}
+	r := lim.ReserveN(at, 10)
+	if r.DelayFrom(at) != time.Second {
+		t.Fatalf("R delay %v", r.DelayFrom(at))
+	}
+	if r.seq != math.MaxUint64 {
+		t.Fatalf("setup: R's seq %d, want 2^64-1 so that the raise wraps it", r.seq)
+	}
+	lim.SetLimitAt(at, 1000)
+	ms50 := at.Add(50 * time.Millisecond)
+	if !lim.AllowN(ms50, 10) {
+		t.Fatal("refilled burst refused")
+	}
+	r.CancelAt(ms50)
+	if lim.AllowN(ms50, 1) {
+		t.Errorf("after the cancel, %v tokens more at the same instant: more than the burst of 10 at once", 1+lim.TokensAt(ms50))
+	}
 }
