@@ -1,0 +1,188 @@
+package admitotel_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/admitotel"
+	"github.com/admit-go/admit/keyed"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// scripted is a KeyedLimiter (and PolicyLimiter) whose answer is chosen by
+// the key: every outcome a wrapper must count.
+type scripted struct{}
+
+func (scripted) AllowN(ctx context.Context, key string, n int64) (admit.Decision, error) {
+	switch key {
+	case "allowed":
+		return admit.Decision{Allowed: true}, nil
+	case "denied":
+		return admit.Decision{}, nil
+	case "unsat":
+		return admit.Decision{Policy: "p1"}, fmt.Errorf("%w: big", admit.ErrUnsatisfiable)
+	case "down":
+		return admit.Decision{Allowed: true}, fmt.Errorf("%w: down", admit.ErrUnavailable)
+	case "cancel":
+		return admit.Decision{}, context.Canceled
+	case "named-allowed":
+		return admit.Decision{Allowed: true, Policy: "p1"}, nil
+	case "named-denied":
+		return admit.Decision{Policy: "p2"}, nil
+	}
+	panic(key)
+}
+
+func (s scripted) AllowLimits(ctx context.Context, key string, n int64, _ ...admit.Limit) (admit.Decision, error) {
+	return s.AllowN(ctx, key, n)
+}
+
+// TestReviewConcurrentMixedCounts: every outcome, from many goroutines
+// moving between Ps (GOMAXPROCS raised past the wrapper's slots), with a
+// collector running throughout, ends at the exact totals.
+func TestReviewConcurrentMixedCounts(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	w, err := admitotel.Wrap(scripted{}, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4 * max(runtime.NumCPU(), runtime.GOMAXPROCS(0))))
+	keys := []string{"allowed", "denied", "unsat", "down", "cancel", "named-allowed", "named-denied"}
+	const goroutines, perG = 16, 700
+	done := make(chan struct{})
+	var cw sync.WaitGroup
+	cw.Add(1)
+	go func() {
+		defer cw.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				collect(t, reader)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perG {
+				if i%50 == 0 {
+					runtime.Gosched()
+				}
+				k := keys[(g+i)%len(keys)]
+				n := int64(i%3) - 0 // 0, 1, 2
+				if i%2 == 0 {
+					w.AllowN(context.Background(), k, n)
+				} else {
+					w.AllowLimits(context.Background(), k, n, admit.Limit{Capacity: 1, Rate: 1})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	cw.Wait()
+	want := map[string]int64{}
+	for g := range goroutines {
+		for i := range perG {
+			k := keys[(g+i)%len(keys)]
+			n := int64(i % 3)
+			res, pol := "", ""
+			switch k {
+			case "allowed":
+				res = "allowed"
+			case "denied":
+				res = "denied"
+			case "unsat":
+				res, pol = "error", "p1"
+			case "down":
+				res = "error"
+				want["admit.backend.errors{admit.limiter=default}"]++
+			case "cancel":
+				res = "error"
+			case "named-allowed":
+				res, pol = "allowed", "p1"
+			case "named-denied":
+				res, pol = "denied", "p2"
+			}
+			attrs := "admit.limiter=default,"
+			if pol != "" {
+				attrs += "admit.policy=" + pol + ","
+			}
+			want["admit.decisions{"+attrs+"admit.result="+res+"}"]++
+			want["admit.tokens{admit.limiter=default,admit.result="+res+"}"] += n
+		}
+	}
+	expect(t, collect(t, reader), want)
+}
+
+// TestReviewKeyedMixedCounts: keyed's own outcomes (through its Into
+// methods) from many goroutines: admitted, denied, n above the capacity,
+// n < 0, and a named limit's refusal.
+func TestReviewKeyedMixedCounts(t *testing.T) {
+	l, err := keyed.New(5, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, perG = 8, 500
+	var mu sync.Mutex
+	got := map[string]int64{}
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := map[string]int64{}
+			for i := range perG {
+				var d admit.Decision
+				var err error
+				key := fmt.Sprint("k", i%40)
+				switch i % 4 {
+				case 0:
+					d, err = w.AllowN(context.Background(), key, 1)
+				case 1:
+					d, err = w.AllowN(context.Background(), key, 6)
+				case 2:
+					d, err = w.AllowN(context.Background(), key, -1)
+				case 3:
+					d, err = w.AllowLimits(context.Background(), key, 1, admit.Limit{Name: "burst", Capacity: 2, Rate: 0})
+				}
+				res := "denied"
+				if err != nil {
+					res = "error"
+				} else if d.Allowed {
+					res = "allowed"
+				}
+				attrs := "admit.limiter=default,"
+				if d.Policy != "" {
+					attrs += "admit.policy=" + d.Policy + ","
+				}
+				local["admit.decisions{"+attrs+"admit.result="+res+"}"]++
+			}
+			mu.Lock()
+			for k, v := range local {
+				got[k] += v
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	c := collect(t, reader)
+	for k, v := range got {
+		if c[k] != v {
+			t.Errorf("%s = %d; want %d", k, c[k], v)
+		}
+	}
+}
