@@ -2,15 +2,22 @@ package admitotel_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/adaptive"
 	"github.com/admit-go/admit/admitotel"
 	"github.com/admit-go/admit/keyed"
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // scripted is a KeyedLimiter (and PolicyLimiter) whose answer is chosen by
@@ -185,4 +192,104 @@ func TestReviewKeyedMixedCounts(t *testing.T) {
 			t.Errorf("%s = %d; want %d", k, c[k], v)
 		}
 	}
+}
+
+// TestReviewAdaptiveWaitOutcomes: through a backlog, a waiter granted a
+// permit counts allowed (and waited), one whose context ends while it
+// waits counts error; a call whose context had ended before it came is
+// reported here (adaptive returns ctx.Err() without counting it).
+func TestReviewAdaptiveWaitOutcomes(t *testing.T) {
+	l, err := adaptive.New(adaptive.WithInitialLimit(1), adaptive.WithLimitBounds(1, 1), adaptive.WithBacklog(4, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	reg, err := admitotel.ObserveAdaptive(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Unregister()
+	p, err := l.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 2)
+	go func() { _, err := l.Acquire(ctx); errc <- err }()
+	for l.Stats().Waiting != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled waiter: %v", err)
+	}
+	pc := make(chan *adaptive.Permit, 1)
+	go func() { q, err := l.Acquire(context.Background()); errc <- err; pc <- q }()
+	for l.Stats().Waiting != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	p.Success()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	q := <-pc
+	got := collectAll(t, reader)
+	want := map[string]float64{
+		"admit.decisions{admit.limiter=default,admit.result=allowed}": 2,
+		"admit.decisions{admit.limiter=default,admit.result=error}":   1,
+		"admit.decisions{admit.limiter=default,admit.result=denied}":  0,
+		"admit.adaptive.waited{admit.limiter=default}":                1,
+		"admit.adaptive.inflight{admit.limiter=default}":              1,
+		"admit.adaptive.limit{admit.limiter=default}":                 1,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v; want %v", k, got[k], v)
+		}
+	}
+	q.Success()
+	// A context ended before the call: Acquire returns its error at once.
+	if _, err := l.Acquire(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	got = collectAll(t, reader)
+	t.Logf("after a call with an ended context: error = %v (a call that returned an error, uncounted if 1)", got["admit.decisions{admit.limiter=default,admit.result=error}"])
+}
+
+// collectAll reads every int64 and float64 point, as collect does, without
+// collect's unit checks (which know only Wrap's instruments).
+func collectAll(t *testing.T, r *sdkmetric.ManualReader) map[string]float64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	key := func(name string, s attribute.Set) string {
+		var kv []string
+		for _, a := range s.ToSlice() {
+			kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+		}
+		sort.Strings(kv)
+		return name + "{" + strings.Join(kv, ",") + "}"
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					out[key(m.Name, p.Attributes)] = float64(p.Value)
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					out[key(m.Name, p.Attributes)] = float64(p.Value)
+				}
+			case metricdata.Gauge[float64]:
+				for _, p := range d.DataPoints {
+					out[key(m.Name, p.Attributes)] = p.Value
+				}
+			}
+		}
+	}
+	return out
 }
