@@ -303,7 +303,9 @@ func (l *Limiter) rkey(key string) string { return l.prefix + Separator + keyFor
 const MaxKeyBytes = 64
 
 // keyForm returns key itself if it has at most MaxKeyBytes bytes, else its
-// digest form.
+// digest form. Errors name a key by it too: a key is client data, and an
+// error (logged, say, by a WithOnError function on every request of an
+// outage) that quoted a megabyte key would cost up to four megabytes.
 func keyForm(key string) string {
 	if len(key) <= MaxKeyBytes {
 		return key
@@ -460,7 +462,7 @@ func (l *Limiter) result(ctx context.Context, key string, n int64, res []int64, 
 	d, taken, err := decision(res, set)
 	if err != nil {
 		m := set.limits[set.minIdx]
-		return admit.Decision{Limit: m.Capacity, Policy: m.Name}, 0, fmt.Errorf("%w: key %q: %w", admit.ErrInvalidConfig, key, err)
+		return admit.Decision{Limit: m.Capacity, Policy: m.Name}, 0, fmt.Errorf("%w: key %q: %w", admit.ErrInvalidConfig, keyForm(key), err)
 	}
 	return d, taken, nil
 }
@@ -511,19 +513,19 @@ func (l *Limiter) refused(key string, reply error, set *limitSet) (admit.Decisio
 		idx, stored, _ := strings.Cut(rest, " ")
 		i, err := strconv.Atoi(idx)
 		if err != nil || i < 1 || i > len(set.limits) {
-			return d, fmt.Errorf("%w: key %q: %s", admit.ErrInvalidConfig, key, msg)
+			return d, fmt.Errorf("%w: key %q: %s", admit.ErrInvalidConfig, keyForm(key), msg)
 		}
 		lim := set.limits[i-1]
 		return d, fmt.Errorf("%w: key %q holds limit %q as a bucket of %s, this limiter's is %s: limiters sharing a prefix must agree on their limits' capacity and rate (AllowLimits carries a balance over instead)",
-			admit.ErrInvalidConfig, key, lim.Name, describe(stored), describe(set.params[i-1].numbers()))
+			admit.ErrInvalidConfig, keyForm(key), lim.Name, describe(stored), describe(set.params[i-1].numbers()))
 	}
 	if stored, ok := strings.CutPrefix(msg, malformed); ok {
-		return d, fmt.Errorf("%w: key %q holds %q, which this package did not write", admit.ErrInvalidConfig, key, stored)
+		return d, fmt.Errorf("%w: key %q holds %q, which this package did not write", admit.ErrInvalidConfig, keyForm(key), stored)
 	}
 	if redisreply.Redirect(msg) {
-		return d, fmt.Errorf("%w: key %q: %w: a Redis Cluster node redirected a client that does not follow redirects; use a Cluster client (a *redis.ClusterClient, or a rueidis client in cluster mode)", admit.ErrInvalidConfig, key, reply)
+		return d, fmt.Errorf("%w: key %q: %w: a Redis Cluster node redirected a client that does not follow redirects; use a Cluster client (a *redis.ClusterClient, or a rueidis client in cluster mode)", admit.ErrInvalidConfig, keyForm(key), reply)
 	}
-	return d, fmt.Errorf("%w: key %q: Redis refused the decision (not an outage, so the failure policy does not apply): %w", admit.ErrInvalidConfig, key, reply)
+	return d, fmt.Errorf("%w: key %q: Redis refused the decision (not an outage, so the failure policy does not apply): %w", admit.ErrInvalidConfig, keyForm(key), reply)
 }
 
 // wait converts the script's µs to a duration: 0 stays 0 and -1 is Never
@@ -539,7 +541,7 @@ func wait(us int64) time.Duration {
 // PolicyLimiter is handed a per-call set's limits; otherwise its AllowN
 // decides with its own.
 func (l *Limiter) unavailable(ctx context.Context, key string, n int64, cause error, set *limitSet) (admit.Decision, int64, error) {
-	err := fmt.Errorf("%w: key %q: %w", admit.ErrUnavailable, key, cause)
+	err := fmt.Errorf("%w: key %q: %w", admit.ErrUnavailable, keyForm(key), cause)
 	m := set.limits[set.minIdx]
 	switch {
 	case l.fallback != nil:
