@@ -151,17 +151,14 @@ func (c *setCache) set(limits []admit.Limit) (*limitSet, error) {
 	cacheable := len(limits) <= len(k.l)
 	if cacheable {
 		k.n = copy(k.l[:], limits)
-		for i := range k.n {
-			// Copies: a caller's Name may be a slice of a much larger
-			// string, which the cache would otherwise keep alive.
-			k.l[i].Name = strings.Clone(k.l[i].Name)
-		}
 		for _, lim := range limits {
 			if lim.Rate != lim.Rate { // NaN: never equal to itself
 				cacheable = false
 			}
 		}
 		if cacheable {
+			// Looked up with the caller's Names, which compare by value:
+			// a call with limits seen before allocates nothing for them.
 			if s, ok := c.m.Load(k); ok {
 				return s.(*limitSet), nil
 			}
@@ -170,6 +167,11 @@ func (c *setCache) set(limits []admit.Limit) (*limitSet, error) {
 	s, err := newLimitSet(limits, true)
 	if err != nil || !cacheable || c.n.Load() >= maxCached {
 		return s, err
+	}
+	for i := range k.n {
+		// Stored with copies: a caller's Name may be a slice of a much
+		// larger string, which the cache would otherwise keep alive.
+		k.l[i].Name = strings.Clone(k.l[i].Name)
 	}
 	if _, loaded := c.m.LoadOrStore(k, s); !loaded {
 		c.n.Add(1)
