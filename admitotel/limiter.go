@@ -32,9 +32,11 @@ type Limiter struct {
 	k *keyed.Limiter
 }
 
-// Wrap returns a Limiter that decides with l and counts each decision. If l
-// reports its key table with a Stats method returning keyed.Stats (as
-// *keyed.Limiter does), the key instruments report it too. The instruments
+// Wrap returns a Limiter that decides with l and counts each decision. If l,
+// or a limiter it wraps as far as Unwrap() admit.KeyedLimiter methods tell
+// (a Limiter of this package has one), reports its key table with a Stats
+// method returning keyed.Stats (as *keyed.Limiter does), the key
+// instruments report it too. The instruments
 // are created on the MeterProvider WithMeterProvider names, and their
 // callback stays registered for the provider's lifetime: wrap once, at
 // start-up. An error from creating them, or an invalid option, is returned
@@ -50,7 +52,9 @@ func Wrap(l admit.KeyedLimiter, opts ...Option) (*Limiter, error) {
 	w := &Limiter{l: l, ctr: Counter{c: newCounters()}}
 	w.pl, _ = l.(admit.PolicyLimiter)
 	w.k, _ = l.(*keyed.Limiter)
-	st, _ := l.(statser)
+	// Stats through Unwrap too: a wrapper of keyed (this package's own,
+	// one per MeterProvider) still has keyed's table and no backend.
+	st, _ := ratelimit.Find[statser](l)
 	w.ctr.remote = st == nil
 	if _, err := newInstruments(cfg, w.ctr.c, st); err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/adaptive"
 	"github.com/admit-go/admit/admitotel"
+	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/keyed"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -292,4 +293,39 @@ func collectAll(t *testing.T, r *sdkmetric.ManualReader) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// TestReviewWrapOfWrapperKeepsKeyTable: a wrapper wrapped again (one per
+// MeterProvider, say, to export to two backends) still reads keyed's Stats
+// through Unwrap: the outer one reports the key table, and a new key
+// refused for want of room counts in admit.keys.refused, not as a backend
+// failure (keyed has no backend).
+func TestReviewWrapOfWrapperKeepsKeyTable(t *testing.T) {
+	ctx := context.Background()
+	l, err := keyed.New(3, 1, admit.WithClock(buckettest.NewFakeClock(0)), keyed.WithMaxKeys(2), keyed.WithShards(1), keyed.WithPolicy(keyed.RefuseNew))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	outer, err := admitotel.Wrap(inner, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		outer.AllowN(ctx, k, 1)
+	}
+	const lim = "admit.limiter=default"
+	expect(t, collect(t, reader), map[string]int64{
+		"admit.decisions{" + lim + ",admit.result=allowed}": 2,
+		"admit.decisions{" + lim + ",admit.result=error}":   1,
+		"admit.tokens{" + lim + ",admit.result=allowed}":    2,
+		"admit.tokens{" + lim + ",admit.result=error}":      1,
+		"admit.keys{" + lim + "}":                           2,
+		"admit.keys.refused{" + lim + "}":                   1,
+		"admit.backend.errors{" + lim + "}":                 0,
+	})
 }
