@@ -26,7 +26,10 @@ import (
 // A Prometheus exporter names them admit_decisions_total,
 // admit_adaptive_limit and so on. Nothing is recorded on the limiter's hot
 // path: one callback reads the limiter's Stats, under its mutex, at each
-// collection. The returned Registration's Unregister stops the reports.
+// collection, so it counts what the limiter's Stats count: a call whose
+// context had ended before it came returns ctx.Err() without a decision
+// and is in no count (Wrap's limiters count such a call as an error). The
+// returned Registration's Unregister stops the reports.
 func ObserveAdaptive(l *adaptive.Limiter, opts ...Option) (metric.Registration, error) {
 	if l == nil {
 		return nil, fmt.Errorf("%w: admitotel: ObserveAdaptive(nil)", admit.ErrInvalidConfig)

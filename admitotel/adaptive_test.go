@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -128,4 +129,64 @@ func TestObserveAdaptiveErrors(t *testing.T) {
 	if _, err := admitotel.ObserveAdaptive(l, admitotel.WithMeterProvider(nil)); !errors.Is(err, admit.ErrInvalidConfig) {
 		t.Errorf("nil provider: %v", err)
 	}
+}
+
+// TestObserveAdaptiveWaitOutcomes: through a backlog, a waiter granted a
+// permit counts allowed (and waited), one whose context ends while it
+// waits counts error; a call whose context had ended before it came is
+// not counted (it made no decision: Acquire returns ctx.Err() at once).
+func TestObserveAdaptiveWaitOutcomes(t *testing.T) {
+	l, err := adaptive.New(adaptive.WithInitialLimit(1), adaptive.WithLimitBounds(1, 1), adaptive.WithBacklog(4, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	reg, err := admitotel.ObserveAdaptive(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Unregister()
+	p, err := l.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 2)
+	go func() { _, err := l.Acquire(ctx); errc <- err }()
+	for l.Stats().Waiting != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled waiter: %v", err)
+	}
+	pc := make(chan *adaptive.Permit, 1)
+	go func() { q, err := l.Acquire(context.Background()); errc <- err; pc <- q }()
+	for l.Stats().Waiting != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	p.Success()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	q := <-pc
+	const lim = "admit.limiter=default"
+	want := map[string]int64{
+		"admit.decisions{" + lim + ",admit.result=allowed}":          2,
+		"admit.decisions{" + lim + ",admit.result=error}":            1,
+		"admit.adaptive.waited{" + lim + "}":                         1,
+		"admit.adaptive.outcomes{" + lim + ",admit.outcome=success}": 1,
+		"admit.adaptive.limit{" + lim + "}":                          1,
+		"admit.adaptive.inflight{" + lim + "}":                       1,
+	}
+	expect(t, collect(t, reader), want)
+	q.Success()
+	// A context ended before the call: Acquire returns its error at once,
+	// and counts nothing.
+	if _, err := l.Acquire(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	want["admit.adaptive.outcomes{"+lim+",admit.outcome=success}"] = 2
+	want["admit.adaptive.inflight{"+lim+"}"] = 0
+	expect(t, collect(t, reader), want)
 }

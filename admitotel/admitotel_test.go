@@ -20,7 +20,8 @@ import (
 
 // collect reads every int64 data point through r as "instrument{attrs}"
 // (attributes sorted, key=value, comma-separated) → value, and checks each
-// instrument's kind and unit.
+// instrument's kind and unit (Wrap's and ObserveAdaptive's; the adaptive
+// baseline, a float gauge, is checked and left out).
 func collect(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
@@ -30,7 +31,10 @@ func collect(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
 	units := map[string]string{
 		"admit.decisions": "{decision}", "admit.tokens": "{token}", "admit.keys": "{key}",
 		"admit.keys.evicted": "{key}", "admit.keys.refused": "{key}", "admit.backend.errors": "{error}",
+		"admit.adaptive.waited": "{decision}", "admit.adaptive.outcomes": "{call}", "admit.adaptive.limit": "{call}",
+		"admit.adaptive.inflight": "{call}", "admit.adaptive.waiting": "{call}", "admit.adaptive.baseline": "s",
 	}
+	gauges := map[string]bool{"admit.keys": true, "admit.adaptive.limit": true, "admit.adaptive.inflight": true, "admit.adaptive.waiting": true}
 	out := map[string]int64{}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
@@ -40,15 +44,20 @@ func collect(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
 			var pts []metricdata.DataPoint[int64]
 			switch d := m.Data.(type) {
 			case metricdata.Sum[int64]:
-				if !d.IsMonotonic || m.Name == "admit.keys" {
+				if !d.IsMonotonic || gauges[m.Name] {
 					t.Errorf("%s: monotonic %v", m.Name, d.IsMonotonic)
 				}
 				pts = d.DataPoints
 			case metricdata.Gauge[int64]:
-				if m.Name != "admit.keys" {
+				if !gauges[m.Name] {
 					t.Errorf("%s is a gauge", m.Name)
 				}
 				pts = d.DataPoints
+			case metricdata.Gauge[float64]:
+				if m.Name != "admit.adaptive.baseline" {
+					t.Errorf("%s is a float gauge", m.Name)
+				}
+				continue // the one float instrument: no exact value to expect
 			default:
 				t.Fatalf("%s: unexpected data %T", m.Name, m.Data)
 			}
@@ -216,4 +225,39 @@ func mustBucket(t *testing.T) admit.Limiter {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestWrapOfWrapperKeepsKeyTable: a wrapper wrapped again (one per
+// MeterProvider, say, to export to two backends) still reads keyed's Stats
+// through Unwrap: the outer one reports the key table, and a new key
+// refused for want of room counts in admit.keys.refused, not as a backend
+// failure (keyed has no backend).
+func TestWrapOfWrapperKeepsKeyTable(t *testing.T) {
+	ctx := context.Background()
+	l, err := keyed.New(3, 1, admit.WithClock(buckettest.NewFakeClock(0)), keyed.WithMaxKeys(2), keyed.WithShards(1), keyed.WithPolicy(keyed.RefuseNew))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	outer, err := admitotel.Wrap(inner, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		outer.AllowN(ctx, k, 1)
+	}
+	const lim = "admit.limiter=default"
+	expect(t, collect(t, reader), map[string]int64{
+		"admit.decisions{" + lim + ",admit.result=allowed}": 2,
+		"admit.decisions{" + lim + ",admit.result=error}":   1,
+		"admit.tokens{" + lim + ",admit.result=allowed}":    2,
+		"admit.tokens{" + lim + ",admit.result=error}":      1,
+		"admit.keys{" + lim + "}":                           2,
+		"admit.keys.refused{" + lim + "}":                   1,
+		"admit.backend.errors{" + lim + "}":                 0,
+	})
 }

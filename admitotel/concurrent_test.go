@@ -2,18 +2,21 @@ package admitotel_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/admitotel"
 	"github.com/admit-go/admit/keyed"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // TestConcurrentCounts runs decisions from many goroutines while another
-// collects without pause: every collection must be at or above the one
-// before (counters are monotonic), and the last must hold the exact totals.
+// collects without pause (collectUntil: no counter goes down), and the last
+// collection must hold the exact totals.
 // GOMAXPROCS is raised above what the wrapper was built for, so processors
 // without a slot of their own share the overflow slot.
 func TestConcurrentCounts(t *testing.T) {
@@ -30,27 +33,7 @@ func TestConcurrentCounts(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4 * max(runtime.NumCPU(), runtime.GOMAXPROCS(0))))
 	const decisions, tokens = "admit.decisions{admit.limiter=default,admit.result=allowed}", "admit.tokens{admit.limiter=default,admit.result=allowed}"
 
-	done := make(chan struct{})
-	var collector sync.WaitGroup
-	collector.Add(1)
-	go func() {
-		defer collector.Done()
-		var last map[string]int64
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			got := collect(t, reader)
-			for _, k := range []string{decisions, tokens} {
-				if got[k] < last[k] {
-					t.Errorf("%s went from %d to %d", k, last[k], got[k])
-				}
-			}
-			last = got
-		}
-	}()
+	stop := collectUntil(t, reader)
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Add(1)
@@ -69,10 +52,197 @@ func TestConcurrentCounts(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(done)
-	collector.Wait()
+	stop()
 	got := collect(t, reader)
 	if got[decisions] != goroutines*perG || got[tokens] != goroutines*perG*3/2 {
 		t.Errorf("decisions %d, tokens %d; want %d and %d", got[decisions], got[tokens], goroutines*perG, goroutines*perG*3/2)
+	}
+}
+
+// collectUntil collects through r without pause until stop is called,
+// checking that no counter is ever below its value in the collection
+// before (the key table's size, a gauge, may be).
+func collectUntil(t *testing.T, r *sdkmetric.ManualReader) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var last map[string]int64
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			got := collect(t, r)
+			for k, v := range got {
+				if !strings.HasPrefix(k, "admit.keys{") && v < last[k] {
+					t.Errorf("%s went from %d to %d", k, last[k], v)
+				}
+			}
+			last = got
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// scripted is a KeyedLimiter (and PolicyLimiter) whose answer is chosen by
+// the key: every outcome a wrapper must count.
+type scripted struct{}
+
+func (scripted) AllowN(ctx context.Context, key string, n int64) (admit.Decision, error) {
+	switch key {
+	case "allowed":
+		return admit.Decision{Allowed: true}, nil
+	case "denied":
+		return admit.Decision{}, nil
+	case "unsat":
+		return admit.Decision{Policy: "p1"}, fmt.Errorf("%w: big", admit.ErrUnsatisfiable)
+	case "down":
+		return admit.Decision{Allowed: true}, fmt.Errorf("%w: down", admit.ErrUnavailable)
+	case "cancel":
+		return admit.Decision{}, context.Canceled
+	case "named-allowed":
+		return admit.Decision{Allowed: true, Policy: "p1"}, nil
+	case "named-denied":
+		return admit.Decision{Policy: "p2"}, nil
+	}
+	panic(key)
+}
+
+func (s scripted) AllowLimits(ctx context.Context, key string, n int64, _ ...admit.Limit) (admit.Decision, error) {
+	return s.AllowN(ctx, key, n)
+}
+
+// TestConcurrentMixedCounts: every outcome, from many goroutines
+// moving between Ps (GOMAXPROCS raised past the wrapper's slots), with a
+// collector running throughout, ends at the exact totals.
+func TestConcurrentMixedCounts(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	w, err := admitotel.Wrap(scripted{}, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4 * max(runtime.NumCPU(), runtime.GOMAXPROCS(0))))
+	keys := []string{"allowed", "denied", "unsat", "down", "cancel", "named-allowed", "named-denied"}
+	const goroutines, perG = 16, 700
+	stop := collectUntil(t, reader)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perG {
+				if i%50 == 0 {
+					runtime.Gosched()
+				}
+				k := keys[(g+i)%len(keys)]
+				n := int64(i % 3)
+				if i%2 == 0 {
+					w.AllowN(context.Background(), k, n)
+				} else {
+					w.AllowLimits(context.Background(), k, n, admit.Limit{Capacity: 1, Rate: 1})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stop()
+	want := map[string]int64{}
+	for g := range goroutines {
+		for i := range perG {
+			k := keys[(g+i)%len(keys)]
+			n := int64(i % 3)
+			res, pol := "", ""
+			switch k {
+			case "allowed":
+				res = "allowed"
+			case "denied":
+				res = "denied"
+			case "unsat":
+				res, pol = "error", "p1"
+			case "down":
+				res = "error"
+				want["admit.backend.errors{admit.limiter=default}"]++
+			case "cancel":
+				res = "error"
+			case "named-allowed":
+				res, pol = "allowed", "p1"
+			case "named-denied":
+				res, pol = "denied", "p2"
+			}
+			attrs := "admit.limiter=default,"
+			if pol != "" {
+				attrs += "admit.policy=" + pol + ","
+			}
+			want["admit.decisions{"+attrs+"admit.result="+res+"}"]++
+			want["admit.tokens{admit.limiter=default,admit.result="+res+"}"] += n
+		}
+	}
+	expect(t, collect(t, reader), want)
+}
+
+// TestKeyedMixedCounts: keyed's own outcomes (through its Into
+// methods) from many goroutines: admitted, denied, n above the capacity,
+// n < 0, and a named limit's refusal.
+func TestKeyedMixedCounts(t *testing.T) {
+	l, err := keyed.New(5, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, perG = 8, 500
+	var mu sync.Mutex
+	got := map[string]int64{}
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := map[string]int64{}
+			for i := range perG {
+				var d admit.Decision
+				var err error
+				key := fmt.Sprint("k", i%40)
+				switch i % 4 {
+				case 0:
+					d, err = w.AllowN(context.Background(), key, 1)
+				case 1:
+					d, err = w.AllowN(context.Background(), key, 6)
+				case 2:
+					d, err = w.AllowN(context.Background(), key, -1)
+				case 3:
+					d, err = w.AllowLimits(context.Background(), key, 1, admit.Limit{Name: "burst", Capacity: 2, Rate: 0})
+				}
+				res := "denied"
+				if err != nil {
+					res = "error"
+				} else if d.Allowed {
+					res = "allowed"
+				}
+				attrs := "admit.limiter=default,"
+				if d.Policy != "" {
+					attrs += "admit.policy=" + d.Policy + ","
+				}
+				local["admit.decisions{"+attrs+"admit.result="+res+"}"]++
+			}
+			mu.Lock()
+			for k, v := range local {
+				got[k] += v
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	c := collect(t, reader)
+	for k, v := range got {
+		if c[k] != v {
+			t.Errorf("%s = %d; want %d", k, c[k], v)
+		}
 	}
 }
