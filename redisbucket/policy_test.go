@@ -510,3 +510,24 @@ func TestPolicyBatch(t *testing.T) {
 		t.Errorf("a after 6 batched admissions: %+v; want 4 left", d)
 	}
 }
+
+// TestCachedSetAllocs: AllowLimits' set cache exists so that a call
+// with limits seen before allocates nothing for them; a named limit must
+// cost no more allocations than an unnamed one.
+func TestCachedSetAllocs(t *testing.T) {
+	l, _, _ := newLimiter(t, 10, 1)
+	ctx := context.Background()
+	named := []admit.Limit{lim("burst", 1000000, 1e6), lim("daily", 1000000, 1e6)}
+	unnamed := []admit.Limit{lim("", 1000000, 1e6)}
+	measure := func(ls []admit.Limit) float64 {
+		l.AllowLimits(ctx, "k", 1, ls...)
+		return testing.AllocsPerRun(200, func() {
+			if _, err := l.AllowLimits(ctx, "k", 1, ls...); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if a, b := measure(named), measure(unnamed); a > b {
+		t.Errorf("AllowLimits with two cached named limits: %.0f allocations a call; with one unnamed: %.0f", a, b)
+	}
+}

@@ -39,7 +39,8 @@
 //     a Name never used); else converted to the new units rounding down (by
 //     under a millionth of a token) and clamped to the new capacity; written
 //     even by a peek or a denial, so that the new rate applies from that
-//     call on;
+//     call on (from the end of the old limit's tick, when that was coarser
+//     than a microsecond and an admission was booked there: docs/redis.md);
 //   - through AllowN (New's or NewLimits' own limits), is refused: an error
 //     wrapping admit.ErrInvalidConfig that names the limit and both
 //     configurations, nothing written, whatever the failure policy. A
