@@ -140,8 +140,8 @@ func TestObserveAdaptiveWaitOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := sdkmetric.NewManualReader()
-	reg, err := admitotel.ObserveAdaptive(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	mp, reader := manualProvider()
+	reg, err := admitotel.ObserveAdaptive(l, mp)
 	if err != nil {
 		t.Fatal(err)
 	}

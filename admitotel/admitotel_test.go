@@ -74,6 +74,13 @@ func collect(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
 	return out
 }
 
+// manualProvider returns an option that sends the instruments to a new
+// MeterProvider, and the manual reader that collects them.
+func manualProvider() (admitotel.Option, *sdkmetric.ManualReader) {
+	r := sdkmetric.NewManualReader()
+	return admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))), r
+}
+
 // expect compares got with want, which lists every point that must exist;
 // any other point must be 0.
 func expect(t *testing.T, got, want map[string]int64) {
@@ -99,8 +106,8 @@ func TestWrapKeyedCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := sdkmetric.NewManualReader()
-	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))), admitotel.WithName("api"))
+	mp, reader := manualProvider()
+	w, err := admitotel.Wrap(l, mp, admitotel.WithName("api"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,8 +157,8 @@ func TestWrapKeyedEvictions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := sdkmetric.NewManualReader()
-	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	mp, reader := manualProvider()
+	w, err := admitotel.Wrap(l, mp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,8 +183,8 @@ func TestWrapLimiterCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := sdkmetric.NewManualReader()
-	w, err := admitotel.WrapLimiter(b, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))), admitotel.WithName("crawler"))
+	mp, reader := manualProvider()
+	w, err := admitotel.WrapLimiter(b, mp, admitotel.WithName("crawler"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,12 +245,13 @@ func TestWrapOfWrapperKeepsKeyTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inner, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))))
+	first, _ := manualProvider()
+	inner, err := admitotel.Wrap(l, first)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := sdkmetric.NewManualReader()
-	outer, err := admitotel.Wrap(inner, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	mp, reader := manualProvider()
+	outer, err := admitotel.Wrap(inner, mp)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,8 @@ func TestConcurrentCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := sdkmetric.NewManualReader()
-	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	mp, reader := manualProvider()
+	w, err := admitotel.Wrap(l, mp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +119,8 @@ func (s scripted) AllowLimits(ctx context.Context, key string, n int64, _ ...adm
 // moving between Ps (GOMAXPROCS raised past the wrapper's slots), with a
 // collector running throughout, ends at the exact totals.
 func TestConcurrentMixedCounts(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	w, err := admitotel.Wrap(scripted{}, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	mp, reader := manualProvider()
+	w, err := admitotel.Wrap(scripted{}, mp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,8 +191,8 @@ func TestKeyedMixedCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := sdkmetric.NewManualReader()
-	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	mp, reader := manualProvider()
+	w, err := admitotel.Wrap(l, mp)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/admit-go/admit/admitotel"
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/keyed"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // FuzzCounts drives a wrapped policy limiter with a sequence of calls read
@@ -25,12 +24,12 @@ func FuzzCounts(f *testing.F) {
 	f.Add([]byte{7, 7, 7, 7, 7, 7, 7, 7, 0x70, 0x70, 0x70, 0x70})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		clk := buckettest.NewFakeClock(0)
-		reader := sdkmetric.NewManualReader()
+		mp, reader := manualProvider()
 		l, err := keyed.New(1, 1, admit.WithClock(clk))
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+		w, err := admitotel.Wrap(l, mp)
 		if err != nil {
 			t.Fatal(err)
 		}

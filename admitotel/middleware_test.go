@@ -25,8 +25,8 @@ func TestThroughMiddleware(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := sdkmetric.NewManualReader()
-	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))), admitotel.WithName("http"))
+	mp, reader := manualProvider()
+	w, err := admitotel.Wrap(l, mp, admitotel.WithName("http"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +66,8 @@ func TestThroughMiddlewareLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := sdkmetric.NewManualReader()
-	w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	mp, reader := manualProvider()
+	w, err := admitotel.Wrap(l, mp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,8 +147,8 @@ func TestUnsatisfiableCountedOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			reader := sdkmetric.NewManualReader()
-			w, err := admitotel.Wrap(l, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))), admitotel.WithName("http"))
+			mp, reader := manualProvider()
+			w, err := admitotel.Wrap(l, mp, admitotel.WithName("http"))
 			if err != nil {
 				t.Fatal(err)
 			}

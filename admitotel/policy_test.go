@@ -10,7 +10,6 @@ import (
 	"github.com/admit-go/admit/admitotel"
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/keyed"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // newPolicyLimiter is keyed's PolicyLimiter on a stopped fake clock.
@@ -24,9 +23,9 @@ func newPolicyLimiter(t testing.TB) *keyed.Limiter {
 
 func TestWrapPolicyCounts(t *testing.T) {
 	ctx := context.Background()
-	reader := sdkmetric.NewManualReader()
+	mp, reader := manualProvider()
 	w, err := admitotel.Wrap(newPolicyLimiter(t),
-		admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))), admitotel.WithName("api"))
+		mp, admitotel.WithName("api"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,9 +74,9 @@ func TestWrapPolicyCounts(t *testing.T) {
 // admit.policy instead of growing the series without bound.
 func TestWrapPolicyNamesBounded(t *testing.T) {
 	ctx := context.Background()
-	reader := sdkmetric.NewManualReader()
+	mp, reader := manualProvider()
 	w, err := admitotel.Wrap(newPolicyLimiter(t),
-		admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+		mp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +107,10 @@ func TestWrapNotPolicyLimiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := sdkmetric.NewManualReader()
+	mp, reader := manualProvider()
 	// forward (overhead_bench_test.go) passes AllowN on and has no
 	// AllowLimits, whatever keyed offers.
-	w, err := admitotel.Wrap(&forward{l}, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	w, err := admitotel.Wrap(&forward{l}, mp)
 	if err != nil {
 		t.Fatal(err)
 	}

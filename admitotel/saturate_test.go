@@ -11,7 +11,6 @@ import (
 	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/keyed"
 	"github.com/admit-go/admit/mutexbucket"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // TestTokensNeverDecrease: admit.tokens is a sum of the costs callers ask
@@ -71,8 +70,8 @@ func TestTokensNeverDecrease(t *testing.T) {
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			reader := sdkmetric.NewManualReader()
-			call, err := c.count(t, admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+			mp, reader := manualProvider()
+			call, err := c.count(t, mp)
 			if err != nil {
 				t.Fatal(err)
 			}
