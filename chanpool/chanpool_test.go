@@ -112,6 +112,19 @@ func closeNow(t *testing.T, p *chanpool.Pool[*res]) {
 	require.NoError(t, p.Close(ctx), "a lease is still out")
 }
 
+// acquireAsync runs p.Acquire(ctx) in a goroutine and returns the channel
+// its lease arrives on, closed after it, or without one if Acquire fails.
+func acquireAsync(ctx context.Context, p *chanpool.Pool[*res]) <-chan chanpool.Lease[*res] {
+	ch := make(chan chanpool.Lease[*res], 1)
+	go func() {
+		if l, err := p.Acquire(ctx); err == nil {
+			ch <- l
+		}
+		close(ch)
+	}()
+	return ch
+}
+
 // waitBlocked returns once exactly n goroutines are parked in a select
 // inside a function whose stack frame contains frame. Parked means the
 // goroutine has enqueued itself on the channels of the select, which is
@@ -705,15 +718,7 @@ func TestRefusedCallerIsNotAWaiter(t *testing.T) {
 	p := newPool(t, 1, f, chanpool.WithMaxWaiters[*res](1))
 	held, err := p.Acquire(context.Background())
 	require.NoError(t, err)
-	first := make(chan chanpool.Lease[*res], 1)
-	go func() {
-		l, err := p.Acquire(context.Background())
-		if err != nil {
-			close(first)
-			return
-		}
-		first <- l
-	}()
+	first := acquireAsync(context.Background(), p)
 	waitBlocked(t, waitFrame, 1)
 
 	// While the second caller is being refused (the first waits), the
@@ -907,14 +912,7 @@ func TestStatsOnFakeClock(t *testing.T) {
 	p := newPool(t, 2, f, chanpool.WithClock[*res](clk))
 	a, _ := p.TryAcquire()
 	b, _ := p.TryAcquire()
-	got := make(chan chanpool.Lease[*res], 1)
-	go func() {
-		l, err := p.Acquire(context.Background())
-		if err == nil {
-			got <- l
-		}
-		close(got)
-	}()
+	got := acquireAsync(context.Background(), p)
 	waitBlocked(t, waitFrame, 1)
 	st := p.Stats()
 	assert.Equal(t, 1, st.Waiting)

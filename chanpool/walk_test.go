@@ -442,15 +442,7 @@ func TestContextEndsAtHandOff(t *testing.T) {
 				first <- err
 			}()
 			waitBlocked(t, waitFrame, 1)
-			second := make(chan chanpool.Lease[*res], 1)
-			go func() {
-				l, err := p.Acquire(context.Background())
-				if err != nil {
-					close(second)
-					return
-				}
-				second <- l
-			}()
+			second := acquireAsync(context.Background(), p)
 			waitBlocked(t, waitFrame, 2)
 			if destroy {
 				held.Destroy()
