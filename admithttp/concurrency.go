@@ -2,6 +2,7 @@ package admithttp
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,7 +21,10 @@ import (
 //     the permit. It is Dropped, a loss, when the request's context ended
 //     while it ran, whether its client gave up (context.Canceled: a client
 //     timeout is the commonest symptom of overload) or a handler deadline
-//     passed (http.TimeoutHandler, a server's timeout middleware); and when
+//     passed (http.TimeoutHandler, a server's timeout middleware), though
+//     not when a write of the handler's ended it (over HTTP/2 the server
+//     ends a HEAD request's stream, and its context, once the headers go
+//     out: the response is complete); and when
 //     the status is 429 Too Many Requests or 5xx, the backend saying it is
 //     overloaded or failing. Any other response is a Success whose latency
 //     is a sample. admitgrpc's interceptors classify the same way. A client
@@ -152,8 +156,11 @@ func (h *concurrencyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// below first, and this is then a no-op.
 	defer p.Dropped()
 	sw := &statusWriter{ResponseWriter: w}
+	if r.Method == http.MethodHead {
+		sw.head = r.Context()
+	}
 	h.next.ServeHTTP(sw.wrap(), r)
-	if r.Context().Err() != nil || sw.status == http.StatusTooManyRequests || sw.status >= 500 {
+	if r.Context().Err() != nil && !sw.complete || sw.status == http.StatusTooManyRequests || sw.status >= 500 {
 		p.Dropped()
 	} else {
 		p.Success()
@@ -164,6 +171,22 @@ func (h *concurrencyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// head is the context of a HEAD request, else nil. Over HTTP/2 the
+	// server ends a HEAD response's stream as soon as its headers go out
+	// (a flush, or a body beyond the write buffer, which HEAD discards),
+	// and cancels the context before the write returns: complete records
+	// that a write ended the context, the response sent, not a client
+	// that gave up.
+	head     context.Context
+	complete bool
+}
+
+// sent notes, for a HEAD request whose context was live before a write to
+// the server's writer, whether that write ended it.
+func (w *statusWriter) sent(live bool) {
+	if live && w.head.Err() != nil {
+		w.complete = true
+	}
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -177,7 +200,13 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	if w.head == nil {
+		return w.ResponseWriter.Write(b)
+	}
+	live := w.head.Err() == nil
+	n, err := w.ResponseWriter.Write(b)
+	w.sent(live)
+	return n, err
 }
 
 // Unwrap lets http.ResponseController reach the original writer for what
@@ -208,7 +237,13 @@ func (w *statusWriter) flushError() error {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return http.NewResponseController(w.ResponseWriter).Flush()
+	if w.head == nil {
+		return http.NewResponseController(w.ResponseWriter).Flush()
+	}
+	live := w.head.Err() == nil
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	w.sent(live)
+	return err
 }
 
 func (w *statusWriter) hijack() (net.Conn, *bufio.ReadWriter, error) {
