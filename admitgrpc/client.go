@@ -44,7 +44,9 @@ import (
 // attempt and may refuse it: a stats handler is told of an attempt but
 // cannot stop it. To bound what retries add, keep maxAttempts small and
 // set the service config's retryThrottling, which stops retrying while
-// most calls fail; a server's denial consumes nothing there.
+// most calls fail. A server's denial takes no token of the server's
+// limiter, but is such a failure when the retryPolicy lists its code or
+// its grpc-retry-pushback-ms is -1 (see UnaryServerInterceptor).
 //
 // It panics if l is nil. The interceptor is safe for concurrent use.
 func UnaryClientInterceptor(l admit.Limiter) grpc.UnaryClientInterceptor {

@@ -97,7 +97,12 @@ import (
 //     or without a deadline), and a cost above the capacity: -1, no retry,
 //     so the client gets ResourceExhausted at once instead of
 //     DeadlineExceeded at the deadline, and the limiter is not asked again
-//     in vain;
+//     in vain. grpc-go (v1.85, as gRFC A6 says) counts each -1 as a
+//     failure of the ClientConn's retryThrottling, whatever the code and
+//     whether or not the method's retryPolicy lists it: a client that keeps
+//     calling past its limit spends the tokens that would retry its other
+//     calls, a shed call's Unavailable included
+//     (TestReviewPushbackNeverCostsRetryThrottling);
 //   - any other denial of a call without a deadline: none, so the retryPolicy's
 //     own backoff and maxAttempts govern. Such a call states no bound on
 //     its caller's patience, and the exact wait would hold it open for as
