@@ -111,3 +111,38 @@ func TestReviewPushbackNeverCostsRetryThrottling(t *testing.T) {
 		t.Fatalf("after five -1 denials a shed call was attempted %d times, want 1 (retryThrottling spent)", n)
 	}
 }
+
+// A client of a server on a Unix socket may bind its own socket to any
+// path, "192.0.2.77:1" say, which the server's accept reports as the peer's
+// address: KeyByPeer must not key it as the IP address it looks like (the
+// doc: a Unix socket peer is an error), or each such client chooses its key.
+func TestReviewUnixPeerNotAnIP(t *testing.T) {
+	t.Chdir(t.TempDir()) // the bound name is a path relative to it
+	ln, err := net.Listen("unix", "srv.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key string
+	var keyErr error
+	gs := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		key, keyErr = admitgrpc.KeyByPeer()(ctx, info.FullMethod)
+		return h(ctx, req)
+	}))
+	healthpb.RegisterHealthServer(gs, health.NewServer())
+	go gs.Serve(ln)
+	defer gs.Stop()
+	cc, err := grpc.NewClient("passthrough:///unix", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return net.DialUnix("unix", &net.UnixAddr{Name: "192.0.2.77:1", Net: "unix"}, &net.UnixAddr{Name: "srv.sock", Net: "unix"})
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if _, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if keyErr == nil {
+		t.Fatalf("a Unix socket peer bound to %q was keyed %q; want an error", "192.0.2.77:1", key)
+	}
+}

@@ -3,6 +3,7 @@ package admithttp
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -26,6 +27,9 @@ import (
 // would give every IPv4 client one shared key. A zone (fe80::1%eth0) is
 // dropped. An address that does not parse is an error.
 func KeyByIP(r *http.Request) (string, error) {
+	if overUnix(r) {
+		return "", fmt.Errorf("admithttp: RemoteAddr %q: %w", r.RemoteAddr, errUnixPeer)
+	}
 	// Fast path: an IPv4 "host:port" is keyed by its host substring, with
 	// no allocation. ParseAddrPort accepts only the dotted-quad form without
 	// leading zeros, which is exactly Addr.String's output.
@@ -87,8 +91,10 @@ func KeyByHeader(name string) func(*http.Request) (string, error) {
 // not request data.
 //
 // A server listening on a Unix socket has no peer address (RemoteAddr is
-// "@" or empty): there KeyByIP and KeyByForwardedFor answer every request
-// 400. Key it with KeyByHeader on a header that the proxy in front sets
+// "@", empty, or the path a client bound its socket to, which it may name
+// like an address): there KeyByIP and KeyByForwardedFor answer every
+// request 400, knowing the socket from the request context's
+// http.LocalAddrContextKey. Key it with KeyByHeader on a header that the proxy in front sets
 // and overwrites, or with a function of your own.
 func KeyByForwardedFor(trusted ...netip.Prefix) func(*http.Request) (string, error) {
 	ts := make([]netip.Prefix, 0, len(trusted))
@@ -113,6 +119,9 @@ func KeyByForwardedFor(trusted ...netip.Prefix) func(*http.Request) (string, err
 		return false
 	}
 	return func(r *http.Request) (string, error) {
+		if overUnix(r) {
+			return "", fmt.Errorf("admithttp: RemoteAddr %q: %w", r.RemoteAddr, errUnixPeer)
+		}
 		peer, err := parseHop(r.RemoteAddr)
 		if err != nil {
 			return "", fmt.Errorf("admithttp: RemoteAddr %q: %w", r.RemoteAddr, err)
@@ -149,7 +158,19 @@ func KeyByForwardedFor(trusted ...netip.Prefix) func(*http.Request) (string, err
 	}
 }
 
-var errNotAddr = errors.New("not an IP address")
+var (
+	errNotAddr  = errors.New("not an IP address")
+	errUnixPeer = errors.New("a Unix socket's peer, not an IP address")
+)
+
+// overUnix reports whether r came in on a Unix socket (net/http puts the
+// listener's address in the request's context): its RemoteAddr is then
+// the path the client bound its socket to, if any, a name the client
+// chooses ("192.0.2.1:80" as well as any other), never an address.
+func overUnix(r *http.Request) bool {
+	_, unix := r.Context().Value(http.LocalAddrContextKey).(*net.UnixAddr)
+	return unix
+}
 
 // parseHop parses an address as it appears in RemoteAddr or an
 // X-Forwarded-For entry: "addr", "addr:port", "[v6]", "[v6]:port", with an
