@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 
 	"github.com/admit-go/admit/internal/addrkey"
 	"google.golang.org/grpc/metadata"
@@ -36,12 +37,13 @@ func keyByPeer(ctx context.Context, _ string) (string, error) {
 	switch addr := p.Addr.(type) {
 	case *net.TCPAddr:
 		a = addr.AddrPort().Addr()
-	case *net.UnixAddr:
-		// A Unix socket's peer address is the path the client bound its
-		// socket to, if any: a name it chooses, "192.0.2.1:80" as well as
-		// any other.
-		return "", fmt.Errorf("admitgrpc: peer %s address %q is not an IP address", addr.Network(), addr.String())
 	default:
+		if strings.HasPrefix(addr.Network(), "unix") {
+			// A Unix socket's peer address is the path the client bound
+			// its socket to, if any: a name it chooses, "192.0.2.1:80"
+			// as well as any other.
+			return "", fmt.Errorf("admitgrpc: peer %s address %q is not an IP address", addr.Network(), addr.String())
+		}
 		ap, err := netip.ParseAddrPort(p.Addr.String())
 		if err != nil {
 			return "", fmt.Errorf("admitgrpc: peer %s address %q is not an IP address", p.Addr.Network(), p.Addr.String())

@@ -168,8 +168,8 @@ var (
 // the path the client bound its socket to, if any, a name the client
 // chooses ("192.0.2.1:80" as well as any other), never an address.
 func overUnix(r *http.Request) bool {
-	_, unix := r.Context().Value(http.LocalAddrContextKey).(*net.UnixAddr)
-	return unix
+	a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && a != nil && strings.HasPrefix(a.Network(), "unix") // unix, unixpacket
 }
 
 // parseHop parses an address as it appears in RemoteAddr or an
