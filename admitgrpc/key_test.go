@@ -7,6 +7,10 @@ import (
 	"testing"
 
 	"github.com/admit-go/admit/admitgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 )
@@ -57,5 +61,40 @@ func TestKeyByMetadata(t *testing.T) {
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "k1", "x-api-key", "k2"))
 	if got, err := f(ctx, "/svc/M"); err != nil || got != "k1" {
 		t.Errorf("got %q, %v; want the first value, k1", got, err)
+	}
+}
+
+// A client of a server on a Unix socket may bind its own socket to any
+// path, "192.0.2.77:1" say, which the server's accept reports as the peer's
+// address: KeyByPeer must not key it as the IP address it looks like (the
+// doc: a Unix socket peer is an error), or each such client chooses its key.
+func TestKeyByPeerUnixNotAnIP(t *testing.T) {
+	t.Chdir(t.TempDir()) // the bound name is a path relative to it
+	ln, err := net.Listen("unix", "srv.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key string
+	var keyErr error
+	gs := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		key, keyErr = admitgrpc.KeyByPeer()(ctx, info.FullMethod)
+		return h(ctx, req)
+	}))
+	healthpb.RegisterHealthServer(gs, health.NewServer())
+	go gs.Serve(ln)
+	defer gs.Stop()
+	cc, err := grpc.NewClient("passthrough:///unix", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return net.DialUnix("unix", &net.UnixAddr{Name: "192.0.2.77:1", Net: "unix"}, &net.UnixAddr{Name: "srv.sock", Net: "unix"})
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if _, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if keyErr == nil {
+		t.Fatalf("a Unix socket peer bound to %q was keyed %q; want an error", "192.0.2.77:1", key)
 	}
 }

@@ -403,3 +403,82 @@ func TestRetryBehindRateLimit(t *testing.T) {
 		}
 	}
 }
+
+// throttledConfig retries UNAVAILABLE (a shed call) once, under a
+// retryThrottling of 10 tokens that stops retries at 5 or fewer.
+const throttledConfig = `{
+	"retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},
+	"methodConfig": [{
+		"name": [{"service": "grpc.health.v1.Health"}],
+		"retryPolicy": {
+			"maxAttempts": 2,
+			"initialBackoff": "0.001s",
+			"maxBackoff": "0.001s",
+			"backoffMultiplier": 1,
+			"retryableStatusCodes": ["UNAVAILABLE"]
+		}
+	}]
+}`
+
+// TestPushbackCostsRetryThrottling pins what a refusal with
+// grpc-retry-pushback-ms -1 does to a grpc-go client's retryThrottling:
+// grpc-go counts it as a failure whatever its code and whether or not the
+// method's retryPolicy lists that code (gRFC A6: a pushback saying not to
+// retry is a failure), and the tokens are the ClientConn's. So a client
+// whose denials say -1 (a zero rate, a token due after the deadline, a cost
+// above the capacity) soon stops retrying even the UNAVAILABLE of a shed
+// call, which its retryPolicy lists. A denial with a positive pushback of a
+// code the policy does not list costs nothing.
+func TestPushbackCostsRetryThrottling(t *testing.T) {
+	l, err := keyed.New(1, 0) // never refills: every denial's pushback is -1
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := admitgrpc.UnaryServerInterceptor(l, admitgrpc.WithLimits(func(ctx context.Context, _ string) ([]admit.Limit, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if len(md.Get("limited")) == 0 {
+			return nil, nil
+		}
+		return []admit.Limit{{Capacity: 1}}, nil
+	}), admitgrpc.WithKey(func(context.Context, string) (string, error) { return "k", nil }))
+	var shed atomic.Int64 // attempts shed with UNAVAILABLE
+	shedding := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		shed.Add(1)
+		return nil, status.Error(codes.Unavailable, "shed")
+	}
+	s := startServer(t, "tcp", func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		return rate(ctx, req, info, func(ctx context.Context, req any) (any, error) { return shedding(ctx, req, info, h) })
+	}, nil)
+	client := func() healthpb.HealthClient { return dial(t, s.addr, grpc.WithDefaultServiceConfig(throttledConfig)) }
+	shedAttempts := func(c healthpb.HealthClient) int64 {
+		before := shed.Load()
+		_, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("shed call: %v", err)
+		}
+		return shed.Load() - before
+	}
+
+	// A fresh client retries a shed call.
+	if n := shedAttempts(client()); n != 2 {
+		t.Fatalf("a fresh client made %d attempts of a shed call, want 2", n)
+	}
+
+	// A client denied with -1 five times more does not.
+	c := client()
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "limited", "1"), time.Minute)
+	defer cancel()
+	for i := range 6 {
+		var tr metadata.MD
+		_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Trailer(&tr))
+		if i == 0 {
+			continue // the one token: admitted, shed, and its retry denied
+		}
+		if status.Code(err) != codes.ResourceExhausted || tr.Get("grpc-retry-pushback-ms")[0] != "-1" {
+			t.Fatalf("denial %d: %v, trailer %v", i, err, tr)
+		}
+	}
+	if n := shedAttempts(c); n != 1 {
+		t.Fatalf("after five -1 denials a shed call was attempted %d times, want 1 (retryThrottling spent)", n)
+	}
+}

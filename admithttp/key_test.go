@@ -1,6 +1,8 @@
 package admithttp_test
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/admit-go/admit/admithttp"
 )
@@ -357,4 +361,41 @@ func FuzzKeyByHeader(f *testing.F) {
 			t.Fatalf("lines %q: %q, %v; want the first line", vals, got, err)
 		}
 	})
+}
+
+// A client of a server on a Unix socket may bind its own socket to any
+// path, "192.0.2.77:1" say, which net/http then reports as r.RemoteAddr:
+// KeyByIP and KeyByForwardedFor must not key it as the IP address it looks
+// like (the doc: on a Unix socket they answer every request 400), or each
+// such client chooses its key, and one named like a trusted proxy has its
+// X-Forwarded-For believed.
+func TestKeyUnixPeerNotAnIP(t *testing.T) {
+	t.Chdir(t.TempDir()) // the bound name is a path relative to it
+	ln, err := net.Listen("unix", "srv.sock")
+	require.NoError(t, err)
+	keys := map[string]func(*http.Request) (string, error){
+		"KeyByIP":           admithttp.KeyByIP,
+		"KeyByForwardedFor": admithttp.KeyByForwardedFor(netip.MustParsePrefix("10.0.0.0/8")),
+	}
+	got := make(chan string, 1)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k, err := keys[r.URL.Path[1:]](r)
+		got <- fmt.Sprintf("RemoteAddr %q: key %q, error %v", r.RemoteAddr, k, err)
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	for name, bound := range map[string]string{"KeyByIP": "192.0.2.77:1", "KeyByForwardedFor": "10.0.0.1:1"} {
+		client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return net.DialUnix("unix", &net.UnixAddr{Name: bound, Net: "unix"}, &net.UnixAddr{Name: "srv.sock", Net: "unix"})
+		}}}
+		req, err := http.NewRequest(http.MethodGet, "http://unix/"+name, nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Forwarded-For", "198.51.100.9")
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		client.CloseIdleConnections()
+		line := <-got
+		require.Contains(t, line, `key "", error`, "%s: %s", name, line)
+	}
 }
