@@ -476,7 +476,10 @@ func (l *Limiter) decideMulti(m *multiEntry, t, n int64, limits []admit.Limit, c
 		case c.j >= 0:
 			st := &m.lims[c.j]
 			if st.lp != c.lp {
-				st.lp = c.lp // a changed Capacity or Rate
+				// A changed Capacity or Rate: the state's Name becomes the
+				// new limit's copy too, so that the old limit's copy is not
+				// kept beside it (a key's bytes count one copy a Name).
+				st.lp, st.name = c.lp, c.lp.name
 			}
 			st.z = c.z
 		case allowed && n > 0:
