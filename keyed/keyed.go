@@ -77,7 +77,11 @@
 // not to; a test's fake clock may) can make that reading earlier: the
 // conversion or the restart then applies the bound, and each Name the
 // conversion starts or carries over, or the evicted client, may refill
-// over time the key had seen, at most one burst of its capacity.
+// over time the key had seen, at most one burst of its capacity. So may a
+// key dropped as full: a drop decides at the time the inserting call
+// applies, which such a clock can put after the key's own latest time (the
+// shard's time for keys it does not hold, set at a reading later than the
+// present one), and the key restarts there (TestReviewBackwardDrop).
 //
 // RetryAfter and ResetAfter are counted from the time the call applied,
 // exactly to the nanosecond at which the bucket will hold what is asked.
