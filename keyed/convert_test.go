@@ -148,3 +148,42 @@ func TestBackwardClockConversion(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, d.Allowed, "the clock went back: the conversion applied 5 s")
 }
+
+// TestBackwardClockDrop: on a clock that runs backwards (which admit.Clock
+// asks not to), a full bucket's drop is not exact: the sweep decides
+// "full" at the time the inserting call applies (its shard's absentAt, a
+// later time a peek at another key applied), not at the key's own latest
+// time, and the key then restarts at that later time: its client, never
+// evicted, gets up to one more burst at a reading no later than the one
+// that drained it. The documented backward-clock exceptions (a conversion,
+// an eviction: TestBackwardClockConversion) now name the drop too; this
+// pins the gain at one burst.
+func TestBackwardClockDrop(t *testing.T) {
+	ctx := context.Background()
+	l, clk := newFake(t, 3, 1, keyed.WithMaxKeys(2), keyed.WithShards(1))
+	t0 := clk.Now()
+	d, err := l.AllowN(ctx, "a", 3) // a drained at t0
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	clk.Set(t0 + 100e9)
+	_, err = l.AllowN(ctx, "p", 0) // a peek at a key not held: the shard has applied t0+100s
+	require.NoError(t, err)
+	clk.Set(t0) // the clock runs back
+	for _, k := range []string{"b", "c"} {
+		d, err = l.AllowN(ctx, k, 1) // b and c start at t0+100s; c's insertion drops a, full then
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	require.False(t, l.Held("a"))
+	require.EqualValues(t, 0, l.Stats().Evictions)
+	got := int64(0)
+	for range 4 {
+		if d, err = l.AllowN(ctx, "a", 1); err == nil && d.Allowed {
+			got++
+		}
+	}
+	// a's own readings never passed t0, where it was drained: a lock-held
+	// mutexbucket would admit nothing; the drop gives one burst, no more.
+	assert.EqualValues(t, 3, got, "a admitted %d more at reading t0", got)
+	assert.EqualValues(t, 1, l.Stats().Evictions) // b or c, never a
+}

@@ -81,7 +81,7 @@
 // key dropped as full: a drop decides at the time the inserting call
 // applies, which such a clock can put after the key's own latest time (the
 // shard's time for keys it does not hold, set at a reading later than the
-// present one), and the key restarts there (TestReviewBackwardDrop).
+// present one), and the key restarts there (TestBackwardClockDrop).
 //
 // RetryAfter and ResetAfter are counted from the time the call applied,
 // exactly to the nanosecond at which the bucket will hold what is asked.

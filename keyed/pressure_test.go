@@ -13,12 +13,12 @@ import (
 	"github.com/admit-go/admit/keyed"
 )
 
-// TestReviewConcurrentPressure: 8 goroutines on 24 keys past WithMaxKeys(8),
+// TestConcurrentPressure: 8 goroutines on 24 keys past WithMaxKeys(8),
 // calls bringing changing limit sets (carry-overs between capacities) at rate
 // 0 or 1e-6 (no token in the test's time), so that no bucket taken from is ever full again: under RefuseNew no
 // key taken from is ever forgotten, and each (key, Name) admits at most its
 // largest capacity in all; under EvictLRU the bound holds per eviction.
-func TestReviewConcurrentPressure(t *testing.T) {
+func TestConcurrentPressure(t *testing.T) {
 	for _, refuse := range []bool{true, false} {
 		for _, shards := range []int{1, 4} {
 			t.Run(fmt.Sprint("refuse=", refuse, "/shards=", shards), func(t *testing.T) {
@@ -46,7 +46,7 @@ func TestReviewConcurrentPressure(t *testing.T) {
 					go func() {
 						defer wg.Done()
 						r := rand.New(rand.NewPCG(uint64(g), 1))
-						for range 20000 {
+						for range 5000 {
 							k := r.IntN(keys)
 							key := fmt.Sprint("key", k)
 							var lims []admit.Limit

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,8 @@ import (
 	"github.com/admit-go/admit/keyed"
 )
 
-var rwTrace = false
+// KEYED_WALK_TRACE=1 prints a failed decisionWalk call by call.
+var rwTrace = os.Getenv("KEYED_WALK_TRACE") != ""
 
 type rwRegime struct {
 	cap  int64
@@ -23,7 +25,7 @@ type rwRegime struct {
 	adm  []buckettest.Admission
 }
 
-// reviewWalk: a property walk on a fake clock over 18 keys (empty, 64, 65
+// decisionWalk: a property walk on a fake clock over 18 keys (empty, 64, 65
 // and 1000 bytes among them) past WithMaxKeys(6), with AllowN and
 // AllowLimits calls whose limit sets change (carry-overs to other
 // capacities and rates, the primary limit's Name included), peeks, n < 0
@@ -36,9 +38,9 @@ type rwRegime struct {
 // that Remaining agrees with the next call (Remaining+1 denied, Remaining
 // admitted), that ResetAfter is exact (a limit not full 1 ns before,
 // every one full at it), and Len <= WithMaxKeys. Evicted keys (and in
-// backward mode every key dropped: TestReviewBackwardDrop) restart their
+// backward mode every key dropped: TestBackwardClockDrop) restart their
 // windows.
-func reviewWalk(t *testing.T, seed uint64, backward, refuse bool, shards int, steps int) {
+func decisionWalk(t *testing.T, seed uint64, backward, refuse bool, shards int, steps int) {
 	r := rand.New(rand.NewPCG(seed, 7))
 	var trace strings.Builder
 	defer func() {
@@ -122,7 +124,7 @@ func reviewWalk(t *testing.T, seed uint64, backward, refuse bool, shards int, st
 		if backward {
 			// On a clock that runs backwards a drop at a later time than the
 			// key's own (the shard's absentAt) may give one more burst: see
-			// TestReviewBackwardDrop. Reset the windows of every key dropped.
+			// TestBackwardClockDrop. Reset the windows of every key dropped.
 			for _, k := range keys {
 				if !l.Held(k) {
 					resetKey(k)
@@ -285,12 +287,12 @@ func reviewWalk(t *testing.T, seed uint64, backward, refuse bool, shards int, st
 	}
 }
 
-func TestReviewWalk(t *testing.T) {
-	for seed := range uint64(20) { // 200 seeds (30 s) passed at review time
+func TestDecisionWalk(t *testing.T) {
+	for seed := range uint64(walkCount(4)) { // 2,000 walks passed when it was written
 		for _, backward := range []bool{false, true} {
 			for _, refuse := range []bool{false, true} {
 				for _, shards := range []int{1, 4} {
-					reviewWalk(t, seed, backward, refuse, shards, 1500)
+					decisionWalk(t, seed, backward, refuse, shards, 1500)
 				}
 			}
 		}
