@@ -41,7 +41,8 @@ func NewLimits(client redis.UniversalClient, limits []admit.Limit, opts ...Optio
 // the key holds with another Capacity or Rate carries its balance over
 // (advanced to now at the old rate; a bucket full there is full under the
 // new limit, one not full is clamped to the new capacity; the conversion
-// rounds down, by less than a millionth of a token); AllowN's own limits
+// rounds down, by under one unit of the new limit, what it refills in one
+// tick: a millionth of a token at 1/s, nearly one at 1e6/s); AllowN's own limits
 // instead refuse such a key (see WithPrefix).
 //
 // AllowLimits is never batched, whatever WithBatch says: leases belong to

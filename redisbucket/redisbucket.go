@@ -37,7 +37,8 @@
 //   - through AllowLimits, carries the balance over: advanced to now at the
 //     old rate; full there, full under the new limit (a full bucket equals
 //     a Name never used); else converted to the new units rounding down (by
-//     under a millionth of a token) and clamped to the new capacity; written
+//     under one unit, what the new limit refills in one tick: 1 µs unless
+//     the bucket is slow for its size) and clamped to the new capacity; written
 //     even by a peek or a denial, so that the new rate applies from that
 //     call on (from the end of the old limit's tick, when that was coarser
 //     than a microsecond and an admission was booked there: docs/redis.md);
