@@ -280,7 +280,13 @@ func TestReviewModelWalk(t *testing.T) {
 		stepped := false
 		for step := range 60 {
 			// time
-			switch rng.IntN(8) {
+			switch rng.IntN(9) {
+			case 8:
+				// onto a tick boundary of 10^k µs, or one µs either side
+				q := []int64{10, 100, 1000, 10_000, 100_000, 1_000_000}[rng.IntN(6)]
+				prev := us
+				us = (us/q+1)*q + rng.Int64N(3) - 1
+				stepped = stepped || us < prev
 			case 0:
 			case 1:
 				us += rng.Int64N(3)
