@@ -102,7 +102,7 @@ import (
 //     whether or not the method's retryPolicy lists it: a client that keeps
 //     calling past its limit spends the tokens that would retry its other
 //     calls, a shed call's Unavailable included
-//     (TestReviewPushbackNeverCostsRetryThrottling);
+//     (TestPushbackCostsRetryThrottling);
 //   - any other denial of a call without a deadline: none, so the retryPolicy's
 //     own backoff and maxAttempts govern. Such a call states no bound on
 //     its caller's patience, and the exact wait would hold it open for as

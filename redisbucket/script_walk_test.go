@@ -227,11 +227,11 @@ func rvFull(d, t, m, q, us int64) int64 {
 	return rvUntil(t+ceilDiv(d, m), q, us)
 }
 
-// TestReviewModelWalk drives the script (on a fixed server clock) through
+// TestScriptModelWalk drives the script (on a fixed server clock) through
 // random walks of AllowLimits-style calls over Names whose limits change
 // between every tick size, against an exact model of the documented
 // semantics: replies, stored records and expiry must match.
-func TestReviewModelWalk(t *testing.T) {
+func TestScriptModelWalk(t *testing.T) {
 	fast := redis.NewScript(fixedTime + redisbucket.ScriptSource)
 	c := client(t, srv)
 	ctx := context.Background()
@@ -252,11 +252,11 @@ func TestReviewModelWalk(t *testing.T) {
 		}
 	}
 	seeds := 100
-	if s := os.Getenv("REVIEW_SEEDS"); s != "" {
+	if s := os.Getenv("REDISBUCKET_WALKS"); s != "" {
 		seeds, _ = strconv.Atoi(s)
 	}
 	names := []string{"a", "b", "c"}
-	if os.Getenv("REVIEW_NAMES") != "" {
+	if os.Getenv("REDISBUCKET_WALK_NAMES") != "" {
 		names = []string{"", "1:x", "a:", strings.Repeat("\x00:9", 20), "b", "2"}
 	}
 	stats := map[string]int{}
@@ -495,13 +495,13 @@ func TestReviewModelWalk(t *testing.T) {
 	}
 }
 
-// TestReviewCarryRounding: a carry-over rounds the balance down to a whole
+// TestCarryRounding: a carry-over rounds the balance down to a whole
 // unit of the new limit, 1/per of a token. The docs said "by less than a
 // millionth of a token", which holds only where the new per is at least
 // 1e6 (rates up to 1/s); at 1e6/s per is 1, and 2.5 tokens carry over as 2.
 // The loss is always under one tick of the new limit's refill (q/m µs),
 // which is what the docs now say.
-func TestReviewCarryRounding(t *testing.T) {
+func TestCarryRounding(t *testing.T) {
 	s := redis.NewScript(fixedTime + redisbucket.ScriptSource)
 	c := client(t, srv)
 	ctx := context.Background()
