@@ -60,7 +60,7 @@ func TestConcurrentPressure(t *testing.T) {
 							var err error
 							if r.IntN(4) == 0 {
 								d, err = l.AllowN(context.Background(), key, n)
-								idx, lims = []int{2}, []admit.Limit{{Capacity: 4}}
+								idx = []int{2} // AllowN decides by the limiter's own limit, variant 2's Name
 							} else {
 								d, err = l.AllowLimits(context.Background(), key, n, lims...)
 							}
