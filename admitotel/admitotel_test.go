@@ -81,6 +81,18 @@ func manualProvider() (admitotel.Option, *sdkmetric.ManualReader) {
 	return admitotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))), r
 }
 
+// wrapManual wraps l with its instruments on a new MeterProvider and
+// returns the wrapper and the manual reader that collects them.
+func wrapManual(t *testing.T, l admit.KeyedLimiter) (*admitotel.Limiter, *sdkmetric.ManualReader) {
+	t.Helper()
+	mp, reader := manualProvider()
+	w, err := admitotel.Wrap(l, mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, reader
+}
+
 // expect compares got with want, which lists every point that must exist;
 // any other point must be 0.
 func expect(t *testing.T, got, want map[string]int64) {
@@ -157,11 +169,7 @@ func TestWrapKeyedEvictions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mp, reader := manualProvider()
-	w, err := admitotel.Wrap(l, mp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, reader := wrapManual(t, l)
 	// Five live keys through a table of two: each of the last three
 	// evicts the least recently used.
 	for _, k := range []string{"a", "b", "c", "d", "e"} {
@@ -250,11 +258,7 @@ func TestWrapOfWrapperKeepsKeyTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mp, reader := manualProvider()
-	outer, err := admitotel.Wrap(inner, mp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	outer, reader := wrapManual(t, inner)
 	for _, k := range []string{"a", "b", "c"} {
 		outer.AllowN(ctx, k, 1)
 	}

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/admit-go/admit"
-	"github.com/admit-go/admit/admitotel"
 	"github.com/admit-go/admit/keyed"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
@@ -25,11 +24,7 @@ func TestConcurrentCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mp, reader := manualProvider()
-	w, err := admitotel.Wrap(l, mp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, reader := wrapManual(t, l)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4 * max(runtime.NumCPU(), runtime.GOMAXPROCS(0))))
 	const decisions, tokens = "admit.decisions{admit.limiter=default,admit.result=allowed}", "admit.tokens{admit.limiter=default,admit.result=allowed}"
 
@@ -119,11 +114,7 @@ func (s scripted) AllowLimits(ctx context.Context, key string, n int64, _ ...adm
 // moving between Ps (GOMAXPROCS raised past the wrapper's slots), with a
 // collector running throughout, ends at the exact totals.
 func TestConcurrentMixedCounts(t *testing.T) {
-	mp, reader := manualProvider()
-	w, err := admitotel.Wrap(scripted{}, mp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, reader := wrapManual(t, scripted{})
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4 * max(runtime.NumCPU(), runtime.GOMAXPROCS(0))))
 	keys := []string{"allowed", "denied", "unsat", "down", "cancel", "named-allowed", "named-denied"}
 	const goroutines, perG = 16, 700
@@ -191,11 +182,7 @@ func TestKeyedMixedCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mp, reader := manualProvider()
-	w, err := admitotel.Wrap(l, mp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, reader := wrapManual(t, l)
 	const goroutines, perG = 8, 500
 	var mu sync.Mutex
 	got := map[string]int64{}

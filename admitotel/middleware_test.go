@@ -66,11 +66,7 @@ func TestThroughMiddlewareLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mp, reader := manualProvider()
-	w, err := admitotel.Wrap(l, mp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, reader := wrapManual(t, l)
 	srv := httptest.NewServer(admithttp.Middleware(w)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 	defer srv.Close()
 	for range 2 {
