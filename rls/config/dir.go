@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -34,29 +35,161 @@ import (
 // swap reloads): each read resolves it once and reads the directory it
 // names, and reads again if it names another one afterwards.
 func ReadDir(dir string, ignoreDotFiles bool) ([]File, error) {
+	return read(dir, ignoreDotFiles, false)
+}
+
+// ReadRuntime is ReadDir, plus the files beside dir that
+// envoyproxy/ratelimit's runtime loader also takes under its default
+// RUNTIME_WATCH_ROOT=true. That loader reads every file under
+// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY, names it by its path there with "/"
+// read as ".", and keeps the names that start with RUNTIME_APPDIRECTORY
+// and a dot: the files of dir ("config/a.yaml"), and those of dir's parent
+// whose name starts with dir's name and a dot, a file ("config.yaml", one
+// file mounted with subPath beside an absent config directory) or a
+// directory, read recursively ("config.d/x.yaml"). Those are read here
+// too, after dir's files, named by their path relative to dir
+// ("../config.yaml"); links to directories among them are not followed,
+// as that loader does not follow them. dir may be absent when such a file
+// exists. With RUNTIME_WATCH_ROOT=false that loader reads dir only, as
+// ReadDir does.
+func ReadRuntime(dir string, ignoreDotFiles bool) ([]File, error) {
+	return read(dir, ignoreDotFiles, true)
+}
+
+func read(dir string, ignoreDotFiles, beside bool) ([]File, error) {
+	base := filepath.Base(dir)
 	for range readTries {
 		real, err := filepath.EvalSymlinks(dir)
+		missing := beside && errors.Is(err, fs.ErrNotExist)
+		if err != nil && !missing {
+			return nil, err
+		}
+		dirErr := err
+		var parent string
+		if beside {
+			if parent, err = filepath.EvalSymlinks(filepath.Dir(dir)); err != nil {
+				return nil, err
+			}
+		}
+		before, err := allLinks(real, parent, base, ignoreDotFiles)
 		if err != nil {
 			return nil, err
 		}
-		before, err := dataLinks(real, ignoreDotFiles)
-		if err != nil {
-			return nil, err
+		var files []File
+		var rerr error
+		if real != "" {
+			files, rerr = readFiles(real, ignoreDotFiles)
 		}
-		files, rerr := readFiles(real, ignoreDotFiles)
-		after, err := dataLinks(real, ignoreDotFiles)
+		n := len(files)
+		if beside && rerr == nil {
+			var more []File
+			more, rerr = readBeside(parent, base, ignoreDotFiles)
+			files = append(files, more...)
+		}
+		after, err := allLinks(real, parent, base, ignoreDotFiles)
 		if err != nil {
 			return nil, err
 		}
 		again, err := filepath.EvalSymlinks(dir)
-		if err != nil {
+		if err != nil && !(missing && errors.Is(err, fs.ErrNotExist)) {
 			return nil, err
 		}
-		if again == real && maps.Equal(before, after) {
+		againParent := ""
+		if beside {
+			if againParent, err = filepath.EvalSymlinks(filepath.Dir(dir)); err != nil {
+				return nil, err
+			}
+		}
+		if again == real && againParent == parent && maps.Equal(before, after) {
+			if missing && len(files) == n && rerr == nil {
+				return nil, dirErr // neither dir nor a file beside it
+			}
 			return files, rerr
 		}
 	}
 	return nil, fmt.Errorf("config: %s, or a ..data link under it, changed during each of %d reads", dir, readTries)
+}
+
+// allLinks returns dataLinks of dir (when not "") and, when parent is not
+// "", the target of parent's own "..data" link and the "..data" links
+// under the directories readBeside reads.
+func allLinks(dir, parent, base string, ignoreDotFiles bool) (map[string]string, error) {
+	links := map[string]string{}
+	if dir != "" {
+		var err error
+		if links, err = dataLinks(dir, ignoreDotFiles); err != nil {
+			return nil, err
+		}
+	}
+	if parent == "" {
+		return links, nil
+	}
+	if target, err := os.Readlink(filepath.Join(parent, "..data")); err == nil {
+		links[filepath.Join(parent, "..data")] = target
+	}
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !besideName(e.Name(), base, ignoreDotFiles) {
+			continue
+		}
+		more, err := dataLinks(filepath.Join(parent, e.Name()), ignoreDotFiles)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(links, more)
+	}
+	return links, nil
+}
+
+// besideName reports whether envoyproxy/ratelimit's runtime loader takes
+// the entry name of the config directory's parent, the directory being
+// base: its name starts with base and a dot.
+func besideName(name, base string, ignoreDotFiles bool) bool {
+	return strings.HasPrefix(name, base+".") && !strings.HasPrefix(name, "..") &&
+		!(ignoreDotFiles && strings.HasPrefix(name, "."))
+}
+
+// readBeside is ReadRuntime's read of the config directory's parent.
+func readBeside(parent, base string, ignoreDotFiles bool) ([]File, error) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return nil, err
+	}
+	var files []File
+	for _, e := range entries {
+		name := e.Name()
+		if !besideName(name, base, ignoreDotFiles) {
+			continue
+		}
+		path := filepath.Join(parent, name)
+		if e.IsDir() { // a directory, not a link to one
+			more, err := readFiles(path, ignoreDotFiles)
+			if err != nil {
+				return nil, err
+			}
+			for _, f := range more {
+				f.Name = filepath.Join("..", name, f.Name)
+				files = append(files, f)
+			}
+			continue
+		}
+		info, err := os.Stat(path)
+		if err != nil || !info.Mode().IsRegular() {
+			continue // a dangling or non-file link: not a configuration file
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if testHookRead != nil {
+			testHookRead(path)
+		}
+		files = append(files, File{Name: filepath.Join("..", name), Content: b})
+	}
+	return files, nil
 }
 
 // readTries bounds ReadDir's reads of a directory whose ..data links keep
@@ -132,7 +265,10 @@ func readFiles(dir string, ignoreDotFiles bool) ([]File, error) {
 type Watcher struct {
 	Dir            string
 	IgnoreDotFiles bool
-	Merge          bool
+	// Beside reads with ReadRuntime instead of ReadDir: also the files
+	// beside Dir that envoyproxy/ratelimit takes under RUNTIME_WATCH_ROOT.
+	Beside bool
+	Merge  bool
 	// Interval between polls; a change applies within it (plus the read).
 	Interval time.Duration
 	// Check, if not nil, vets a configuration that loads; an error refuses
@@ -159,7 +295,7 @@ func (w *Watcher) Run(ctx context.Context, initial []File) {
 			return
 		case <-t.C:
 		}
-		files, err := ReadDir(w.Dir, w.IgnoreDotFiles)
+		files, err := read(w.Dir, w.IgnoreDotFiles, w.Beside)
 		if err != nil {
 			if last != [32]byte{} {
 				w.Fail(err)

@@ -40,7 +40,15 @@ type Settings struct {
 	RuntimeSubdirectory   string // RUNTIME_SUBDIRECTORY
 	RuntimeAppDirectory   string // RUNTIME_APPDIRECTORY, default config
 	RuntimeIgnoreDotFiles bool   // RUNTIME_IGNOREDOTFILES
-	MergeDomainConfig     bool   // MERGE_DOMAIN_CONFIG
+	// RuntimeWatchRoot (RUNTIME_WATCH_ROOT, default true) also reads the
+	// files beside the configuration directory whose name starts with
+	// RUNTIME_APPDIRECTORY and a dot ("config.yaml", "config.d/"), as
+	// envoyproxy/ratelimit's runtime loader does under it (see
+	// config.ReadRuntime). Reloads do not depend on it: the directory is
+	// polled, so a swapped RUNTIME_ROOT link and files changed in place
+	// both apply.
+	RuntimeWatchRoot  bool
+	MergeDomainConfig bool // MERGE_DOMAIN_CONFIG
 
 	// BackendType is BACKEND_TYPE (memory or redis). Unset, it is redis
 	// when any REDIS_ variable is set (an envoyproxy/ratelimit
@@ -138,7 +146,6 @@ var noEffect = []struct{ name, why string }{
 	{"REDIS_PIPELINE_LIMIT", "rueidis pipelines concurrent decisions on shared connections"},
 	{"REDIS_CLUSTER_PIPELINE_PARALLELISM", "rueidis pipelines concurrent decisions on shared connections"},
 	{"REDIS_PERSECOND_", "there is no per-second Redis (REDIS_PERSECOND is false)"},
-	{"RUNTIME_WATCH_ROOT", "the configuration directory is polled, so a swapped RUNTIME_ROOT link and files changed in place both apply"},
 	{"EXPIRATION_JITTER_MAX_SECONDS", "a Redis bucket expires when it would be full again"},
 	{"NEAR_LIMIT_RATIO", "there is no near_limit statistic"},
 	{"LOCAL_CACHE_SIZE_IN_BYTES", "every decision goes to the backend; envoyproxy/ratelimit's local cache only spares it Redis calls for keys already over their limit, with the same decisions"},
@@ -193,6 +200,7 @@ func FromEnv(env []string) (*Settings, error) {
 		RuntimeSubdirectory:       r.str("RUNTIME_SUBDIRECTORY", ""),
 		RuntimeAppDirectory:       r.str("RUNTIME_APPDIRECTORY", "config"),
 		RuntimeIgnoreDotFiles:     r.bool("RUNTIME_IGNOREDOTFILES"),
+		RuntimeWatchRoot:          r.str("RUNTIME_WATCH_ROOT", "") == "" || r.bool("RUNTIME_WATCH_ROOT"),
 		MergeDomainConfig:         r.bool("MERGE_DOMAIN_CONFIG"),
 		BackendType:               strings.ToLower(r.str("BACKEND_TYPE", "")),
 		RedisSocketType:           strings.ToLower(r.str("REDIS_SOCKET_TYPE", "unix")),

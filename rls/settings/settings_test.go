@@ -220,8 +220,9 @@ func TestNotes(t *testing.T) {
 	s, err := settings.FromEnv([]string{"REDIS_POOL_SIZE=20", "RUNTIME_WATCH_ROOT=false", "NEAR_LIMIT_RATIO=0.9",
 		"CONFIG_GRPC_XDS_NODE_ID=n", "USE_STATSD=false", "BACKEND_TYPE=memory"})
 	require.NoError(t, err)
-	require.Len(t, s.Notes, 4)
-	for i, name := range []string{"CONFIG_GRPC_XDS_NODE_ID", "NEAR_LIMIT_RATIO", "REDIS_POOL_SIZE", "RUNTIME_WATCH_ROOT"} {
+	require.Len(t, s.Notes, 3)
+	require.False(t, s.RuntimeWatchRoot) // it chooses which files are read (TestAppDirectorySiblings)
+	for i, name := range []string{"CONFIG_GRPC_XDS_NODE_ID", "NEAR_LIMIT_RATIO", "REDIS_POOL_SIZE"} {
 		require.True(t, strings.HasPrefix(s.Notes[i], name+" has no effect in admit-rls: "), s.Notes[i])
 	}
 }
@@ -262,4 +263,19 @@ func TestEmptyValues(t *testing.T) {
 	require.Equal(t, "redis", s.BackendType, "REDIS_URL= is a REDIS_ setting")
 	require.Equal(t, "/var/run/nutcracker/ratelimit.sock", s.RedisURL)
 	require.Equal(t, "RateLimit-Reset", s.ResetHeader)
+}
+
+// TestRuntimeWatchRootDefault: RUNTIME_WATCH_ROOT is true unless set false,
+// as in envoyproxy/ratelimit; it selects the files read beside the
+// configuration directory (config.ReadRuntime).
+func TestRuntimeWatchRootDefault(t *testing.T) {
+	s, err := settings.FromEnv(nil)
+	require.NoError(t, err)
+	require.True(t, s.RuntimeWatchRoot)
+	s, err = settings.FromEnv([]string{"RUNTIME_WATCH_ROOT=true"})
+	require.NoError(t, err)
+	require.True(t, s.RuntimeWatchRoot)
+	require.Empty(t, s.Notes)
+	_, err = settings.FromEnv([]string{"RUNTIME_WATCH_ROOT=sometimes"})
+	require.ErrorContains(t, err, "RUNTIME_WATCH_ROOT")
 }

@@ -6,8 +6,10 @@
 // /healthcheck and POST /json on $HOST:$PORT, pprof and /rlconfig on
 // $DEBUG_HOST:$DEBUG_PORT, and, with USE_PROMETHEUS, /metrics on
 // $PROMETHEUS_ADDR. The configuration is every file under
-// $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY, re-read when it
-// changes (polled every 200 ms); a configuration that does not load is
+// $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY (and, under
+// RUNTIME_WATCH_ROOT=true, the default, the files beside it whose name
+// starts with $RUNTIME_APPDIRECTORY and a dot, as envoyproxy/ratelimit
+// reads them: see config.ReadRuntime), re-read when it changes (polled every 200 ms); a configuration that does not load is
 // logged and counted, and the previous one stays. SIGINT and SIGTERM stop
 // it gracefully.
 //
@@ -153,7 +155,11 @@ func run(ctx context.Context, env []string) error {
 	svc := rls.New(store, opts)
 
 	dir := s.ConfigDir()
-	files, err := config.ReadDir(dir, s.RuntimeIgnoreDotFiles)
+	read := config.ReadDir
+	if s.RuntimeWatchRoot {
+		read = config.ReadRuntime // also config.yaml beside the directory, as envoyproxy/ratelimit
+	}
+	files, err := read(dir, s.RuntimeIgnoreDotFiles)
 	if err != nil {
 		return fmt.Errorf("reading the configuration from %s (RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY): %w", dir, err)
 	}
@@ -172,7 +178,7 @@ func run(ctx context.Context, env []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := &config.Watcher{
-		Dir: dir, IgnoreDotFiles: s.RuntimeIgnoreDotFiles, Merge: s.MergeDomainConfig, Interval: pollInterval,
+		Dir: dir, IgnoreDotFiles: s.RuntimeIgnoreDotFiles, Beside: s.RuntimeWatchRoot, Merge: s.MergeDomainConfig, Interval: pollInterval,
 		Check: svc.Check,
 		Apply: func(c *config.Config) {
 			svc.SetConfig(c)

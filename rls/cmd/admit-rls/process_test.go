@@ -74,7 +74,9 @@ func launch(t *testing.T, env []string, files map[string]string) (*proc, error) 
 	p := &proc{configDir: filepath.Join(root, "sub", "config"), addrs: map[string]string{}, done: make(chan struct{})}
 	require.NoError(t, os.MkdirAll(p.configDir, 0o755))
 	for name, content := range files {
-		require.NoError(t, os.WriteFile(filepath.Join(p.configDir, name), []byte(content), 0o644))
+		path := filepath.Join(p.configDir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
 	}
 	p.cmd = exec.Command(binary)
 	p.cmd.Env = append([]string{
