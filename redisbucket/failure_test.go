@@ -3,6 +3,7 @@ package redisbucket_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -283,5 +284,48 @@ func TestOutageErrorKeyBounded(t *testing.T) {
 	}
 	if len(err.Error()) > 4096 {
 		t.Errorf("an outage's error for a %d-byte key is %d bytes", len(long), len(err.Error()))
+	}
+}
+
+// wrapping is a counting wrapper as admitotel's is: it has AllowLimits
+// whatever it wraps, and refuses the call when the wrapped limiter takes
+// no per-call limits; Unwrap names what it wraps.
+type wrapping struct{ inner admit.KeyedLimiter }
+
+func (w wrapping) AllowN(ctx context.Context, key string, n int64) (admit.Decision, error) {
+	return w.inner.AllowN(ctx, key, n)
+}
+
+func (w wrapping) AllowLimits(ctx context.Context, key string, n int64, limits ...admit.Limit) (admit.Decision, error) {
+	p, ok := w.inner.(admit.PolicyLimiter)
+	if !ok {
+		return admit.Decision{}, fmt.Errorf("%w: not a PolicyLimiter", admit.ErrInvalidConfig)
+	}
+	return p.AllowLimits(ctx, key, n, limits...)
+}
+
+func (w wrapping) Unwrap() admit.KeyedLimiter { return w.inner }
+
+// TestFallbackThroughWrapper: in an outage, AllowLimits hands its limits to
+// a fallback only if the fallback, and every limiter it wraps, takes them;
+// a wrapper of a plain keyed limiter (one counting decisions, say) decides
+// with the plain one's AllowN, as the bare limiter would. (Checked with a
+// type assertion on the wrapper alone, every such call failed with the
+// wrapper's ErrInvalidConfig.)
+func TestFallbackThroughWrapper(t *testing.T) {
+	s := outageServer(t)
+	c := outageClient(t, s, 2)
+	fb := &localKeyed{m: map[string]*mutexbucket.Bucket{}, c: 5}
+	l, err := redisbucket.New(c, 10, 1, redisbucket.WithTimeout(100*time.Millisecond), redisbucket.WithFallback(wrapping{fb}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	beginOutage(t, s, "kill")
+	d, err := l.AllowLimits(context.Background(), "k", 1, admit.Limit{Name: "a", Capacity: 3, Rate: 1})
+	if !errors.Is(err, admit.ErrUnavailable) || errors.Is(err, admit.ErrInvalidConfig) {
+		t.Fatalf("outage: %v", err)
+	}
+	if !d.Allowed || d.Limit != 5 {
+		t.Errorf("outage with a wrapped plain fallback: %+v, want the fallback's own admission (limit 5)", d)
 	}
 }

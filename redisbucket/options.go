@@ -94,9 +94,10 @@ func WithFailOpen() Option {
 
 // WithFallback decides requests Redis cannot decide with k, typically an
 // in-process keyed limiter sized for one replica's share of the limit. For
-// AllowLimits, a k that is an admit.PolicyLimiter (a *keyed.Limiter is) is
-// asked AllowLimits with the call's limits; any other k decides with its
-// own AllowN. AllowN always asks k's AllowN, so a fallback for a NewLimits
+// AllowLimits, a k that is an admit.PolicyLimiter (a *keyed.Limiter is),
+// and wraps only PolicyLimiters as far as its Unwrap methods tell (an
+// admitotel.Limiter has one), is asked AllowLimits with the call's limits;
+// any other k decides with its own AllowN. AllowN always asks k's AllowN, so a fallback for a NewLimits
 // limiter should itself hold the limits (keyed.NewLimits), scaled to one
 // replica's share.
 func WithFallback(k admit.KeyedLimiter) Option {

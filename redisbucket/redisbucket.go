@@ -145,6 +145,7 @@ import (
 	"time"
 
 	"github.com/admit-go/admit"
+	"github.com/admit-go/admit/internal/ratelimit"
 	"github.com/admit-go/admit/internal/redisreply"
 	"github.com/redis/go-redis/v9"
 )
@@ -540,8 +541,9 @@ func wait(us int64) time.Duration {
 }
 
 // unavailable returns the failure policy's decision. A fallback that is a
-// PolicyLimiter is handed a per-call set's limits; otherwise its AllowN
-// decides with its own.
+// PolicyLimiter, it and every limiter it wraps (a counting wrapper such as
+// admitotel's has AllowLimits whatever it wraps), is handed a per-call
+// set's limits; otherwise its AllowN decides with its own.
 func (l *Limiter) unavailable(ctx context.Context, key string, n int64, cause error, set *limitSet) (admit.Decision, int64, error) {
 	err := fmt.Errorf("%w: key %q: %w", admit.ErrUnavailable, keyForm(key), cause)
 	m := set.limits[set.minIdx]
@@ -549,7 +551,7 @@ func (l *Limiter) unavailable(ctx context.Context, key string, n int64, cause er
 	case l.fallback != nil:
 		var d admit.Decision
 		var ferr error
-		if p, ok := l.fallback.(admit.PolicyLimiter); ok && set.perCall {
+		if p, ok := ratelimit.Policy(l.fallback); ok && set.perCall {
 			d, ferr = p.AllowLimits(ctx, key, n, set.limits...)
 		} else {
 			d, ferr = l.fallback.AllowN(ctx, key, n)
