@@ -300,7 +300,7 @@ func TestPolicyStrictOwnLimits(t *testing.T) {
 	ctx := context.Background()
 	c := client(t, srv)
 	a, b := lim("a", 5, 0.001), lim("b", 3, 0.001)
-	f, err := redisbucket.NewLimits(c, []admit.Limit{a, b}, redisbucket.WithPrefix("t:strict:"), redisbucket.WithTimeout(testTimeout), redisbucket.WithFailOpen())
+	f, err := redisbucket.NewLimits(c, []admit.Limit{a, b}, redisbucket.WithPrefix(uniquePrefix("t:strict:")), redisbucket.WithTimeout(testTimeout), redisbucket.WithFailOpen())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,7 +492,7 @@ func TestPolicyBatch(t *testing.T) {
 	ctx := context.Background()
 	c := client(t, srv)
 	l, err := redisbucket.NewLimits(c, []admit.Limit{lim("a", 10, 0.001), lim("b", 6, 0.001)},
-		redisbucket.WithPrefix("t:pbatch:"), redisbucket.WithTimeout(testTimeout), redisbucket.WithBatch(4, time.Minute))
+		redisbucket.WithPrefix(uniquePrefix("t:pbatch:")), redisbucket.WithTimeout(testTimeout), redisbucket.WithBatch(4, time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,12 +57,20 @@ func run(m *testing.M) int {
 // generous, so that a loaded machine's stalls never read as Redis failing.
 const testTimeout = 10 * time.Second
 
+// prefixRun numbers the prefixes uniquePrefix hands out.
+var prefixRun atomic.Int64
+
+// uniquePrefix returns base with a number no other call in this process
+// got, so that a test run again (-count) starts from keys of its own.
+func uniquePrefix(base string) string { return fmt.Sprintf("%s%d:", base, prefixRun.Add(1)) }
+
 // newLimiter returns a limiter on the shared server with a prefix unique
-// to the test, so tests never see each other's keys.
+// to the test and the run, so tests never see each other's keys, nor a
+// test its own from an earlier run.
 func newLimiter(t testing.TB, capacity int64, rate float64, opts ...redisbucket.Option) (*redisbucket.Limiter, *redis.Client, string) {
 	t.Helper()
 	c := client(t, srv)
-	prefix := "t:" + strings.NewReplacer("/", ":", " ", "_").Replace(t.Name()) + ":"
+	prefix := uniquePrefix("t:" + strings.NewReplacer("/", ":", " ", "_").Replace(t.Name()) + ":")
 	l, err := redisbucket.New(c, capacity, rate, append([]redisbucket.Option{redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(testTimeout)}, opts...)...)
 	if err != nil {
 		t.Fatalf("New(%d, %v): %v", capacity, rate, err)
