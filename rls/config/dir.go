@@ -176,18 +176,13 @@ func readBeside(parent, base string, ignoreDotFiles bool) ([]File, error) {
 			}
 			continue
 		}
-		info, err := os.Stat(path)
-		if err != nil || !info.Mode().IsRegular() {
-			continue // a dangling or non-file link: not a configuration file
-		}
-		b, err := os.ReadFile(path)
+		b, ok, err := readFile(path)
 		if err != nil {
 			return nil, err
 		}
-		if testHookRead != nil {
-			testHookRead(path)
+		if ok {
+			files = append(files, File{Name: filepath.Join("..", name), Content: b})
 		}
-		files = append(files, File{Name: filepath.Join("..", name), Content: b})
 	}
 	return files, nil
 }
@@ -243,22 +238,30 @@ func readFiles(dir string, ignoreDotFiles bool) ([]File, error) {
 		if d.IsDir() {
 			return nil
 		}
-		info, err := os.Stat(path)
-		if err != nil || !info.Mode().IsRegular() {
-			return nil // a dangling or non-file link: not a configuration file
+		b, ok, err := readFile(path)
+		if ok {
+			rel, _ := filepath.Rel(dir, path)
+			files = append(files, File{Name: rel, Content: b})
 		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if testHookRead != nil {
-			testHookRead(path)
-		}
-		rel, _ := filepath.Rel(dir, path)
-		files = append(files, File{Name: rel, Content: b})
-		return nil
+		return err
 	})
 	return files, err
+}
+
+// readFile reads the configuration file at path; ok is false for a
+// dangling or non-file link, which is not a configuration file.
+func readFile(path string) (b []byte, ok bool, err error) {
+	info, err := os.Stat(path)
+	if err != nil || !info.Mode().IsRegular() {
+		return nil, false, nil
+	}
+	if b, err = os.ReadFile(path); err != nil {
+		return nil, false, err
+	}
+	if testHookRead != nil {
+		testHookRead(path)
+	}
+	return b, true, nil
 }
 
 // Watcher polls a directory and applies each new valid configuration.
