@@ -181,8 +181,11 @@ type statusWriter struct {
 	complete bool
 }
 
-// sent notes, for a HEAD request whose context was live before a write to
-// the server's writer, whether that write ended it.
+// live reports whether w serves a HEAD request whose context has not ended.
+func (w *statusWriter) live() bool { return w.head != nil && w.head.Err() == nil }
+
+// sent notes, after a write to the server's writer that live preceded,
+// whether that write ended the HEAD request's context.
 func (w *statusWriter) sent(live bool) {
 	if live && w.head.Err() != nil {
 		w.complete = true
@@ -200,10 +203,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	if w.head == nil {
-		return w.ResponseWriter.Write(b)
-	}
-	live := w.head.Err() == nil
+	live := w.live()
 	n, err := w.ResponseWriter.Write(b)
 	w.sent(live)
 	return n, err
@@ -237,10 +237,7 @@ func (w *statusWriter) flushError() error {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	if w.head == nil {
-		return http.NewResponseController(w.ResponseWriter).Flush()
-	}
-	live := w.head.Err() == nil
+	live := w.live()
 	err := http.NewResponseController(w.ResponseWriter).Flush()
 	w.sent(live)
 	return err
