@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 
 	"github.com/admit-go/admit/internal/addrkey"
 	"google.golang.org/grpc/metadata"
@@ -38,10 +37,7 @@ func keyByPeer(ctx context.Context, _ string) (string, error) {
 	case *net.TCPAddr:
 		a = addr.AddrPort().Addr()
 	default:
-		if strings.HasPrefix(addr.Network(), "unix") {
-			// A Unix socket's peer address is the path the client bound
-			// its socket to, if any: a name it chooses, "192.0.2.1:80"
-			// as well as any other.
+		if addrkey.Unix(addr) {
 			return "", fmt.Errorf("admitgrpc: peer %s address %q is not an IP address", addr.Network(), addr.String())
 		}
 		ap, err := netip.ParseAddrPort(p.Addr.String())

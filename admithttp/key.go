@@ -164,12 +164,11 @@ var (
 )
 
 // overUnix reports whether r came in on a Unix socket (net/http puts the
-// listener's address in the request's context): its RemoteAddr is then
-// the path the client bound its socket to, if any, a name the client
-// chooses ("192.0.2.1:80" as well as any other), never an address.
+// listener's address in the request's context): its RemoteAddr is then no
+// address (addrkey.Unix).
 func overUnix(r *http.Request) bool {
-	a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && a != nil && strings.HasPrefix(a.Network(), "unix") // unix, unixpacket
+	a, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return addrkey.Unix(a)
 }
 
 // parseHop parses an address as it appears in RemoteAddr or an

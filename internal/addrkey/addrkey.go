@@ -3,7 +3,11 @@
 // has one key whichever front end it calls.
 package addrkey
 
-import "net/netip"
+import (
+	"net"
+	"net/netip"
+	"strings"
+)
 
 // nat64 is RFC 6052's well-known prefix, 64:ff9b::/96: a translator shows
 // the IPv4 host a.b.c.d to IPv6 peers as 64:ff9b::a.b.c.d.
@@ -31,3 +35,9 @@ func Of(a netip.Addr) string {
 	p, _ := a.Prefix(64) // cannot fail: a is a valid IPv6 address
 	return p.String()
 }
+
+// Unix reports whether a is a Unix socket's address (network unix or
+// unixpacket, whatever its type). A peer's such address is the path the
+// client bound its socket to, if any: a name the client chooses,
+// "192.0.2.1:80" as well as any other, never an IP address to key by.
+func Unix(a net.Addr) bool { return a != nil && strings.HasPrefix(a.Network(), "unix") }
