@@ -25,33 +25,43 @@ func TestConcurrentCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, reader := wrapManual(t, l)
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4 * max(runtime.NumCPU(), runtime.GOMAXPROCS(0))))
 	const decisions, tokens = "admit.decisions{admit.limiter=default,admit.result=allowed}", "admit.tokens{admit.limiter=default,admit.result=allowed}"
 
 	stop := collectUntil(t, reader)
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := string(rune('a' + g))
-			for i := range perG {
-				if i%100 == 0 {
-					runtime.Gosched() // move between Ps
-				}
-				if d, err := w.AllowN(context.Background(), key, int64(1+i%2)); err != nil || !d.Allowed {
-					t.Errorf("AllowN: %+v, %v", d, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	decideFrom(goroutines, perG, func(g, i int) bool {
+		if d, err := w.AllowN(context.Background(), string(rune('a'+g)), int64(1+i%2)); err != nil || !d.Allowed {
+			t.Errorf("AllowN: %+v, %v", d, err)
+			return false
+		}
+		return true
+	})
 	stop()
 	got := collect(t, reader)
 	if got[decisions] != goroutines*perG || got[tokens] != goroutines*perG*3/2 {
 		t.Errorf("decisions %d, tokens %d; want %d and %d", got[decisions], got[tokens], goroutines*perG, goroutines*perG*3/2)
 	}
+}
+
+// decideFrom runs f(g, i) for i < perG in each of goroutines goroutines,
+// with GOMAXPROCS raised past the processors the wrapper has slots for (so
+// that some share the overflow slot) and a yield every 50 calls to move
+// between Ps; a goroutine stops at f's first false.
+func decideFrom(goroutines, perG int, f func(g, i int) bool) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4 * max(runtime.NumCPU(), runtime.GOMAXPROCS(0))))
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range perG {
+				if i%50 == 0 {
+					runtime.Gosched()
+				}
+				if !f(g, i) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // collectUntil collects through r without pause until stop is called,
@@ -115,30 +125,19 @@ func (s scripted) AllowLimits(ctx context.Context, key string, n int64, _ ...adm
 // collector running throughout, ends at the exact totals.
 func TestConcurrentMixedCounts(t *testing.T) {
 	w, reader := wrapManual(t, scripted{})
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4 * max(runtime.NumCPU(), runtime.GOMAXPROCS(0))))
 	keys := []string{"allowed", "denied", "unsat", "down", "cancel", "named-allowed", "named-denied"}
 	const goroutines, perG = 16, 700
 	stop := collectUntil(t, reader)
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range perG {
-				if i%50 == 0 {
-					runtime.Gosched()
-				}
-				k := keys[(g+i)%len(keys)]
-				n := int64(i % 3)
-				if i%2 == 0 {
-					w.AllowN(context.Background(), k, n)
-				} else {
-					w.AllowLimits(context.Background(), k, n, admit.Limit{Capacity: 1, Rate: 1})
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	decideFrom(goroutines, perG, func(g, i int) bool {
+		k := keys[(g+i)%len(keys)]
+		n := int64(i % 3)
+		if i%2 == 0 {
+			w.AllowN(context.Background(), k, n)
+		} else {
+			w.AllowLimits(context.Background(), k, n, admit.Limit{Capacity: 1, Rate: 1})
+		}
+		return true
+	})
 	stop()
 	want := map[string]int64{}
 	for g := range goroutines {
