@@ -253,11 +253,7 @@ func TestWrapOfWrapperKeepsKeyTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, _ := manualProvider()
-	inner, err := admitotel.Wrap(l, first)
-	if err != nil {
-		t.Fatal(err)
-	}
+	inner, _ := wrapManual(t, l)
 	outer, reader := wrapManual(t, inner)
 	for _, k := range []string{"a", "b", "c"} {
 		outer.AllowN(ctx, k, 1)
