@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -46,7 +47,9 @@ import (
 // Flush (an implicit 200) through a wrapper that has http.Flusher and
 // http.Hijacker exactly when the server's writer has them (gRPC's
 // ServeHTTP, server-sent events and websocket upgrades check for them),
-// and whose Unwrap gives http.ResponseController the original writer. A
+// and whose Unwrap gives http.ResponseController the original writer; it
+// is an io.ReaderFrom that copies through the server's (so http.FileServer
+// keeps sendfile). A
 // hijacked connection's permit is held until the handler returns, its
 // outcome a Success unless the handler wrote a 429 or 5xx before: give
 // long-lived connections their own limiter, or none, since their duration
@@ -206,6 +209,23 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	live := w.live()
 	n, err := w.ResponseWriter.Write(b)
 	w.sent(live)
+	return n, err
+}
+
+// ReadFrom copies through the server's writer, so that io.Copy to the
+// handler's writer still reaches the server's own ReadFrom (sendfile from
+// a file on HTTP/1.1, as http.ServeContent and http.FileServer use it)
+// where it has one; with none below, io.Copy copies through Write. A copy
+// of a byte or more commits the implicit 200, as Write does; a copy of
+// nothing writes nothing, and the handler may still choose its status.
+// Every variant of wrap has it.
+func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
+	live := w.live()
+	n, err := io.Copy(w.ResponseWriter, r)
+	w.sent(live)
+	if w.status == 0 && n > 0 {
+		w.status = http.StatusOK
+	}
 	return n, err
 }
 

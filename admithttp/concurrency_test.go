@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -479,5 +480,71 @@ func TestConcurrencyHeadOverHTTP2(t *testing.T) {
 			require.Eventually(t, func() bool { return l.InFlight() == 0 && l.Stats().Drops == before.Drops+1 }, 5*time.Second, time.Millisecond)
 			require.Equal(t, before.Successes, l.Stats().Successes)
 		})
+	}
+}
+
+// readFromRecorder stands between the server and Concurrency and counts the
+// copies that reach its ReadFrom, the server's own below it.
+type readFromRecorder struct {
+	http.ResponseWriter
+	n *atomic.Int32
+}
+
+func (w readFromRecorder) ReadFrom(r io.Reader) (int64, error) {
+	w.n.Add(1)
+	return w.ResponseWriter.(io.ReaderFrom).ReadFrom(r)
+}
+
+// io.Copy to the handler's writer reaches the server's ReadFrom (how
+// http.FileServer sends a file with sendfile), and the outcome is read as
+// from Write: a copied body is the implicit 200, a Success; a copy of
+// nothing commits no status, so a 503 the handler writes after it is a
+// drop, and is what the client gets.
+func TestConcurrencyReadFrom(t *testing.T) {
+	l, err := adaptive.New()
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	// struct{ io.Reader } hides strings.Reader's WriteTo, which io.Copy
+	// would use before the writer's ReadFrom.
+	mux.HandleFunc("/copy", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(w, struct{ io.Reader }{strings.NewReader("payload")})
+	})
+	mux.HandleFunc("/empty-then-503", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(w, struct{ io.Reader }{strings.NewReader("")})
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	h := admithttp.Concurrency(l)(mux)
+	var copies atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(readFromRecorder{w, &copies}, r)
+	}))
+	defer srv.Close()
+
+	for _, tc := range []struct {
+		path   string
+		status int
+		body   string
+		copies int32
+		drop   bool
+	}{
+		{"/copy", http.StatusOK, "payload", 1, false},
+		{"/empty-then-503", http.StatusServiceUnavailable, "", 2, true},
+	} {
+		before := l.Stats()
+		resp, err := srv.Client().Get(srv.URL + tc.path)
+		require.NoError(t, err, tc.path)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err, tc.path)
+		require.Equal(t, tc.status, resp.StatusCode, tc.path)
+		require.Equal(t, tc.body, string(b), tc.path)
+		require.Equal(t, tc.copies, copies.Load(), "%s: copies through the server's ReadFrom", tc.path)
+		require.Eventually(t, func() bool { return l.InFlight() == 0 }, 5*time.Second, time.Millisecond, tc.path)
+		after := l.Stats()
+		if tc.drop {
+			require.Equal(t, before.Drops+1, after.Drops, tc.path)
+		} else {
+			require.Equal(t, before.Successes+1, after.Successes, tc.path)
+		}
 	}
 }
