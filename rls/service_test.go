@@ -69,6 +69,19 @@ func TestMaxDescriptors(t *testing.T) {
 	require.Equal(t, uint32(3), ask(t, svc, "d", entry("user", "u")).Statuses[0].LimitRemaining, "the refused request took nothing")
 }
 
+// TestOverrideUnknownUnit: an override whose unit is UNKNOWN (0, the
+// proto's default) names no window: the request is InvalidArgument and
+// takes nothing (envoyproxy/ratelimit panics computing the window's
+// length, and its service raises the panic again: the process ends).
+func TestOverrideUnknownUnit(t *testing.T) {
+	svc := newService(t, "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 5}\n", rls.Options{})
+	bad := entry("team", "t")
+	bad.Limit = &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 10, Unit: typev3.RateLimitUnit_UNKNOWN}
+	_, err := svc.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "d", Descriptors: []*common.RateLimitDescriptor{entry("user", "u"), bad}})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	require.Equal(t, uint32(4), ask(t, svc, "d", entry("user", "u")).Statuses[0].LimitRemaining, "the refused request took nothing")
+}
+
 // newService returns a Service on a memory store with yaml as its
 // configuration (one file).
 func newService(t *testing.T, yaml string, opts rls.Options) *rls.Service {
