@@ -19,8 +19,14 @@ const (
 
 var resultNames = [nResults]string{"allowed", "denied", "error"}
 
-// maxPolicies bounds the policy names a wrapper counts separately.
-const maxPolicies = 64
+// maxPolicies bounds the policy names a wrapper counts separately, and
+// maxPolicyName the bytes of each: a name kept is kept for the wrapper's
+// life (and is a label value on every export), so what they hold is at
+// most 64 KiB.
+const (
+	maxPolicies   = 64
+	maxPolicyName = 1024
+)
 
 // slot is one processor's counters. Between pin and unpin the pinned
 // goroutine is the only writer of its P's slot, so it adds without a locked
@@ -157,6 +163,9 @@ func (c *counters) policy(name string) *policyCounts {
 		if p.name == name {
 			return p
 		}
+	}
+	if len(name) > maxPolicyName {
+		return nil
 	}
 	if len(list) >= maxPolicies {
 		// Full, and the list never shrinks: no lock for a name that

@@ -59,8 +59,8 @@
 // limiters are called through the interface and pay that copy.
 //
 // Policy names (Decision.Policy) are labels: the first 64 distinct names a
-// wrapper sees get counters of their own, and later ones are counted without
-// the admit.policy attribute. Each result of admit.decisions is one series
+// wrapper sees, of at most 1024 bytes each, get counters of their own, and
+// later or longer ones are counted without the admit.policy attribute. Each result of admit.decisions is one series
 // per policy that decided it: the series without admit.policy is reported
 // once a decision without a name has been counted, or while no name has
 // been seen, never as a second, all-zero series beside the named ones. Names come from the limits the server passes,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/admit-go/admit"
@@ -100,6 +101,25 @@ func TestWrapPolicyNamesBounded(t *testing.T) {
 	if named != 64 || unnamed != 6 {
 		t.Errorf("%d policies counted by name and %d decisions without; want 64 and 6", named, unnamed)
 	}
+}
+
+// TestPolicyNameBytesBounded: a name of more than 1024 bytes is counted
+// without admit.policy, as a name past the 64th is; one of 1024 keeps its
+// own series.
+func TestPolicyNameBytesBounded(t *testing.T) {
+	mp, reader := manualProvider()
+	c, err := admitotel.NewCounter(mp, admitotel.WithName("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", 1024)
+	c.Count(admit.Decision{Policy: long}, 1, nil)
+	c.Count(admit.Decision{Policy: long + "y"}, 1, nil)
+	expect(t, collect(t, reader), map[string]int64{
+		"admit.decisions{admit.limiter=a,admit.policy=" + long + ",admit.result=denied}": 1,
+		"admit.decisions{admit.limiter=a,admit.result=denied}":                           1,
+		"admit.tokens{admit.limiter=a,admit.result=denied}":                              2,
+	})
 }
 
 func TestWrapNotPolicyLimiter(t *testing.T) {
