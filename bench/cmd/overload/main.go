@@ -262,16 +262,22 @@ func failsafeMW(l adaptivelimiter.AdaptiveLimiter[any]) (func(http.Handler) http
 }
 
 // poissonPacer is a vegeta pacer of exponential gaps at rate per second,
-// from a seeded generator: the same arrivals for every implementation.
+// from a seeded generator, that stops after the last arrival within until:
+// the same arrivals for every implementation, every one of them sent and
+// none after the run. (Stopping on vegeta's duration instead sent the
+// first arrival after the run's end too, and left out the last ones within
+// it whenever the sender ran late at the end, so the count of requests
+// differed from one implementation to the next.)
 type poissonPacer struct {
-	rate float64
-	mu   sync.Mutex
-	rng  *rand.Rand
-	at   []time.Duration // arrival times drawn so far
+	rate  float64
+	until time.Duration
+	mu    sync.Mutex
+	rng   *rand.Rand
+	at    []time.Duration // arrival times drawn so far
 }
 
-func poisson(rate float64, seed uint64) *poissonPacer {
-	return &poissonPacer{rate: rate, rng: rand.New(rand.NewPCG(seed, 7))}
+func poisson(rate float64, seed uint64, until time.Duration) *poissonPacer {
+	return &poissonPacer{rate: rate, until: until, rng: rand.New(rand.NewPCG(seed, 7))}
 }
 
 func (p *poissonPacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool) {
@@ -284,7 +290,19 @@ func (p *poissonPacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, 
 		}
 		p.at = append(p.at, last+time.Duration(p.rng.ExpFloat64()/p.rate*float64(time.Second)))
 	}
+	if p.at[hits] > p.until {
+		return 0, true
+	}
 	return max(0, p.at[hits]-elapsed), false
+}
+
+// load sends the arrivals of p to url (a GET each) as attack does: an
+// open-loop vegeta attacker, its clients giving up after -deadline, that
+// stops when p does.
+func load(url string, p *poissonPacer, name string) <-chan *vegeta.Result {
+	targeter := vegeta.NewStaticTargeter(vegeta.Target{Method: "GET", URL: url})
+	atk := vegeta.NewAttacker(vegeta.Timeout(*deadline), vegeta.KeepAlive(true), vegeta.MaxWorkers(4096), vegeta.Workers(64))
+	return atk.Attack(targeter, p, 0, name) // no duration: p stops at the run's end
 }
 
 func (p *poissonPacer) Rate(time.Duration) float64 { return p.rate }
@@ -338,8 +356,6 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 	cpu0, wall0 := processCPU(), time.Now()
 
 	capacity := float64(*workers) / service.Seconds()
-	targeter := vegeta.NewStaticTargeter(vegeta.Target{Method: "GET", URL: "http://" + ln.Addr().String() + "/"})
-	atk := vegeta.NewAttacker(vegeta.Timeout(*deadline), vegeta.KeepAlive(true), vegeta.MaxWorkers(4096), vegeta.Workers(64))
 	start := time.Now()
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -372,7 +388,7 @@ func attack(im impl, factor float64, dur time.Duration, steps bool) run {
 	var lat []time.Duration
 	var r run
 	perTick := map[int][]time.Duration{}
-	for res := range atk.Attack(targeter, poisson(factor*capacity, *seed), dur, im.name) {
+	for res := range load("http://"+ln.Addr().String()+"/", poisson(factor*capacity, *seed, dur), im.name) {
 		r.offered++
 		l := res.Latency
 		switch classify(res) {
