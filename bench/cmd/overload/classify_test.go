@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,5 +70,19 @@ func TestClassify(t *testing.T) {
 	res := hit(t, "http://"+addr+"/", time.Second)
 	if got := classify(res); got != failed {
 		t.Errorf("connection refused: code %d error %q filed as %d, want %d (failed)", res.Code, res.Error, got, failed)
+	}
+}
+
+// TestSummaryGivesInRun checks that the line heading a capacity-step or a
+// sustained run gives its goodput counted by the requests that finished
+// within the run too, as the load table does: the goodput alone credits a
+// limiter with a higher limit for the calls it still holds at the end.
+func TestSummaryGivesInRun(t *testing.T) {
+	r := run{goodput: 0.988, doneIn: 0.982, p50: 129 * time.Millisecond, p99: 280 * time.Millisecond, cpu: 0.1}
+	got := summary("failsafe-default", r)
+	for _, want := range []string{"goodput 0.988", "in-run 0.982", "p50 129ms", "p99 280ms", "cpu 0.10"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary %q lacks %q", got, want)
+		}
 	}
 }

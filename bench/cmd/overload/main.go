@@ -467,6 +467,15 @@ func classify(res *vegeta.Result) outcome {
 	return failed
 }
 
+// summary is the line that heads a capacity-step or sustained run's rows:
+// its goodput, also counted by the requests that finished within the run
+// (as the load table's in-run: the goodput alone credits a limiter with
+// the calls it still holds at the end, about L/5,000 of the 30 s step for
+// a limit of L), the p50 and p99 of the requests not shed, and the CPU.
+func summary(name string, r run) string {
+	return fmt.Sprintf("%s: goodput %.3f in-run %.3f p50 %s p99 %s cpu %.2f%s", name, r.goodput, r.doneIn, fmtLat(r.p50, 0), fmtLat(r.p99, 0), r.cpu, errNote(r))
+}
+
 // errNote is "" for a run without errors, else their count and the first.
 func errNote(r run) string {
 	if r.errors == 0 {
@@ -562,7 +571,7 @@ func main() {
 		}
 		r := attack(im, 2, *stepDur, true)
 		steps[im.name] = r
-		fmt.Fprintf(out, "%s: goodput %.3f p50 %s p99 %s cpu %.2f%s\n", im.name, r.goodput, fmtLat(r.p50, 0), fmtLat(r.p99, 0), r.cpu, errNote(r))
+		fmt.Fprintln(out, summary(im.name, r))
 		segs := segments(r, time.Second)
 		row(out, "limit", segs, func(sg segment) string { return sg.limit(sg.last) })
 		row(out, "p99/ms", segs, func(sg segment) string { return ms(pct(sg.lat, 0.99)) })
@@ -578,7 +587,7 @@ func main() {
 			}
 			r := attack(im, 2, *longDur, false)
 			sustained[im.name] = r
-			fmt.Fprintf(out, "%s: goodput %.3f p50 %s p99 %s cpu %.2f%s\n", im.name, r.goodput, fmtLat(r.p50, 0), fmtLat(r.p99, 0), r.cpu, errNote(r))
+			fmt.Fprintln(out, summary(im.name, r))
 			segs := segments(r, seg)
 			capSeg := float64(*workers) / service.Seconds() * seg.Seconds()
 			row(out, "goodput", segs, func(sg segment) string { return fmt.Sprintf("%.3f", float64(sg.good)/capSeg) })
