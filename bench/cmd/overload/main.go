@@ -296,6 +296,8 @@ func (p *poissonPacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, 
 	return max(0, p.at[hits]-elapsed), false
 }
 
+func (p *poissonPacer) Rate(time.Duration) float64 { return p.rate }
+
 // load sends the arrivals of p to url (a GET each) as attack does: an
 // open-loop vegeta attacker, its clients giving up after -deadline, that
 // stops when p does.
@@ -304,8 +306,6 @@ func load(url string, p *poissonPacer, name string) <-chan *vegeta.Result {
 	atk := vegeta.NewAttacker(vegeta.Timeout(*deadline), vegeta.KeepAlive(true), vegeta.MaxWorkers(4096), vegeta.Workers(64))
 	return atk.Attack(targeter, p, 0, name) // no duration: p stops at the run's end
 }
-
-func (p *poissonPacer) Rate(time.Duration) float64 { return p.rate }
 
 // run is what one load run measured. Every request sent (offered) was
 // either shed (answered 503) or admitted (not shed: offered − shed), and an
