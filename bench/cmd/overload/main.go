@@ -203,18 +203,34 @@ var impls = []impl{
 		return failsafeMW(adaptivelimiter.NewWithDefaults[any]())
 	}},
 	{"failsafe-tuned", true, func() (func(http.Handler) http.Handler, func() int) {
-		return failsafeMW(adaptivelimiter.NewBuilder[any]().
-			WithLimits(1, 100, 20).
-			WithRecentWindow(time.Second, 30*time.Second, 50).
-			WithBaselineWindow(10).
-			WithQueueing(2, 3).
-			Build())
+		return failsafeMW(failsafeTuned(0))
+	}},
+	{"failsafe-wait100ms", true, func() (func(http.Handler) http.Handler, func() int) {
+		return failsafeMW(failsafeTuned(100 * time.Millisecond))
 	}},
 	{"admit-adaptive", true, func() (func(http.Handler) http.Handler, func() int) {
 		l, err := adaptive.New()
 		check(err)
 		return admithttp.Concurrency(l), l.Limit
 	}},
+}
+
+// failsafeTuned is failsafe-go's limiter tuned as its documentation's
+// basic usage shows, and, if maxWait > 0, with that maximum wait in its
+// queue: a quarter of the clients' deadline in failsafe-wait100ms, this
+// harness's choice, not the documentation's. Without one its queue
+// outwaits the clients (about (1+3)·L/200 s at a limit of L) and the tuned
+// run collapses by construction.
+func failsafeTuned(maxWait time.Duration) adaptivelimiter.AdaptiveLimiter[any] {
+	b := adaptivelimiter.NewBuilder[any]().
+		WithLimits(1, 100, 20).
+		WithRecentWindow(time.Second, 30*time.Second, 50).
+		WithBaselineWindow(10).
+		WithQueueing(2, 3)
+	if maxWait > 0 {
+		b = b.WithMaxWaitTime(maxWait)
+	}
+	return b.Build()
 }
 
 func fixed(n int) (func(http.Handler) http.Handler, func() int) {
