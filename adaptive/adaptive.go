@@ -282,7 +282,7 @@ func (l *Limiter) acquire(ctx context.Context, p *Permit) error {
 		l.stats.Displaced++
 		victim.cancel()
 	}
-	return l.wait(ctx, prio, p)
+	return l.wait(ctx, prio, p, now)
 }
 
 // shedLocked counts a shed call, unlocks mu and returns its error.

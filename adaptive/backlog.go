@@ -3,6 +3,7 @@ package adaptive
 import (
 	"context"
 	"errors"
+	"math"
 	"math/bits"
 )
 
@@ -11,6 +12,7 @@ type waiter struct {
 	prio       Priority
 	state      uint8
 	start      int64 // when the permit was handed over, if granted
+	deadline   int64 // when its maxWait ends, on the limiter's time
 	cancel     context.CancelFunc
 	prev, next *waiter
 }
@@ -19,6 +21,10 @@ const (
 	waiting uint8 = iota
 	waitGranted
 	waitShed
+	// waitExpired: grant found its maxWait over and took it out of the
+	// backlog instead of handing it a permit; it counts itself as it
+	// returns (shed, or cancelled if its context ended too).
+	waitExpired
 )
 
 // waitQueue is a FIFO of waiters, linked through the waiters themselves so
@@ -83,7 +89,9 @@ func (l *Limiter) lowestBelow(p Priority) *waiter {
 // grant hands free permits to waiters, highest priority first, oldest
 // first within a priority (newest first while lifo is set: see
 // WithBacklog), while the best waiter's threshold allows: if it does not,
-// no lower priority's does either. Requires mu.
+// no lower priority's does either. A waiter whose maxWait is over (its
+// goroutine woke and waits for mu) is taken out instead, without a
+// permit. Requires mu.
 func (l *Limiter) grant(now int64) {
 	for l.mask != 0 {
 		i := bits.Len8(l.mask) - 1
@@ -95,6 +103,14 @@ func (l *Limiter) grant(now int64) {
 			return
 		}
 		l.remove(w)
+		if now >= w.deadline {
+			// Its maxWait is over: its sleep has ended or is about to,
+			// and the mutex is all that keeps it in the backlog. A permit
+			// now would come after maxWait: it goes to the next waiter.
+			w.state = waitExpired
+			w.cancel()
+			continue
+		}
 		l.advance(now)
 		l.inflight++
 		// Waited is counted when the waiter takes the permit (wait), not
@@ -108,18 +124,21 @@ func (l *Limiter) grant(now int64) {
 // wait queues the caller, unlocks mu, and sleeps on the limiter's clock
 // until it is granted a permit (filled into p), shed, maxWait passes, or
 // ctx ends. Requires mu, which it releases.
-func (l *Limiter) wait(ctx context.Context, prio Priority, p *Permit) error {
+func (l *Limiter) wait(ctx context.Context, prio Priority, p *Permit, now int64) error {
 	// The waiter and its context are the backlog path's allocations: the
 	// limiter keeps the waiter in its queue, and the context is how a
 	// releaser wakes the sleeper through admit.Clock's Sleep.
 	wctx, cancel := context.WithCancel(ctx)
-	w := &waiter{prio: prio, cancel: cancel}
+	w := &waiter{prio: prio, cancel: cancel, deadline: now + int64(l.cfg.maxWait)}
+	if w.deadline < now {
+		w.deadline = math.MaxInt64 // a maxWait of centuries: no end
+	}
 	l.enqueue(w)
 	l.mu.Unlock()
 
 	slept := l.clk.Sleep(wctx, l.cfg.maxWait)
 	cancel()
-	now := l.clk.Now()
+	now = l.clk.Now()
 
 	l.mu.Lock()
 	now = l.now(now)
@@ -148,7 +167,9 @@ func (l *Limiter) wait(ctx context.Context, prio Priority, p *Permit) error {
 		l.mu.Unlock()
 		return err
 	}
-	l.remove(w)
+	if w.state == waiting {
+		l.remove(w)
+	}
 	// The caller's own context ended, or maxWait passed. Sleep returns the
 	// context's error when it ends first; a clock may also return nil at
 	// the deadline after ctx ended: ctx decides.

@@ -428,3 +428,50 @@ func TestNewestFirstOrder(t *testing.T) {
 	require.False(t, l.lifo, "the backlog emptied: oldest first again")
 	l.mu.Unlock()
 }
+
+// TestNoGrantAfterMaxWait: a waiter whose maxWait has passed is not handed
+// a permit, even while its goroutine, woken by the clock, has not yet
+// taken the mutex to leave the backlog: it is shed (TimedOut), and the
+// permit goes to the next waiter still within its maxWait. The release is
+// forced into that gap by holding the limiter's mutex across the clock's
+// step and the release. Before, the expired waiter, still at the head of
+// the backlog, got the permit at its deadline and returned it as granted.
+func TestNoGrantAfterMaxWait(t *testing.T) {
+	bg := context.Background()
+	clk := buckettest.NewFakeClock(1e9)
+	l, err := New(WithClock(clk), WithInitialLimit(1), WithLimitBounds(1, 1), WithBacklog(2, 10*time.Millisecond))
+	require.NoError(t, err)
+	held, err := l.Acquire(bg)
+	require.NoError(t, err)
+
+	type result struct {
+		p   *Permit
+		err error
+	}
+	a, b := make(chan result, 1), make(chan result, 1)
+	go func() { p, err := l.Acquire(bg); a <- result{p, err} }() // deadline at 10 ms
+	require.NoError(t, clk.WaitForSleepers(bg, 1))
+	clk.Advance(5 * time.Millisecond)
+	go func() { p, err := l.Acquire(bg); b <- result{p, err} }() // deadline at 15 ms
+	require.NoError(t, clk.WaitForSleepers(bg, 2))
+
+	l.mu.Lock()
+	clk.Advance(5 * time.Millisecond) // A's maxWait is over: its sleep returns
+	require.True(t, held.ended.CompareAndSwap(false, true))
+	l.endLocked(held, success, l.now(clk.Now()))
+	l.mu.Unlock()
+
+	ra := <-a
+	require.ErrorIs(t, ra.err, admit.ErrOverloaded, "A's maxWait passed before the permit was free")
+	require.Nil(t, ra.p)
+	rb := <-b
+	require.NoError(t, rb.err, "the permit went to B, within its maxWait")
+	rb.p.Success()
+	s := l.Stats()
+	require.Equal(t, uint64(1), s.Waited, "B only")
+	require.Equal(t, uint64(1), s.TimedOut, "A")
+	require.Equal(t, uint64(1), s.Shed)
+	require.Zero(t, s.InFlight)
+	require.Zero(t, s.Waiting)
+	require.Equal(t, s.Admitted+s.Waited, s.Successes+s.Drops+s.Ignored)
+}
