@@ -31,6 +31,8 @@ import (
 //     than was out at it; no caller waits while a permit is free;
 //   - the waits: no caller waits past maxWait, none is granted at or after
 //     it, a cancelled waiter returns ctx.Err() itself;
+//   - the races: a permit released while waiters woken by the clock, or
+//     whose context ended, have yet to take the mutex;
 //   - the order: the waiters granted are the first of the model's order
 //     (highest priority, oldest first or newest while lifo), and a
 //     displaced waiter is the one the model names.
@@ -284,6 +286,29 @@ func walk(t *testing.T, seed uint64, backlog int, maxWait time.Duration, steps i
 				b()
 				<-both
 			}
+			ended++
+		case r < 15 && len(held) > 0: // a release in a waiter's gap
+			// Under the mutex, the clock moves (waking the waiters whose
+			// maxWait it passes) or a waiter's context ends, and then a
+			// permit ends: the release lands before those waiters take
+			// the mutex to leave the backlog.
+			i := rng.IntN(len(held))
+			p := held[i]
+			held = slices.Delete(held, i, i+1)
+			l.mu.Lock()
+			if len(pending) > 0 && rng.IntN(2) == 0 {
+				what = "cancel a waiter, then a release"
+				pending[rng.IntN(len(pending))].cancel()
+			} else {
+				what = "advance, then a release"
+				clk.Advance(time.Duration(rng.IntN(int(20 * time.Millisecond))))
+			}
+			if !p.ended.CompareAndSwap(false, true) {
+				l.mu.Unlock()
+				fail("a permit held was ended")
+			}
+			l.endLocked(p, outcome(rng.IntN(3)), l.now(clk.Now()))
+			l.mu.Unlock()
 			ended++
 		case r < 16 && len(pending) > 0: // a waiter's context ends
 			what = "cancel a waiter"
