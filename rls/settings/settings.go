@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"sort"
@@ -274,6 +275,11 @@ func FromEnv(env []string) (*Settings, error) {
 	if !logLevels[s.LogLevel] {
 		bad("LOG_LEVEL=%q: expected TRACE, DEBUG, INFO, WARN (WARNING), ERROR, FATAL or PANIC", s.LogLevel)
 	}
+	if s.UsePrometheus {
+		if err := muxPattern(s.PrometheusPath); err != nil {
+			bad("PROMETHEUS_PATH=%q: not a pattern net/http's ServeMux takes: %v", s.PrometheusPath, err)
+		}
+	}
 	if s.BackendType == "redis" {
 		if err := s.parseRedisURL(); err != nil {
 			errs = append(errs, err.Error())
@@ -397,6 +403,18 @@ func (s *Settings) parseRedisURL() error {
 	case s.RedisType == "CLUSTER" && rd.DB != 0:
 		return fmt.Errorf("REDIS_URL: a Cluster has only database 0, not %d", rd.DB)
 	}
+	return nil
+}
+
+// muxPattern reports why a ServeMux would refuse the pattern p: it panics
+// on one it cannot parse, as envoyproxy/ratelimit's http.Handle does.
+func muxPattern(p string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	http.NewServeMux().Handle(p, http.NotFoundHandler())
 	return nil
 }
 

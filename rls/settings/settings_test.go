@@ -279,3 +279,23 @@ func TestRuntimeWatchRootDefault(t *testing.T) {
 	_, err = settings.FromEnv([]string{"RUNTIME_WATCH_ROOT=sometimes"})
 	require.ErrorContains(t, err, "RUNTIME_WATCH_ROOT")
 }
+
+// TestPrometheusPath: PROMETHEUS_PATH is a pattern of net/http's ServeMux
+// (envoyproxy/ratelimit hands it to http.Handle); one the mux cannot take
+// ("metrics", without its slash) is refused by name at start with
+// USE_PROMETHEUS, instead of making admit-rls panic once its listeners are
+// open. Without USE_PROMETHEUS it is not read, as there.
+func TestPrometheusPath(t *testing.T) {
+	for _, p := range []string{"metrics", "/a b", "/{x"} {
+		_, err := settings.FromEnv([]string{"USE_PROMETHEUS=true", "PROMETHEUS_PATH=" + p})
+		require.ErrorIs(t, err, admit.ErrInvalidConfig, p)
+		require.ErrorContains(t, err, "PROMETHEUS_PATH", p)
+		_, err = settings.FromEnv([]string{"PROMETHEUS_PATH=" + p})
+		require.NoError(t, err, p)
+	}
+	for _, p := range []string{"/m", "/metrics/", "GET /metrics"} {
+		s, err := settings.FromEnv([]string{"USE_PROMETHEUS=true", "PROMETHEUS_PATH=" + p})
+		require.NoError(t, err, p)
+		require.Equal(t, p, s.PrometheusPath)
+	}
+}
