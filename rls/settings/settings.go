@@ -561,11 +561,13 @@ func (r *reader) int(k string, def int) int {
 	if v == "" {
 		return def
 	}
-	n, err := strconv.Atoi(v)
+	// Base 0, as envoyproxy/ratelimit's envconfig parses an int: 0x1f90
+	// and 8_080 are 8080, 010 is 8, and 08080 is refused.
+	n, err := strconv.ParseInt(v, 0, strconv.IntSize)
 	if err != nil {
 		r.fail(k, v, err)
 	}
-	return n
+	return int(n)
 }
 
 func (r *reader) bool(k string) bool {

@@ -299,3 +299,21 @@ func TestPrometheusPath(t *testing.T) {
 		require.Equal(t, p, s.PrometheusPath)
 	}
 }
+
+// TestIntegers: a number reads as envoyproxy/ratelimit's envconfig reads
+// it (strconv.ParseInt with base 0): a 0x, 0o or 0b prefix, a leading 0
+// for octal, and underscores between digits; so one environment means the
+// same ports in both, and a value envconfig refuses is refused.
+func TestIntegers(t *testing.T) {
+	s, err := settings.FromEnv([]string{"PORT=0x1f90", "GRPC_PORT=010", "DEBUG_PORT=6_070", "MEMORY_MAX_KEYS=0b100000000000000"})
+	require.NoError(t, err)
+	require.Equal(t, 8080, s.Port)
+	require.Equal(t, 8, s.GrpcPort)
+	require.Equal(t, 6070, s.DebugPort)
+	require.Equal(t, 1<<14, s.MemoryMaxKeys)
+	for _, kv := range []string{"PORT=08080", "GRPC_PORT=1e3", "LOCAL_CACHE_SIZE_IN_BYTES=0x"} {
+		_, err := settings.FromEnv([]string{kv})
+		require.ErrorIs(t, err, admit.ErrInvalidConfig, kv)
+		require.ErrorContains(t, err, strings.SplitN(kv, "=", 2)[0], kv)
+	}
+}
