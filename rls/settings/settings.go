@@ -33,7 +33,8 @@ type Settings struct {
 	// long a client connection may live before the server sends GOAWAY, so
 	// that clients spread over new replicas; GrpcMaxConnectionAgeGrace
 	// (GRPC_MAX_CONNECTION_AGE_GRACE, default 1h) how long its calls may
-	// then take before it is closed.
+	// then take before it is closed. 0 is no limit, gRPC's zero value,
+	// as in envoyproxy/ratelimit.
 	GrpcMaxConnectionAge      time.Duration
 	GrpcMaxConnectionAgeGrace time.Duration
 
@@ -263,8 +264,8 @@ func FromEnv(env []string) (*Settings, error) {
 		bad("REDIS_STARTUP_INITIAL_INTERVAL=%v, REDIS_STARTUP_MAX_INTERVAL=%v, REDIS_STARTUP_MAX_ELAPSED_TIME=%v: want 0 < initial <= max and elapsed >= 0",
 			s.RedisStartupInitial, s.RedisStartupMax, s.RedisStartupMaxElapsed)
 	}
-	if s.GrpcMaxConnectionAge <= 0 || s.GrpcMaxConnectionAgeGrace < 0 {
-		bad("GRPC_MAX_CONNECTION_AGE=%v, GRPC_MAX_CONNECTION_AGE_GRACE=%v: want a positive age and a grace of 0 or more", s.GrpcMaxConnectionAge, s.GrpcMaxConnectionAgeGrace)
+	if s.GrpcMaxConnectionAge < 0 || s.GrpcMaxConnectionAgeGrace < 0 {
+		bad("GRPC_MAX_CONNECTION_AGE=%v, GRPC_MAX_CONNECTION_AGE_GRACE=%v: want an age and a grace of 0 (no limit) or more", s.GrpcMaxConnectionAge, s.GrpcMaxConnectionAgeGrace)
 	}
 	if s.MemoryMaxKeys < MinMemoryMaxKeys {
 		bad("MEMORY_MAX_KEYS=%d is below %d (64 shards, each holding a request's 256 limited descriptors)", s.MemoryMaxKeys, MinMemoryMaxKeys)

@@ -50,7 +50,7 @@ func TestRefused(t *testing.T) {
 		"USE_STATSD=true", "USE_DOG_STATSD=true", "MEMCACHE_HOST_PORT=h:1", "CONFIG_TYPE=GRPC_XDS_SOTW",
 		"QUOTA_MODE=true", "REDIS_PERSECOND=true", "GRPC_SERVER_USE_TLS=true",
 		"BACKEND_TYPE=memcache", "REDIS_TYPE=SENTINEL", "PORT=x", "SHADOW_MODE=maybe", "REDIS_TIMEOUT=soon",
-		"LOG_FORMAT=yaml", "GRPC_MAX_CONNECTION_AGE=0s", "REDIS_URL=redis://h:1/x", "TRACING_ENABLED=true",
+		"LOG_FORMAT=yaml", "GRPC_MAX_CONNECTION_AGE=-1s", "REDIS_URL=redis://h:1/x", "TRACING_ENABLED=true",
 		"MEMORY_MAX_KEYS=16383",
 	} {
 		_, err := settings.FromEnv([]string{kv})
@@ -315,5 +315,21 @@ func TestIntegers(t *testing.T) {
 		_, err := settings.FromEnv([]string{kv})
 		require.ErrorIs(t, err, admit.ErrInvalidConfig, kv)
 		require.ErrorContains(t, err, strings.SplitN(kv, "=", 2)[0], kv)
+	}
+}
+
+// TestGrpcMaxConnectionAgeZero: GRPC_MAX_CONNECTION_AGE=0 (and a grace of
+// 0) is gRPC's zero value, no limit, which envoyproxy/ratelimit passes to
+// grpc-go as it is; an environment that turned GOAWAY off that way starts
+// here too. A negative age or grace is refused.
+func TestGrpcMaxConnectionAgeZero(t *testing.T) {
+	s, err := settings.FromEnv([]string{"GRPC_MAX_CONNECTION_AGE=0", "GRPC_MAX_CONNECTION_AGE_GRACE=0s"})
+	require.NoError(t, err)
+	require.Zero(t, s.GrpcMaxConnectionAge)
+	require.Zero(t, s.GrpcMaxConnectionAgeGrace)
+	for _, kv := range []string{"GRPC_MAX_CONNECTION_AGE=-1s", "GRPC_MAX_CONNECTION_AGE_GRACE=-1ns"} {
+		_, err := settings.FromEnv([]string{kv})
+		require.ErrorIs(t, err, admit.ErrInvalidConfig, kv)
+		require.ErrorContains(t, err, "GRPC_MAX_CONNECTION_AGE", kv)
 	}
 }
