@@ -10,8 +10,8 @@
 // RUNTIME_WATCH_ROOT=true, the default, the files beside it whose name
 // starts with $RUNTIME_APPDIRECTORY and a dot, as envoyproxy/ratelimit
 // reads them: see config.ReadRuntime), re-read when it changes (polled every 200 ms); a configuration that does not load is
-// logged and counted, and the previous one stays. SIGINT and SIGTERM stop
-// it gracefully.
+// logged and counted, and the previous one stays. SIGINT, SIGTERM and
+// SIGHUP stop it gracefully, as they stop envoyproxy/ratelimit.
 //
 // It logs on stderr through log/slog, as text or, with LOG_FORMAT=json,
 // as JSON with envoyproxy/ratelimit's keys, every line in that one format
@@ -54,7 +54,7 @@ import (
 const pollInterval = 200 * time.Millisecond
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	slog.SetDefault(newLogger(os.Environ(), os.Stderr))
 	grpclog.SetLoggerV2(grpcLogger{slog.Default()})

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,6 +123,17 @@ func TestDebugListener(t *testing.T) {
 			"/rlconfig: print out the currently loaded configuration for debugging\n"+
 			"/stats: print out stats\n", body)
 	}
+}
+
+// TestSIGHUP: SIGHUP stops admit-rls gracefully with status 0, as it
+// stops envoyproxy/ratelimit (which shuts down on SIGINT, SIGTERM and
+// SIGHUP alike), rather than killing it with its calls in flight.
+func TestSIGHUP(t *testing.T) {
+	p := startRLS(t, nil, map[string]string{"e2e.yaml": e2eConfig})
+	require.Equal(t, ok, p.ask(t, "e2e", d("user", "x")).OverallCode)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	<-p.done
+	require.NoError(t, p.cmd.Wait())
 }
 
 // TestMaxConnectionAge: GRPC_MAX_CONNECTION_AGE sends clients GOAWAY, so

@@ -129,11 +129,12 @@ func launch(t *testing.T, env []string, files map[string]string) (*proc, error) 
 	p.client = pb.NewRateLimitServiceClient(conn)
 	t.Cleanup(func() {
 		conn.Close()
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		<-p.done
-		err := p.cmd.Wait()
-		if err != nil {
-			t.Errorf("admit-rls exited with %v: %s", err, p.log())
+		if p.cmd.ProcessState == nil { // not yet waited for by the test
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			<-p.done
+			if err := p.cmd.Wait(); err != nil {
+				t.Errorf("admit-rls exited with %v: %s", err, p.log())
+			}
 		}
 		if t.Failed() {
 			t.Logf("admit-rls stderr:\n%s", p.log())
