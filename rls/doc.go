@@ -57,7 +57,9 @@
 // left right after its own hit, so a descriptor sent twice answers its
 // first take, then both, as envoyproxy/ratelimit does; 0 when the descriptor is over its limit, shadowed or not, and in
 // debt, as envoyproxy/ratelimit answers 0 over the limit) and
-// duration_until_reset (exactly until the bucket is full again; for a limit
+// duration_until_reset (until the bucket is full again, rounded up to
+// whole seconds: Envoy's x-ratelimit-reset header takes its whole seconds,
+// so a fraction below one would read 0 there; for a limit
 // of zero, which has no bucket, and for a descriptor over its limit that
 // no wait lets through, its cost or the request's costs on its key being
 // above the burst, at least one unit of the rule, where

@@ -17,7 +17,8 @@ import (
 // gRPC server (pb.RegisterRateLimitServiceServer) or HTTPHandler would call
 // it. The request carries two descriptors. The per-user limit of 2 a second
 // refuses the third request, 200ms after the first, and then neither
-// descriptor takes a token: remote_address's bucket is left full.
+// descriptor takes a token: remote_address's bucket is left full. A reset
+// is the time until the bucket is full, rounded up to whole seconds.
 func ExampleService_ShouldRateLimit() {
 	cfg, err := config.Load([]config.File{{Name: "example.yaml", Content: []byte(`
 domain: example
@@ -62,7 +63,7 @@ descriptors:
 		clk.Advance(100 * time.Millisecond)
 	}
 	// Output:
-	// OK  OK 10/SECOND remaining=9 reset=100ms  OK 2/SECOND remaining=1 reset=500ms
-	// OK  OK 10/SECOND remaining=9 reset=100ms  OK 2/SECOND remaining=0 reset=900ms
-	// OVER_LIMIT  OK 10/SECOND remaining=10 reset=0s  OVER_LIMIT 2/SECOND remaining=0 reset=800ms
+	// OK  OK 10/SECOND remaining=9 reset=1s  OK 2/SECOND remaining=1 reset=1s
+	// OK  OK 10/SECOND remaining=9 reset=1s  OK 2/SECOND remaining=0 reset=1s
+	// OVER_LIMIT  OK 10/SECOND remaining=10 reset=0s  OVER_LIMIT 2/SECOND remaining=0 reset=1s
 }

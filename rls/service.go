@@ -289,9 +289,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			// the nearest a bucket can say (or the time until full, if
 			// longer).
 			p.reset = max(r.ResetAfter, hits[p.hit].Period)
-			st.DurationUntilReset = durationpb.New(p.reset)
+			st.DurationUntilReset = durationpb.New(ceilSecond(p.reset))
 		case r.ResetAfter != Never:
-			st.DurationUntilReset = durationpb.New(r.ResetAfter)
+			st.DurationUntilReset = durationpb.New(ceilSecond(r.ResetAfter))
 		}
 		switch {
 		case over && !p.shadow:
@@ -368,6 +368,18 @@ func closest(sts []*pb.RateLimitResponse_DescriptorStatus) int {
 		}
 	}
 	return c
+}
+
+// ceilSecond rounds d up to whole seconds. duration_until_reset is sent
+// so: Envoy's x-ratelimit-reset header takes the duration's whole seconds,
+// so a status over its limit 0.8 s from full would tell the client 0,
+// come back at once, where envoyproxy/ratelimit, counting to its window's
+// end in whole seconds, never answers less than 1.
+func ceilSecond(d time.Duration) time.Duration {
+	if d > math.MaxInt64-time.Second {
+		return d
+	}
+	return time.Duration(ceilSeconds(d)) * time.Second
 }
 
 func ceilSeconds(d time.Duration) int64 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/admit-go/admit/buckettest"
 	"github.com/admit-go/admit/rls"
 	"github.com/admit-go/admit/rls/config"
 	"github.com/admit-go/admit/rls/memstore"
@@ -80,6 +81,45 @@ func TestOverrideUnknownUnit(t *testing.T) {
 	_, err := svc.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "d", Descriptors: []*common.RateLimitDescriptor{entry("user", "u"), bad}})
 	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
 	require.Equal(t, uint32(4), ask(t, svc, "d", entry("user", "u")).Statuses[0].LimitRemaining, "the refused request took nothing")
+}
+
+// TestResetWholeSeconds: duration_until_reset is the time until the bucket
+// is full rounded up to whole seconds, as the RateLimit-Reset header is:
+// Envoy's x-ratelimit-reset takes the duration's whole seconds, and a
+// refusal 0.8 s from full answered as 800ms told the client 0, come back
+// at once (envoyproxy/ratelimit, counting to its window's end, answers
+// 1 at least).
+func TestResetWholeSeconds(t *testing.T) {
+	cfg, err := config.Load([]config.File{{Name: "c.yaml", Content: []byte(
+		"domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 2}\n" +
+			"  - key: team\n    rate_limit: {unit: minute, requests_per_unit: 3}\n")}}, false)
+	require.NoError(t, err)
+	clk := buckettest.NewFakeClock(0)
+	svc := rls.New(memstore.New(memstore.WithClock(clk)), rls.Options{Headers: true})
+	require.NoError(t, svc.Check(cfg))
+	svc.SetConfig(cfg)
+	for _, step := range []struct {
+		advance time.Duration
+		desc    *common.RateLimitDescriptor
+		code    pb.RateLimitResponse_Code
+		reset   time.Duration // until full: 0.5 s, 0.9 s, 0.8 s, 20 s, 39.5 s
+	}{
+		{0, entry("user", "u"), pb.RateLimitResponse_OK, time.Second},
+		{100 * time.Millisecond, entry("user", "u"), pb.RateLimitResponse_OK, time.Second},
+		{100 * time.Millisecond, entry("user", "u"), pb.RateLimitResponse_OVER_LIMIT, time.Second},
+		{0, entry("team", "t"), pb.RateLimitResponse_OK, 20 * time.Second},
+		{500 * time.Millisecond, entry("team", "t"), pb.RateLimitResponse_OK, 40 * time.Second},
+	} {
+		clk.Advance(step.advance)
+		resp := ask(t, svc, "d", step.desc)
+		require.Equal(t, step.code, resp.OverallCode)
+		require.Equal(t, step.reset, resp.Statuses[0].DurationUntilReset.AsDuration())
+		hd := map[string]string{}
+		for _, h := range resp.ResponseHeadersToAdd {
+			hd[h.Key] = h.Value
+		}
+		require.Equal(t, fmt.Sprint(int(step.reset.Seconds())), hd["RateLimit-Reset"])
+	}
 }
 
 // newService returns a Service on a memory store with yaml as its
