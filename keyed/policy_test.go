@@ -2,9 +2,12 @@ package keyed_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -166,4 +169,185 @@ func TestHeldKeyBadCalls(t *testing.T) {
 			require.Equal(t, int64(9), d.Remaining, "the bad call consumed tokens")
 		})
 	}
+}
+
+// TestPolicyConservationStorm: goroutines share one limiter on a fake
+// clock that does not move during a round, so no limit refills and every
+// token is accounted for: AllowN (the lock-free path of the limiter's own
+// limit "a"), AllowLimits on overlapping subsets of four limits, peeks,
+// and bad calls (n above a capacity, two limits with one Name, an
+// invalid limit) race on a few keys, converting them to multi-limit
+// entries while others CAS their word. After each round, for every (key,
+// Name), a peek must show exactly Capacity minus the tokens of the
+// admissions that named it: more would be an over-admission, fewer a
+// token a denial or a bad call took. Each Name comes in variants of one
+// Capacity and other rates (units of other sizes among them), so calls
+// carry balances over, on the path that takes the shard's lock too: on a
+// still clock a carry-over keeps whole tokens exactly. Under RefuseNew
+// with a bound below the keys, refused new keys take nothing and only full
+// keys are dropped, so the accounting stays exact. The peeks that check,
+// with each Name's first variant, leave every limit at a rate that
+// refills; between rounds the clock moves past every fill time. Half the
+// calls also bring Names from a pool past MaxNames, so keys reach the
+// bound and refuse new Names (ErrUnavailable), taking nothing, while
+// others race on them. KEYED_WALKS sets the rounds.
+func TestPolicyConservationStorm(t *testing.T) {
+	variants := map[string][]admit.Limit{
+		"a": {{Name: "a", Capacity: 40, Rate: 1}, {Name: "a", Capacity: 40, Rate: 1e6}, {Name: "a", Capacity: 40, Rate: 2.5}},
+		"b": {{Name: "b", Capacity: 30, Rate: 0.5}, {Name: "b", Capacity: 30, Rate: 0}},
+		"c": {{Name: "c", Capacity: 25, Rate: 0}},
+		"d": {{Name: "d", Capacity: 50, Rate: 3}, {Name: "d", Capacity: 50, Rate: 1e-3}},
+	}
+	// A pool of Names past MaxNames, slow to refill: a key that has taken
+	// from MaxNames of them refuses a call that brings one more, taking
+	// nothing (ErrUnavailable).
+	var pool []string
+	for i := range keyed.MaxNames + 6 {
+		nm := fmt.Sprintf("p%02d", i)
+		pool = append(pool, nm)
+		variants[nm] = []admit.Limit{{Name: nm, Capacity: 2, Rate: 0.001}}
+	}
+	lims := map[string]admit.Limit{}
+	for nm, vs := range variants {
+		lims[nm] = vs[0]
+	}
+	subsets := [][]string{{"a"}, {"a", "b"}, {"b", "c"}, {"a", "c", "d"}, {"d"}, {"b"}, {"c", "a"}, {"d", "b", "c", "a"}}
+	var namesRefused atomic.Int64
+	for _, refuse := range []bool{false, true} {
+		clk := buckettest.NewFakeClock(1_000_000_000)
+		opts := []admit.Option{admit.WithClock(clk), keyed.WithShards(2)}
+		keys := []string{"k0", "k1", "k2"}
+		if refuse {
+			opts = append(opts, keyed.WithMaxKeys(2), keyed.WithPolicy(keyed.RefuseNew))
+		}
+		l, err := keyed.NewLimits([]admit.Limit{lims["a"]}, opts...)
+		require.NoError(t, err)
+		ctx := context.Background()
+		taken := map[string]int64{} // key + "/" + Name
+		for round := range walkCount(4) {
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			var failed atomic.Value
+			for g := range 8 {
+				wg.Go(func() {
+					seed := uint64(round*131 + g)
+					x := seed*0x9e3779b97f4a7c15 + 1
+					next := func(n int) int {
+						x ^= x << 13
+						x ^= x >> 7
+						x ^= x << 17
+						return int(x % uint64(n))
+					}
+					for i := range 400 {
+						if i%50 == 0 {
+							runtime.Gosched()
+						}
+						key := keys[next(len(keys))]
+						sub := subsets[next(len(subsets))]
+						if next(2) == 0 {
+							if next(3) != 0 {
+								sub = nil // the pool's Names alone
+							}
+							sub = slices.Clip(sub)
+							for range 1 + next(3) {
+								if p := pool[next(len(pool))]; !slices.Contains(sub, p) {
+									sub = append(sub, p)
+								}
+							}
+						}
+						call := make([]admit.Limit, len(sub))
+						minCap := int64(math.MaxInt64)
+						for j, nm := range sub {
+							call[j] = variants[nm][next(len(variants[nm]))]
+							minCap = min(minCap, call[j].Capacity)
+						}
+						n := int64(next(int(min(4, minCap+1)))) // 0 peeks
+						var d admit.Decision
+						var err error
+						switch next(12) {
+						case 0: // n above a capacity
+							_, err = l.AllowLimits(ctx, key, minCap+1, call...)
+							if !errors.Is(err, admit.ErrUnsatisfiable) {
+								failed.Store(fmt.Errorf("n above capacity: %v", err))
+							}
+							continue
+						case 1: // two limits with one Name
+							_, err = l.AllowLimits(ctx, key, 1, append(call, call[0].WithBurst(3))...)
+							if !errors.Is(err, admit.ErrInvalidConfig) {
+								failed.Store(fmt.Errorf("duplicate Name: %v", err))
+							}
+							continue
+						case 2: // a valid limit then an invalid one
+							_, err = l.AllowLimits(ctx, key, 1, append(call, admit.Limit{Name: "bad", Capacity: 0, Rate: 1})...)
+							if !errors.Is(err, admit.ErrInvalidConfig) {
+								failed.Store(fmt.Errorf("invalid limit: %v", err))
+							}
+							continue
+						case 3:
+							sub = []string{"a"}
+							d, err = l.AllowN(ctx, key, n)
+						default:
+							d, err = l.AllowLimits(ctx, key, n, call...)
+						}
+						if err != nil {
+							if errors.Is(err, admit.ErrUnavailable) && !d.Allowed {
+								if !refuse || strings.Contains(err.Error(), "MaxNames") {
+									namesRefused.Add(1)
+								}
+								continue
+							}
+							failed.Store(err)
+							return
+						}
+						if n == 0 && !d.Allowed {
+							failed.Store(fmt.Errorf("peek denied: %+v", d))
+							return
+						}
+						if d.Allowed && n > 0 {
+							mu.Lock()
+							for _, nm := range sub {
+								taken[key+"/"+nm] += n
+							}
+							mu.Unlock()
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if err, _ := failed.Load().(error); err != nil {
+				t.Fatalf("refuse %v round %d: %v", refuse, round, err)
+			}
+			for _, key := range keys {
+				for nm, lm := range lims {
+					d, err := l.AllowLimits(ctx, key, 0, lm)
+					if err != nil {
+						if refuse && errors.Is(err, admit.ErrUnavailable) {
+							continue
+						}
+						t.Fatalf("refuse %v round %d: peek %s %s: %v", refuse, round, key, nm, err)
+					}
+					if want := lm.Capacity - taken[key+"/"+nm]; d.Remaining != want {
+						t.Errorf("refuse %v round %d: key %s limit %s: Remaining %d, want %d (capacity %d, %d taken)",
+							refuse, round, key, nm, d.Remaining, want, lm.Capacity, taken[key+"/"+nm])
+					}
+				}
+			}
+			clk.Advance(1e4 * time.Second) // every limit full again, "c" (rate 0) aside
+			for id := range taken {
+				if !strings.HasSuffix(id, "/c") {
+					delete(taken, id)
+				}
+			}
+			if round%2 == 1 {
+				// "c" never refills: a new set of keys for the next rounds.
+				for i := range keys {
+					keys[i] += "x"
+				}
+			}
+		}
+	}
+	if namesRefused.Load() == 0 {
+		t.Error("no call was refused for MaxNames: the storm does not reach the bound")
+	}
+
 }
