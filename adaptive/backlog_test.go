@@ -16,27 +16,42 @@ import (
 	"github.com/admit-go/admit/buckettest"
 )
 
+// heldAtOne returns a limiter fixed at one permit, with a backlog of two
+// that wait at most maxWait, on a fake clock, and the permit it holds.
+func heldAtOne(t *testing.T, maxWait time.Duration) (*buckettest.FakeClock, *Limiter, *Permit) {
+	clk := buckettest.NewFakeClock(1e9)
+	l, err := New(WithClock(clk), WithInitialLimit(1), WithLimitBounds(1, 1), WithBacklog(2, maxWait))
+	require.NoError(t, err)
+	held, err := l.Acquire(context.Background())
+	require.NoError(t, err)
+	return clk, l, held
+}
+
+// acquired is what an Acquire started by startAcquire returned.
+type acquired struct {
+	p   *Permit
+	err error
+}
+
+// startAcquire runs l.Acquire(ctx) in a goroutine; its result comes on the
+// channel.
+func startAcquire(l *Limiter, ctx context.Context) <-chan acquired {
+	ch := make(chan acquired, 1)
+	go func() { p, err := l.Acquire(ctx); ch <- acquired{p, err} }()
+	return ch
+}
+
 // A waiter whose context ends as a permit is handed to it returns
 // ctx.Err(), as golang.org/x/sync/semaphore does, and the permit goes to
 // the next waiter: the grant is forced to land between the context's end
 // and the waiter's return by holding the limiter's mutex across both.
 func TestGrantAfterContextEnded(t *testing.T) {
 	bg := context.Background()
-	clk := buckettest.NewFakeClock(1e9)
-	l, err := New(WithClock(clk), WithInitialLimit(1), WithLimitBounds(1, 1), WithBacklog(2, time.Second))
-	require.NoError(t, err)
-	held, err := l.Acquire(bg)
-	require.NoError(t, err)
-
-	type result struct {
-		p   *Permit
-		err error
-	}
+	clk, l, held := heldAtOne(t, time.Second)
 	ctxA, cancelA := context.WithCancel(bg)
-	a, b := make(chan result, 1), make(chan result, 1)
-	go func() { p, err := l.Acquire(ctxA); a <- result{p, err} }()
+	a := startAcquire(l, ctxA)
 	require.NoError(t, clk.WaitForSleepers(bg, 1))
-	go func() { p, err := l.Acquire(bg); b <- result{p, err} }()
+	b := startAcquire(l, bg)
 	require.NoError(t, clk.WaitForSleepers(bg, 2))
 
 	l.mu.Lock()
@@ -438,21 +453,11 @@ func TestNewestFirstOrder(t *testing.T) {
 // the backlog, got the permit at its deadline and returned it as granted.
 func TestNoGrantAfterMaxWait(t *testing.T) {
 	bg := context.Background()
-	clk := buckettest.NewFakeClock(1e9)
-	l, err := New(WithClock(clk), WithInitialLimit(1), WithLimitBounds(1, 1), WithBacklog(2, 10*time.Millisecond))
-	require.NoError(t, err)
-	held, err := l.Acquire(bg)
-	require.NoError(t, err)
-
-	type result struct {
-		p   *Permit
-		err error
-	}
-	a, b := make(chan result, 1), make(chan result, 1)
-	go func() { p, err := l.Acquire(bg); a <- result{p, err} }() // deadline at 10 ms
+	clk, l, held := heldAtOne(t, 10*time.Millisecond)
+	a := startAcquire(l, bg) // deadline at 10 ms
 	require.NoError(t, clk.WaitForSleepers(bg, 1))
 	clk.Advance(5 * time.Millisecond)
-	go func() { p, err := l.Acquire(bg); b <- result{p, err} }() // deadline at 15 ms
+	b := startAcquire(l, bg) // deadline at 15 ms
 	require.NoError(t, clk.WaitForSleepers(bg, 2))
 
 	l.mu.Lock()

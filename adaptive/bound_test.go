@@ -36,35 +36,21 @@ func TestBoundUnderConcurrency(t *testing.T) {
 			l, err := New(opts...)
 			require.NoError(t, err)
 			var violation atomic.Value
-			prev, excess := l.limit, 0 // require l.mu
-			decreases, increases := 0, 0
-			l.testHookUpdate = func(_ int64, limit int) {
-				if limit < prev {
-					decreases++
-					excess = max(excess, l.inflight)
-				} else if limit > prev {
-					increases++
-				}
-				prev = limit
-			}
+			lw := watchLimit(l)
 			check := func() {
 				l.mu.Lock()
 				defer l.mu.Unlock()
 				switch {
 				case l.inflight < 0:
 					violation.Store("in flight negative")
-				case l.inflight > max(l.limit, excess):
-					violation.Store(fmt.Sprintf("in flight %d above limit %d and the %d out at the last decrease", l.inflight, l.limit, excess))
+				case l.inflight > max(l.limit, lw.excess):
+					violation.Store(fmt.Sprintf("in flight %d above limit %d and the %d out at the last decrease", l.inflight, l.limit, lw.excess))
 				case l.inflightA.Load() != int64(l.inflight):
 					violation.Store(fmt.Sprintf("InFlight() %d, state %d", l.inflightA.Load(), l.inflight))
 				case l.limitA.Load() != int64(l.limit):
 					violation.Store(fmt.Sprintf("Limit() %d, state %d", l.limitA.Load(), l.limit))
 				}
-				if l.inflight < l.limit {
-					excess = 0
-				} else {
-					excess = min(excess, l.inflight)
-				}
+				lw.settle()
 			}
 			var stop atomic.Bool
 			var bg sync.WaitGroup
@@ -136,9 +122,43 @@ func TestBoundUnderConcurrency(t *testing.T) {
 			require.Zero(t, s.Waiting)
 			require.Equal(t, s.Admitted+s.Waited, s.Successes+s.Drops+s.Ignored, "each permit ended once")
 			require.Greater(t, s.Updates, uint64(10))
-			require.NotZero(t, decreases, "the limit was cut")
-			require.NotZero(t, increases, "the limit was raised")
-			t.Logf("%+v, %d decreases, %d increases", s, decreases, increases)
+			require.NotZero(t, lw.decreases, "the limit was cut")
+			require.NotZero(t, lw.increases, "the limit was raised")
+			t.Logf("%+v, %d decreases, %d increases", s, lw.decreases, lw.increases)
 		})
+	}
+}
+
+// limitWatch follows a limiter's limit through testHookUpdate: the
+// decreases and increases so far, and excess, the permits out at the last
+// decrease, which the bound lets stand above the limit until in flight
+// falls below it. Its fields require l.mu.
+type limitWatch struct {
+	l                                  *Limiter
+	prev, excess, decreases, increases int
+}
+
+func watchLimit(l *Limiter) *limitWatch {
+	w := &limitWatch{l: l, prev: l.limit}
+	l.testHookUpdate = func(_ int64, limit int) {
+		if limit < w.prev {
+			w.decreases++
+			w.excess = max(w.excess, l.inflight)
+		} else if limit > w.prev {
+			w.increases++
+		}
+		w.prev = limit
+	}
+	return w
+}
+
+// settle forgets the excess once in flight is below the limit, and
+// otherwise lowers it to what is in flight: permits ended since the
+// decrease are not granted again above the limit. Requires l.mu.
+func (w *limitWatch) settle() {
+	if w.l.inflight < w.l.limit {
+		w.excess = 0
+	} else {
+		w.excess = min(w.excess, w.l.inflight)
 	}
 }

@@ -83,16 +83,7 @@ func walk(t *testing.T, seed uint64, backlog int, maxWait time.Duration, steps i
 	if err != nil {
 		t.Fatal(err)
 	}
-	prev, excess, decreases, increases := l.limit, 0, 0, 0 // require l.mu
-	l.testHookUpdate = func(_ int64, limit int) {
-		if limit < prev {
-			decreases++
-			excess = max(excess, l.inflight)
-		} else if limit > prev {
-			increases++
-		}
-		prev = limit
-	}
+	lw := watchLimit(l)
 	var (
 		seq                                    int
 		pending                                []*walkCaller // in arrival order
@@ -196,12 +187,8 @@ func walk(t *testing.T, seed uint64, backlog int, maxWait time.Duration, steps i
 		l.mu.Lock()
 		s := l.stats
 		s.InFlight, s.Waiting, s.Limit = l.inflight, l.nwait, l.limit
-		if l.inflight < l.limit {
-			excess = 0
-		} else {
-			excess = min(excess, l.inflight)
-		}
-		ex := excess
+		lw.settle()
+		ex := lw.excess
 		l.mu.Unlock()
 		switch {
 		case s.InFlight != len(held):
@@ -345,5 +332,5 @@ func walk(t *testing.T, seed uint64, backlog int, maxWait time.Duration, steps i
 	if s.InFlight != 0 || s.Waiting != 0 || s.Admitted+s.Waited != s.Successes+s.Drops+s.Ignored {
 		t.Fatalf("after the walk: %+v", s)
 	}
-	t.Logf("%+v; %d decreases, %d increases", s, decreases, increases)
+	t.Logf("%+v; %d decreases, %d increases", s, lw.decreases, lw.increases)
 }

@@ -186,13 +186,6 @@ func decisionWalk(t *testing.T, seed uint64, backward, refuse bool, shards int, 
 		}
 		return lims, false
 	}
-	minCapOf := func(lims []admit.Limit) int64 {
-		m := int64(1 << 62)
-		for _, lm := range lims {
-			m = min(m, lm.Capacity)
-		}
-		return m
-	}
 	for step := range steps {
 		switch x := r.IntN(10); {
 		case x == 0:
@@ -206,18 +199,8 @@ func decisionWalk(t *testing.T, seed uint64, backward, refuse bool, shards int, 
 		}
 		key := keys[r.IntN(len(keys))]
 		lims, viaN := pick()
-		mc := minCapOf(lims)
-		var n int64
-		switch r.IntN(10) {
-		case 0:
-			n = 0
-		case 1:
-			n = -1
-		case 2:
-			n = mc + 1
-		default:
-			n = 1 + r.Int64N(mc)
-		}
+		mc := minCapacity(lims)
+		n := walkCost(r, mc, 10)
 		var d0 admit.Decision
 		peeked := false
 		if n > 0 && n <= mc && r.IntN(2) == 0 {
@@ -297,4 +280,29 @@ func TestDecisionWalk(t *testing.T) {
 			}
 		}
 	}
+}
+
+// minCapacity is the smallest capacity of lims, 2^62 for none (so that a
+// cost above it still fits an int64).
+func minCapacity(lims []admit.Limit) int64 {
+	m := int64(1 << 62)
+	for _, lm := range lims {
+		m = min(m, lm.Capacity)
+	}
+	return m
+}
+
+// walkCost draws a walk's cost for limits whose smallest capacity is mc:
+// one time in outOf each a peek (0), a bad cost (-1) and one above mc,
+// else 1 to mc.
+func walkCost(r *rand.Rand, mc int64, outOf int) int64 {
+	switch r.IntN(outOf) {
+	case 0:
+		return 0
+	case 1:
+		return -1
+	case 2:
+		return mc + 1
+	}
+	return 1 + r.Int64N(mc)
 }

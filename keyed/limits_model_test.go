@@ -312,21 +312,8 @@ func TestLimitsCarryOverModel(t *testing.T) {
 						call = append(call, pool[i])
 					}
 				}
-				minCap := int64(math.MaxInt64)
-				for _, lm := range call {
-					minCap = min(minCap, lm.Capacity)
-				}
-				var n int64
-				switch r.IntN(12) {
-				case 0:
-					n = 0
-				case 1:
-					n = -1
-				case 2:
-					n = minCap + 1
-				default:
-					n = 1 + r.Int64N(minCap)
-				}
+				minCap := minCapacity(call)
+				n := walkCost(r, minCap, 12)
 				var d admit.Decision
 				if viaN {
 					d, err = l.AllowN(ctx, key, n)
