@@ -147,8 +147,10 @@ func ValidateLimits(limits []Limit) error {
 //  5. Bad calls. No limits, two limits with one Name, or a Limit that fails
 //     Validate: an error wrapping ErrInvalidConfig, nothing consumed. n < 0 or
 //     n above some limit's Capacity: Allowed false and an error wrapping
-//     ErrUnsatisfiable, nothing consumed. n == 0 peeks. At least 8 limits per
-//     call are accepted.
+//     ErrUnsatisfiable, nothing consumed. n == 0 peeks: it takes no token,
+//     but a peek, like a denial, that brings a changed Capacity or Rate
+//     carries the balance over by rule 3, as any call does. At least 8
+//     limits per call are accepted.
 //
 // Implementations are safe for concurrent use.
 type PolicyLimiter interface {
