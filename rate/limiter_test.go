@@ -346,7 +346,7 @@ func TestReservationSize(t *testing.T) {
 }
 
 // TestAllow1MatchesReserve: Allow's written-out fast path decides and
-// updates exactly as reserve(ts, 1, 0), on sequences that visit its every
+// updates exactly as reserve(ts, 1, 0), Cancel's bookkeeping included, on sequences that visit its every
 // branch (full, refilling, capped, short by less than a nanosecond's
 // refill, short by more, zero and infinite rates, burst 0).
 func TestAllow1MatchesReserve(t *testing.T) {
@@ -375,6 +375,8 @@ func TestAllow1MatchesReserve(t *testing.T) {
 			require.Equal(t, ref.tokens, fast.tokens, "step %d", step)
 			require.Equal(t, ref.last, fast.last, "step %d", step)
 			require.Equal(t, ref.lastEvent, fast.lastEvent, "step %d", step)
+			require.Equal(t, ref.seq, fast.seq, "step %d: seq, which Cancel counts later tokens by", step)
+			require.Equal(t, ref.gens, fast.gens, "step %d", step)
 		}
 	}
 }

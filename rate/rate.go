@@ -156,8 +156,9 @@ type Limiter struct {
 	lastW, eventW fixed
 
 	// Cancel's bookkeeping across changes of the limit or burst
-	// (reservation.go). seq counts the tokens taken by reserve, plus one
-	// per change; a Reservation keeps its value. changes counts the
+	// (reservation.go). seq counts the tokens taken by reserve and by
+	// Allow's fast path, allow1, plus one per change; a Reservation keeps
+	// its value. changes counts the
 	// changes; gens holds the latest genRing of them: where each began in
 	// seq, and the highest balance since it began (units of 1/den, rounded
 	// up when den changes), kept by advance and allow1 once there was a
@@ -279,6 +280,7 @@ func (lim *Limiter) allow1(ts int64) bool {
 		lim.peak(after.add(fixed{0, lim.den}))
 	}
 	lim.tokens, lim.last, lim.lastEvent = after, ts, ts
+	lim.seq++ // as reserve counts it: a later Cancel gives back less by it
 	return true
 }
 

@@ -341,3 +341,41 @@ func TestCancelSeqWrap(t *testing.T) {
 		t.Errorf("after the cancel, %v tokens more at the same instant: more than the burst of 10 at once", 1+lim.TokensAt(ms50))
 	}
 }
+
+// TestCancelCountsAllow: Allow is AllowN(time.Now(), 1), so a Cancel after
+// a change of the limit gives back the same whichever of them took the
+// tokens after the reservation. At 1/s, burst 10, drained, R of 10 (acts
+// at 10 s); the limit raised to 1000/s; one token taken every millisecond
+// from 11 ms to 100 ms; R cancelled at 100 ms. Both take 90 tokens; R
+// gives back its tokens less every token taken after it (docs/rate.md):
+// nothing. Allow's fast path did not count its tokens, and R gave back 9.
+func TestCancelCountsAllow(t *testing.T) {
+	t0 := time.Now()
+	for _, fast := range []bool{false, true} {
+		lim := NewLimiter(1, 10)
+		require.True(t, lim.AllowN(t0, 10))
+		r := lim.ReserveN(t0, 10)
+		require.True(t, r.OK())
+		lim.SetLimitAt(t0, 1000)
+		taken := 0
+		for k := 11; k <= 100; k++ {
+			at := t0.Add(time.Duration(k) * time.Millisecond)
+			var ok bool
+			if fast {
+				d, tt := since(at)
+				lim.mu.Lock()
+				ok = lim.allow1(lim.at(tt, d)) // Allow at that reading
+				lim.mu.Unlock()
+			} else {
+				ok = lim.AllowN(at, 1)
+			}
+			if ok {
+				taken++
+			}
+		}
+		require.Equal(t, 90, taken, "fast path %v", fast)
+		end := t0.Add(100 * time.Millisecond)
+		r.CancelAt(end)
+		require.Equal(t, 0.0, lim.TokensAt(end), "fast path %v: given back after the Allows", fast)
+	}
+}
