@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -136,139 +138,8 @@ func TestCancelAfterLimitChange(t *testing.T) {
 // rule for changes, seed 394 of the last mode broke the bound by 3.8
 // tokens.)
 func TestCancelWindowsModel(t *testing.T) {
-	type admission struct {
-		at   int64
-		n    int
-		live bool
-	}
-	type change struct {
-		at    int64
-		rate  float64
-		burst int
-	}
-	rates := []Limit{0.5, 1, 10, 100, 1000}
-	bursts := []int{1, 2, 3, 5, 10}
-	steps := []int64{0, 0, 1, 1e3, 1e6, 1e7, 1e8, 1e9}
 	run := func(seed uint64, limits, burstsToo bool) (float64, string) {
-		rng := rand.New(rand.NewPCG(seed, 99))
-		r0, b0 := rates[rng.IntN(len(rates))], bursts[rng.IntN(len(bursts))]
-		lim := NewLimiter(r0, b0)
-		clock := int64(1e9)
-		changes := []change{{0, float64(r0), b0}}
-		var adms []admission
-		type held struct {
-			r   *Reservation
-			i   int
-			act int64
-		}
-		var rs []held
-		var log []string
-		for range 40 {
-			clock += steps[rng.IntN(len(steps))]
-			reading := clock - rng.Int64N(5e6+1)
-			lim.mu.Lock()
-			ts := lim.now(reading)
-			var op string
-			switch k := rng.IntN(10); {
-			case k <= 2:
-				ok := lim.allow1(ts)
-				if ok {
-					adms = append(adms, admission{ts, 1, true})
-				}
-				op = fmt.Sprintf("Allow@%d=%v", ts, ok)
-			case k <= 5:
-				n := 1 + rng.IntN(6)
-				r, wait := lim.reservation(ts, n, InfDuration)
-				if r.ok && wait != int64(InfDuration) {
-					adms = append(adms, admission{ts + wait, n, true})
-					rs = append(rs, held{&r, len(adms) - 1, ts + wait})
-				}
-				op = fmt.Sprintf("Reserve(%d)@%d ok=%v act=%d", n, ts, r.ok, ts+wait)
-			case k <= 7:
-				if len(rs) == 0 {
-					break
-				}
-				h := rs[rng.IntN(len(rs))]
-				lim.mu.Unlock()
-				h.r.cancel(time.Time{}, reading, true)
-				lim.mu.Lock()
-				if ts <= h.act {
-					adms[h.i].live = false
-				}
-				op = fmt.Sprintf("Cancel(act=%d)@%d", h.act, ts)
-			case k == 8 && limits:
-				l := rates[rng.IntN(len(rates))]
-				lim.setLimit(ts, l)
-				changes = append(changes, change{ts, float64(l), changes[len(changes)-1].burst})
-				for _, h := range rs {
-					if h.act > ts {
-						adms[h.i].live = false
-					}
-				}
-				op = fmt.Sprintf("SetLimit(%v)@%d", l, ts)
-			case k == 9 && burstsToo:
-				b := bursts[rng.IntN(len(bursts))]
-				lim.setBurst(ts, b)
-				changes = append(changes, change{ts, changes[len(changes)-1].rate, b})
-				for _, h := range rs {
-					if h.act > ts {
-						adms[h.i].live = false
-					}
-				}
-				op = fmt.Sprintf("SetBurst(%d)@%d", b, ts)
-			}
-			lim.mu.Unlock()
-			log = append(log, op)
-		}
-		// refill is the integral of the limit in force over [a, b], in tokens.
-		refill := func(a, b int64) float64 {
-			sum := 0.0
-			for i, c := range changes {
-				end := int64(1 << 62)
-				if i+1 < len(changes) {
-					end = changes[i+1].at
-				}
-				if lo, hi := max(a, c.at), min(b, end); hi > lo {
-					sum += c.rate * float64(hi-lo) / 1e9
-				}
-			}
-			return sum
-		}
-		// burstIn is the highest burst in force in [a, b], one that
-		// ends at a included (a change at an admission's instant may
-		// follow it).
-		burstIn := func(a, b int64) int {
-			m := 0
-			for i, c := range changes {
-				end := int64(1 << 62)
-				if i+1 < len(changes) {
-					end = changes[i+1].at
-				}
-				if c.at <= b && end >= a {
-					m = max(m, c.burst)
-				}
-			}
-			return m
-		}
-		var live []admission
-		for _, a := range adms {
-			if a.live {
-				live = append(live, a)
-			}
-		}
-		slices.SortFunc(live, func(x, y admission) int { return int(x.at - y.at) })
-		worst, where := 0.0, ""
-		for i := range live {
-			sum := 0
-			for j := i; j < len(live); j++ {
-				sum += live[j].n
-				if e := float64(sum) - float64(burstIn(live[i].at, live[j].at)) - refill(live[i].at, live[j].at) - 1; e > worst {
-					worst = e
-					where = fmt.Sprintf("%d tokens in [%d, %d]; ops: %v", sum, live[i].at, live[j].at, log)
-				}
-			}
-		}
-		return worst, where
+		return cancelWindowsRun(seed, limits, burstsToo, narrowWindows)
 	}
 	for _, mode := range []struct {
 		name            string
@@ -280,6 +151,201 @@ func TestCancelWindowsModel(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCancelWindowsWide is TestCancelWindowsModel over a wider alphabet:
+// limits of zero and non-decimal ones (1/3, Every(3 s): num/den with other
+// denominators, so a change rounds the balance and the peaks), burst 0, n
+// from 0 to beyond the highest burst; in the second half, longer
+// sequences with three times as many changes of the limit or burst, so
+// that reservations outlive the four changes Cancel keeps (reservations
+// waiting at a change are left out of the check, so the first half, with
+// fewer changes, is the one that catches a Cancel giving back too much:
+// without the count of tokens reserved after, seed 88). ADMIT_RATE_SEEDS
+// sets the sequences of each half (default 1000).
+func TestCancelWindowsWide(t *testing.T) {
+	seeds := uint64(1000)
+	if v := os.Getenv("ADMIT_RATE_SEEDS"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		require.NoError(t, err)
+		seeds = n
+	}
+	wide := windowsAlphabet{
+		rates:  []Limit{0, 0.5, 1, Limit(1.0 / 3), Every(3 * time.Second), 3.3, 10, 100, 1000},
+		bursts: []int{0, 1, 2, 3, 5, 10},
+		steps:  []int64{0, 0, 1, 1e3, 1e6, 1e7, 1e8, 5e8, 1e9, 3e9},
+		minN:   0,
+		maxN:   12,
+		ops:    40,
+	}
+	many := wide
+	many.ops, many.extra = 60, 4
+	for _, a := range []windowsAlphabet{wide, many} {
+		for seed := range seeds {
+			if e, where := cancelWindowsRun(seed, true, true, a); e > 0 {
+				t.Fatalf("%d operations, %d in %d changes, seed %d: %.3f tokens over the bound: %s",
+					a.ops, 2+a.extra, 10+a.extra, seed, e, where)
+			}
+		}
+	}
+}
+
+// windowsAlphabet is what cancelWindowsRun draws from: limits, bursts, time
+// steps, the n a reservation asks for (minN to maxN), the operations in a
+// sequence, and extra: of every 10+extra operations, 2+extra change the
+// limit or burst.
+type windowsAlphabet struct {
+	rates      []Limit
+	bursts     []int
+	steps      []int64
+	minN, maxN int
+	ops, extra int
+}
+
+// narrowWindows is TestCancelWindowsModel's alphabet.
+var narrowWindows = windowsAlphabet{
+	rates:  []Limit{0.5, 1, 10, 100, 1000},
+	bursts: []int{1, 2, 3, 5, 10},
+	steps:  []int64{0, 0, 1, 1e3, 1e6, 1e7, 1e8, 1e9},
+	minN:   1,
+	maxN:   6,
+	ops:    40,
+}
+
+// cancelWindowsRun is one sequence of TestCancelWindowsModel: it returns
+// the most tokens by which a window exceeded its bound (0 if none) and
+// the sequence that did.
+func cancelWindowsRun(seed uint64, limits, burstsToo bool, a windowsAlphabet) (float64, string) {
+	type admission struct {
+		at   int64
+		n    int
+		live bool
+	}
+	type change struct {
+		at    int64
+		rate  float64
+		burst int
+	}
+	rates, bursts, steps := a.rates, a.bursts, a.steps
+	rng := rand.New(rand.NewPCG(seed, 99))
+	r0, b0 := rates[rng.IntN(len(rates))], bursts[rng.IntN(len(bursts))]
+	lim := NewLimiter(r0, b0)
+	clock := int64(1e9)
+	changes := []change{{0, float64(r0), b0}}
+	var adms []admission
+	type held struct {
+		r   *Reservation
+		i   int
+		act int64
+	}
+	var rs []held
+	var log []string
+	for range a.ops {
+		clock += steps[rng.IntN(len(steps))]
+		reading := clock - rng.Int64N(5e6+1)
+		lim.mu.Lock()
+		ts := lim.now(reading)
+		var op string
+		switch k := rng.IntN(10 + a.extra); {
+		case k <= 2:
+			ok := lim.allow1(ts)
+			if ok {
+				adms = append(adms, admission{ts, 1, true})
+			}
+			op = fmt.Sprintf("Allow@%d=%v", ts, ok)
+		case k <= 5:
+			n := a.minN + rng.IntN(a.maxN-a.minN+1)
+			r, wait := lim.reservation(ts, n, InfDuration)
+			if r.ok && wait != int64(InfDuration) {
+				adms = append(adms, admission{ts + wait, n, true})
+				rs = append(rs, held{&r, len(adms) - 1, ts + wait})
+			}
+			op = fmt.Sprintf("Reserve(%d)@%d ok=%v act=%d", n, ts, r.ok, ts+wait)
+		case k <= 7:
+			if len(rs) == 0 {
+				break
+			}
+			h := rs[rng.IntN(len(rs))]
+			lim.mu.Unlock()
+			h.r.cancel(time.Time{}, reading, true)
+			lim.mu.Lock()
+			if ts <= h.act {
+				adms[h.i].live = false
+			}
+			op = fmt.Sprintf("Cancel(act=%d)@%d", h.act, ts)
+		case (k == 8 || k >= 10 && k%2 == 0) && limits:
+			l := rates[rng.IntN(len(rates))]
+			lim.setLimit(ts, l)
+			changes = append(changes, change{ts, float64(l), changes[len(changes)-1].burst})
+			for _, h := range rs {
+				if h.act > ts {
+					adms[h.i].live = false
+				}
+			}
+			op = fmt.Sprintf("SetLimit(%v)@%d", l, ts)
+		case (k == 9 || k >= 10 && k%2 == 1) && burstsToo:
+			b := bursts[rng.IntN(len(bursts))]
+			lim.setBurst(ts, b)
+			changes = append(changes, change{ts, changes[len(changes)-1].rate, b})
+			for _, h := range rs {
+				if h.act > ts {
+					adms[h.i].live = false
+				}
+			}
+			op = fmt.Sprintf("SetBurst(%d)@%d", b, ts)
+		}
+		lim.mu.Unlock()
+		log = append(log, op)
+	}
+	// refill is the integral of the limit in force over [a, b], in tokens.
+	refill := func(a, b int64) float64 {
+		sum := 0.0
+		for i, c := range changes {
+			end := int64(1 << 62)
+			if i+1 < len(changes) {
+				end = changes[i+1].at
+			}
+			if lo, hi := max(a, c.at), min(b, end); hi > lo {
+				sum += c.rate * float64(hi-lo) / 1e9
+			}
+		}
+		return sum
+	}
+	// burstIn is the highest burst in force in [a, b], one that
+	// ends at a included (a change at an admission's instant may
+	// follow it).
+	burstIn := func(a, b int64) int {
+		m := 0
+		for i, c := range changes {
+			end := int64(1 << 62)
+			if i+1 < len(changes) {
+				end = changes[i+1].at
+			}
+			if c.at <= b && end >= a {
+				m = max(m, c.burst)
+			}
+		}
+		return m
+	}
+	var live []admission
+	for _, a := range adms {
+		if a.live {
+			live = append(live, a)
+		}
+	}
+	slices.SortFunc(live, func(x, y admission) int { return int(x.at - y.at) })
+	worst, where := 0.0, ""
+	for i := range live {
+		sum := 0
+		for j := i; j < len(live); j++ {
+			sum += live[j].n
+			if e := float64(sum) - float64(burstIn(live[i].at, live[j].at)) - refill(live[i].at, live[j].at) - 1; e > worst {
+				worst = e
+				where = fmt.Sprintf("%d tokens in [%d, %d]; ops: %v", sum, live[i].at, live[j].at, log)
+			}
+		}
+	}
+	return worst, where
 }
 
 // TestCancelAfterBurstLowered: 1/s, burst 10, drained, R of 10 (acts at
