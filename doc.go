@@ -46,8 +46,11 @@
 // Migrating:
 //
 //   - rate: a drop-in for golang.org/x/time/rate with the same API, which
-//     never over-admits. Note the argument order: rate.NewLimiter(rate,
-//     burst) as in x/time/rate, against this module's New(capacity, rate).
+//     never over-admits through its implicit-time methods (the explicit-time
+//     ones, AllowN and the like, keep x/time/rate's behaviour on times that go
+//     backwards; its package doc says so). Note the argument order:
+//     rate.NewLimiter(rate, burst) as in x/time/rate, against this module's
+//     New(capacity, rate).
 //
 // Limit and PolicyLimiter describe several limits per key chosen per call;
 // PolicyLimiter's doc states their rules.
