@@ -70,6 +70,7 @@ func Run[L admit.Limiter](t *testing.T, newBucket Factory[L]) {
 	t.Run("RefundsAfterClamp", s.refundsAfterClamp)
 	t.Run("StaleUndo", s.staleUndo)
 	t.Run("CancelGivesAllBack", s.cancelGivesAllBack)
+	t.Run("ConcurrentReservations", s.concurrentReservations)
 	t.Run("Storm", s.storm)
 	t.Run("BlockingStorm", s.blockingStorm)
 	t.Run("MixedStorm", s.mixedStorm)
