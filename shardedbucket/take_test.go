@@ -179,3 +179,44 @@ func stealOne(b *Bucket, v int64, start uint, take []int64) bool {
 	bal, z, base := s.state(v, &b.g)
 	return bal >= one && s.z.CompareAndSwap(z, base+one)
 }
+
+// TestGatherShortByOneUnit stages a gather whose planned shard loses a
+// single unit (a sliver of a token) between the plan and the take: the
+// gather must see that the shard no longer holds its planned share, take
+// nothing from it, put back what it took and refuse, never take the shard
+// below zero. The whole-token bound cannot see a one-unit over-take, so
+// the test reads the shards themselves.
+func TestGatherShortByOneUnit(t *testing.T) {
+	clk := buckettest.NewFakeClock(0)
+	b, err := New(8, 1, WithShards(2), admit.WithClock(clk))
+	require.NoError(t, err)
+	one := b.p.Units(1)
+	v := b.p.V(clk.Now())
+	require.True(t, b.takeAt(2*one, v, 0))
+	require.True(t, b.takeAt(2*one, v, 1)) // 2 tokens in each shard
+	stolen, theft := false, int64(0)
+	testHookGather = func(b *Bucket, v int64, start uint, take []int64) {
+		most := 0
+		for i := range take {
+			if take[i] > take[most] {
+				most = i
+			}
+		}
+		s := &b.shards[(start+uint(most))&b.mask]
+		bal, z, base := s.state(v, &b.g)
+		theft = bal - take[most] + 1 // leaves the shard its share less one unit
+		stolen = s.z.CompareAndSwap(z, base+theft)
+	}
+	defer func() { testHookGather = nil }()
+	assert.False(t, b.takeAt(3*one, v, 0), "the planned shard holds a unit less than its share")
+	testHookGather = nil
+	require.True(t, stolen)
+	var sum int64
+	for i := range b.shards {
+		bal, _, _ := b.shards[i].state(v, &b.g)
+		assert.GreaterOrEqual(t, bal, int64(0), "shard %d taken below zero", i)
+		sum += bal
+	}
+	assert.Equal(t, 4*one-theft, sum, "the put-back gave back every take")
+	assert.True(t, b.takeAt(3*one, v, 0), "with no theft, the gather takes what is left")
+}
