@@ -87,6 +87,7 @@ func Run(t *testing.T, a Algorithm) {
 	t.Run("Unsatisfiable", s.unsatisfiable)
 	t.Run("Cancel", s.cancel)
 	t.Run("CancelBelowTail", s.cancelBelowTail)
+	t.Run("CancelAtWake", s.cancelAtWake)
 	t.Run("Waiters", s.waiters)
 	t.Run("BackwardClock", s.backwardClock)
 	t.Run("WakeNotEarly", s.wakeNotEarly)
