@@ -2,8 +2,11 @@ package shardedbucket_test
 
 import (
 	"fmt"
-
+	"runtime"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"go.uber.org/goleak"
 
@@ -48,5 +51,24 @@ func TestWalk(t *testing.T) {
 				return shardedbucket.New(capacity, rate, append(opts, shardedbucket.WithShards(s))...)
 			}, 300)
 		})
+	}
+}
+
+// TestDefaultShards holds New's documented default: the smallest power of
+// two at or above GOMAXPROCS, lowered to fit the capacity.
+func TestDefaultShards(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, tc := range []struct {
+		procs    int
+		capacity int64
+		want     int
+	}{
+		{1, 100, 1}, {2, 100, 2}, {3, 100, 4}, {4, 100, 4}, {5, 100, 8}, {8, 100, 8},
+		{5, 5, 4}, {2, 1, 1}, {4, 3, 2},
+	} {
+		runtime.GOMAXPROCS(tc.procs)
+		b, err := shardedbucket.New(tc.capacity, 1)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, b.Shards(), "GOMAXPROCS %d, capacity %d", tc.procs, tc.capacity)
 	}
 }
