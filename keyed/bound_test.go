@@ -562,3 +562,22 @@ func TestCarryOverBytes(t *testing.T) {
 	assert.LessOrEqual(t, grown, int64(keys*(keyed.MaxBytesPerMultiKey+keyed.MaxBytesPerKey)+keyed.MaxBytesParamsCache))
 	runtime.KeepAlive(l)
 }
+
+// TestDropOnlyFull: a bucket short of full by the refill of a nanosecond
+// (one unit at 1 token/s) is not full, and the hand that drops full
+// buckets must keep it: dropped, its client would come back to a full
+// bucket and gain that unit.
+func TestDropOnlyFull(t *testing.T) {
+	l, clk := newFake(t, 2, 1, keyed.WithShards(1))
+	for i := range 8 {
+		require.True(t, l.Allow(fmt.Sprint("k", i)))
+	}
+	clk.Advance(time.Second - time.Nanosecond) // every bucket a unit short of full
+	for i := range 8 {
+		require.True(t, l.Allow(fmt.Sprint("n", i)))
+	}
+	st := l.Stats()
+	assert.Equal(t, uint64(16), st.Inserts)
+	assert.Zero(t, st.Drops, "the hand dropped a bucket short of full")
+	assert.Equal(t, 16, l.Len())
+}
