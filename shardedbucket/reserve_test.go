@@ -101,13 +101,7 @@ func TestLostGatherInsideReserve(t *testing.T) {
 		need int64
 		wait time.Duration
 	}{{3, 0}, {4, time.Second}} {
-		clk := buckettest.NewFakeClock(0)
-		b, err := New(8, 1, WithShards(2), admit.WithClock(clk))
-		require.NoError(t, err)
-		one := b.p.Units(1)
-		v := b.p.V(clk.Now())
-		require.True(t, b.takeAt(2*one, v, 0))
-		require.True(t, b.takeAt(2*one, v, 1)) // 2 tokens in each shard
+		b, one, _ := twoShardsOfTwo(t)
 		lost := 0
 		testHookGather = func(b *Bucket, v int64, start uint, take []int64) {
 			assert.True(t, stealOne(b, v, start, take), "the shard planned holds a token") // not require: on reserve's goroutine
@@ -132,4 +126,18 @@ func TestLostGatherInsideReserve(t *testing.T) {
 		require.True(t, b.resvMu.TryLock(), "need %d: nothing holds resvMu", tc.need)
 		b.resvMu.Unlock()
 	}
+}
+
+// twoShardsOfTwo returns a bucket of capacity 8 in two shards with 2 tokens
+// left in each, on a fake clock standing at 0, with a token's units and
+// the reading v the takes used.
+func twoShardsOfTwo(t *testing.T) (b *Bucket, one, v int64) {
+	clk := buckettest.NewFakeClock(0)
+	b, err := New(8, 1, WithShards(2), admit.WithClock(clk))
+	require.NoError(t, err)
+	one = b.p.Units(1)
+	v = b.p.V(clk.Now())
+	require.True(t, b.takeAt(2*one, v, 0))
+	require.True(t, b.takeAt(2*one, v, 1))
+	return b, one, v
 }

@@ -187,13 +187,7 @@ func stealOne(b *Bucket, v int64, start uint, take []int64) bool {
 // below zero. The whole-token bound cannot see a one-unit over-take, so
 // the test reads the shards themselves.
 func TestGatherShortByOneUnit(t *testing.T) {
-	clk := buckettest.NewFakeClock(0)
-	b, err := New(8, 1, WithShards(2), admit.WithClock(clk))
-	require.NoError(t, err)
-	one := b.p.Units(1)
-	v := b.p.V(clk.Now())
-	require.True(t, b.takeAt(2*one, v, 0))
-	require.True(t, b.takeAt(2*one, v, 1)) // 2 tokens in each shard
+	b, one, v := twoShardsOfTwo(t)
 	stolen, theft := false, int64(0)
 	testHookGather = func(b *Bucket, v int64, start uint, take []int64) {
 		most := 0
