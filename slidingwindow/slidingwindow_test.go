@@ -102,28 +102,39 @@ func TestWalkConcurrent(t *testing.T) { windowtest.WalkConcurrent(t, alg, 30) }
 
 // TestTokensFloorAdmits: Tokens is limit minus the estimate, and the
 // estimate is compared exactly by TryAcquireN; ⌊Tokens()⌋ must be what
-// TryAcquireN admits at that instant. Here the previous window's weighted
-// count is exactly 1 (3 × x / 3x), but computed in float64 with x and 3x
-// not representable it came out above 1, so Tokens read 1.999… while
-// TryAcquireN(2) admits.
+// TryAcquireN admits at that instant, both ways:
+//   - the previous window's weighted count is exactly 1 (3 × x / 3x), but
+//     computed in float64 with x and 3x not representable it came out
+//     above 1, so Tokens read 1.999… while TryAcquireN(2) admits;
+//   - a limit of 2^40 with one admission in the previous window, read 1 ns
+//     before it leaves the estimate: 2^40 − 1/w, whose float64 sum rounds
+//     up to 2^40, which TryAcquireN refuses.
 func TestTokensFloorAdmits(t *testing.T) {
 	const x = 1<<58 + 63 // rounds up in float64
-	const w = 3 * x      // rounds down in float64
-	clk := buckettest.NewFakeClock(0)
-	l, err := slidingwindow.New(3, time.Duration(w), admit.WithClock(clk))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !l.TryAcquireN(3) {
-		t.Fatal("a new limiter refused its limit")
-	}
-	clk.Set(w + 2*x) // window 1, off = 2x: the estimate is 3 × x / w = 1 exactly
-	tok := l.Tokens()
-	k := int64(math.Floor(tok))
-	if k+1 <= 3 && l.TryAcquireN(k+1) {
-		t.Fatalf("Tokens() = %v, but TryAcquireN(%d) admitted", tok, k+1)
-	}
-	if !l.TryAcquireN(k) {
-		t.Fatalf("Tokens() = %v, but TryAcquireN(%d) refused", tok, k)
+	for _, tc := range []struct {
+		name         string
+		limit, first int64
+		w, at        int64 // the window, and the reading in window 1
+	}{
+		{"weight rounds up", 3, 3, 3 * x, 3*x + 2*x},
+		{"sum rounds up", 1 << 40, 1, 1 << 59, 2<<59 - 1},
+	} {
+		clk := buckettest.NewFakeClock(0)
+		l, err := slidingwindow.New(tc.limit, time.Duration(tc.w), admit.WithClock(clk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !l.TryAcquireN(tc.first) {
+			t.Fatalf("%s: a new limiter refused %d", tc.name, tc.first)
+		}
+		clk.Set(tc.at)
+		tok := l.Tokens()
+		k := int64(math.Floor(tok))
+		if k+1 <= tc.limit && l.TryAcquireN(k+1) {
+			t.Fatalf("%s: Tokens() = %v, but TryAcquireN(%d) admitted", tc.name, tok, k+1)
+		}
+		if !l.TryAcquireN(k) {
+			t.Fatalf("%s: Tokens() = %v, but TryAcquireN(%d) refused", tc.name, tok, k)
+		}
 	}
 }
