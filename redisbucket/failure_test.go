@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -327,5 +329,121 @@ func TestFallbackThroughWrapper(t *testing.T) {
 	}
 	if !d.Allowed || d.Limit != 5 {
 		t.Errorf("outage with a wrapped plain fallback: %+v, want the fallback's own admission (limit 5)", d)
+	}
+}
+
+// replyDropper is a TCP proxy to upstream that, once armed, closes the
+// client's connection in place of forwarding the next reply: the server ran
+// the command, and the client saw the connection end (a reset, a proxy or a
+// failover) before its reply.
+func replyDropper(t *testing.T, upstream string) (addr string, arm func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var armed atomic.Bool
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			down, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", upstream)
+			if err != nil {
+				down.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, down, up)
+			mu.Unlock()
+			wg.Add(2)
+			go func() { defer wg.Done(); _, _ = io.Copy(up, down); up.Close() }()
+			go func() {
+				defer wg.Done()
+				defer down.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := up.Read(buf)
+					if n > 0 {
+						if armed.CompareAndSwap(true, false) {
+							return // the reply is lost with the connection
+						}
+						if _, werr := down.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), func() { armed.Store(true) }
+}
+
+// A connection that ends after Redis ran the script, before its reply came
+// back, is an outage for the failure policy: the decision is not sent
+// again, which would take its tokens a second time. go-redis retries a
+// command on such an error (MaxRetries, 3 by default), so the limiter must
+// tell it not to: here a default client took 2 tokens for 1 and admitted.
+func TestLostReplyTakesOnce(t *testing.T) {
+	for _, call := range []string{"AllowN", "AllowLimits"} {
+		t.Run(call, func(t *testing.T) {
+			addr, arm := replyDropper(t, srv.Addr)
+			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 1})
+			t.Cleanup(func() { c.Close() })
+			lim, err := redisbucket.New(c, 3, 0, redisbucket.WithEvictionAccepted(), redisbucket.WithTimeout(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			limits := []admit.Limit{{Name: "burst", Capacity: 3}, {Name: "day", Capacity: 5}}
+			allow := func(l *redisbucket.Limiter, key string, n int64) (admit.Decision, error) {
+				if call == "AllowLimits" {
+					return l.AllowLimits(ctx, key, n, limits...)
+				}
+				return l.AllowN(ctx, key, n)
+			}
+			key := "lost-reply-" + call
+			// The pooled connection open and the script loaded, so that
+			// the next reply through the proxy is the decision's.
+			if _, err := allow(lim, "warm-"+key, 0); err != nil {
+				t.Fatal(err)
+			}
+			arm()
+			d, err := allow(lim, key, 1)
+			if !errors.Is(err, admit.ErrUnavailable) || d.Allowed {
+				t.Errorf("reply lost: %+v, %v; want denied (fail closed) with ErrUnavailable", d, err)
+			}
+			direct := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { direct.Close() })
+			check, err := redisbucket.New(direct, 3, 0, redisbucket.WithEvictionAccepted())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := allow(check, key, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Remaining != 2 {
+				t.Errorf("after one request of 1 token (reply lost): %d of 3 left, want 2: the script ran %d times", p.Remaining, 3-p.Remaining)
+			}
+		})
 	}
 }

@@ -56,12 +56,12 @@ var (
 
 func (g *goRedis) run(ctx context.Context, key string, n, want int64, set *limitSet) ([]int64, error) {
 	cmd := g.cmd(ctx, evalsha, evalshaBody, key, n, want, set)
-	_ = g.c.Process(ctx, cmd)
+	_ = g.c.Process(ctx, onceCmd{cmd})
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		// A restarted or flushed server, or a new Cluster node: EVAL
 		// loads the script too.
 		cmd = g.cmd(ctx, eval, evalBody, key, n, want, set)
-		_ = g.c.Process(ctx, cmd)
+		_ = g.c.Process(ctx, onceCmd{cmd})
 	}
 	return cmd.Result()
 }
@@ -85,6 +85,17 @@ func (g *goRedis) cmd(ctx context.Context, name, body any, key string, n, want i
 	cmd.SetStepCount(1) // EVALSHA's keys: one key per step
 	return cmd
 }
+
+// onceCmd is the script's command as go-redis runs it: never sent again
+// after a failed attempt. go-redis retries a command whose connection ended
+// or timed out (MaxRetries, 3 by default), which for the script may be
+// after Redis ran it: a retry would take the tokens a second time
+// (TestLostReplyTakesOnce saw 2 of capacity 3 taken for 1, and admitted).
+// A failure is an outage for the failure policy instead. Redirects (MOVED,
+// ASK) and READONLY are still followed: the script did not run.
+type onceCmd struct{ *redis.IntSliceCmd }
+
+func (onceCmd) NoRetry() bool { return true }
 
 func (g *goRedis) dialFailure(since int64) error {
 	if f := g.dials.last.Load(); f != nil && f.at >= since {
