@@ -94,7 +94,10 @@
 // learns whether Redis answers. A caller cancelled without such a deadline
 // gets ctx.Err() when its request ends (within the timeout). An outage's error names Redis's cause and
 // never matches the caller's context errors. A Redis restart or failover
-// that loses data refills every bucket: an absent key is a full one.
+// that loses data refills every bucket: an absent key is a full one. A
+// decision is sent once: go-redis is told not to retry the script (a
+// retry after a lost reply would take its tokens twice), so a connection
+// that fails mid-request is an outage, for the policy.
 // An error reply is an outage only when it says that Redis cannot decide
 // now (LOADING, BUSY, OOM, READONLY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
 // NOREPLICAS, MISCONF, too many clients, and MOVED or ASK from a Cluster
