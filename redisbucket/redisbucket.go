@@ -525,8 +525,10 @@ func (l *Limiter) refused(key string, reply error, set *limitSet) (admit.Decisio
 		return d, fmt.Errorf("%w: key %q holds limit %q as a bucket of %s, this limiter's is %s: limiters sharing a prefix must agree on their limits' capacity and rate (AllowLimits carries a balance over instead)",
 			admit.ErrInvalidConfig, keyForm(key), lim.Name, describe(stored), describe(set.params[i-1].numbers()))
 	}
-	if stored, ok := strings.CutPrefix(msg, malformed); ok {
-		return d, fmt.Errorf("%w: key %q holds %q, which this package did not write", admit.ErrInvalidConfig, keyForm(key), stored)
+	if rest, ok := strings.CutPrefix(msg, malformed); ok {
+		// The script sends the value's length and its first 64 bytes.
+		size, head, _ := strings.Cut(rest, " ")
+		return d, fmt.Errorf("%w: key %q holds a value of %s bytes, which this package did not write, beginning %q", admit.ErrInvalidConfig, keyForm(key), size, head)
 	}
 	if redisreply.Redirect(msg) {
 		return d, fmt.Errorf("%w: key %q: %w: a Redis Cluster node redirected a client that does not follow redirects; use a Cluster client (a *redis.ClusterClient, or a rueidis client in cluster mode)", admit.ErrInvalidConfig, keyForm(key), reply)

@@ -201,3 +201,36 @@ func TestManyNamesOnOneKey(t *testing.T) {
 	}
 	c.Del(ctx, redisbucket.RedisKey(l, "k"))
 }
+
+// A key under the prefix holding a value this package did not write (here
+// a megabyte, from another program) is refused, wrapping ErrInvalidConfig;
+// the error quotes a bounded head of the value, not all of it: a
+// WithOnError function logs it on every request to that key, and %q
+// quadruples binary bytes. Both script paths (AllowN's one limit,
+// AllowLimits' general code).
+func TestMalformedValueErrorBounded(t *testing.T) {
+	ctx := context.Background()
+	l, c, _ := newLimiter(t, 2, 1)
+	big := strings.Repeat("\xff", 1<<20)
+	if err := c.Set(ctx, redisbucket.RedisKey(l, "k"), big, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	calls := []func() (admit.Decision, error){
+		func() (admit.Decision, error) { return l.AllowN(ctx, "k", 1) },
+		func() (admit.Decision, error) {
+			return l.AllowLimits(ctx, "k", 1, admit.Limit{Capacity: 2, Rate: 1}, admit.Limit{Name: "b", Capacity: 5, Rate: 1})
+		},
+	}
+	for i, call := range calls {
+		d, err := call()
+		if d.Allowed || !errors.Is(err, admit.ErrInvalidConfig) {
+			t.Fatalf("call %d: %+v, %v; want a denial wrapping ErrInvalidConfig", i, d, err)
+		}
+		if n := len(err.Error()); n > 4096 {
+			t.Errorf("call %d: the error is %d bytes long for a value of %d: %.200s…", i, n, len(big), err)
+		}
+	}
+	if v, err := c.Get(ctx, redisbucket.RedisKey(l, "k")).Result(); err != nil || v != big {
+		t.Errorf("the value was changed (%d bytes, %v)", len(v), err)
+	}
+}

@@ -68,7 +68,8 @@ import "github.com/redis/go-redis/v9"
 // behind) cannot add tokens. A reject writes nothing but conversions: the
 // next call recomputes the same refill from the same (d, t). A value that
 // does not parse as records (one this package did not write) is an
-// ADMITFORMAT error reply, and nothing is written.
+// ADMITFORMAT error reply with the value's length and first 64 bytes (a
+// value may be megabytes), and nothing is written.
 //
 // A write drops the records that are full, which is exact (a full bucket and
 // a Name without a record answer alike), deletes the key when none is left,
@@ -138,7 +139,7 @@ if #Pc == 32 and (not s or #s == #Hc + 16 and sub(s, 1, #Hc) == Hc) then
     local d, t = 0, us
     if s then
       d, t = sunpack('<dd', s, #Hc + 1)
-      if not (d >= 0 and d <= cap and t >= 0 and t < NEVER) then return redis.error_reply('ADMITFORMAT ' .. s) end
+      if not (d >= 0 and d <= cap and t >= 0 and t < NEVER) then return redis.error_reply('ADMITFORMAT ' .. #s .. ' ' .. sub(s, 1, 64)) end
       if us > t then
         if m == 1 then
           d = d - (us - t)
@@ -326,7 +327,7 @@ elseif #s == #Hc + 16 * k and sub(s, 1, #Hc) == Hc then
     local d, t = S[2 * j - 1], S[2 * j]
     -- The heads matched, so the value is this script's: a range check
     -- against a corrupted value is enough.
-    if not (d >= 0 and d <= cap and t >= 0 and t < NEVER) then return redis.error_reply('ADMITFORMAT ' .. s) end
+    if not (d >= 0 and d <= cap and t >= 0 and t < NEVER) then return redis.error_reply('ADMITFORMAT ' .. #s .. ' ' .. sub(s, 1, 64)) end
     -- advance(d, t, m, now), written out: this loop runs once per limit
     -- on every call, and a Lua call costs as much as the arithmetic.
     local now = us
@@ -345,7 +346,7 @@ elseif #s == #Hc + 16 * k and sub(s, 1, #Hc) == Hc then
 else
   local byTag
   list, byTag = records(s)
-  if not list then return redis.error_reply('ADMITFORMAT ' .. s) end
+  if not list then return redis.error_reply('ADMITFORMAT ' .. #s .. ' ' .. sub(s, 1, 64)) end
   hs = heads()
   for j = 1, k do
     local x = 4 * j
