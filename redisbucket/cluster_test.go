@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -226,5 +227,45 @@ func TestClusterFrozenMaster(t *testing.T) {
 	t.Logf("%d of %d decisions made by live masters; slowest %v with a %v timeout", decided, 3*clients, slowest, timeout)
 	if slowest > timeout+time.Second {
 		t.Errorf("a decision took %v with a %v timeout", slowest, timeout)
+	}
+}
+
+// Keys that hold hash-tag braces themselves, binary bytes, nothing, or
+// more than MaxKeyBytes, with empty Names and Names holding braces and colons, through AllowLimits
+// on a Cluster: each key is its own bucket per Name (two keys sharing a
+// tag share a slot, never a bucket), all or nothing across limits, and a
+// SCRIPT FLUSH on every master between calls changes nothing (NOSCRIPT,
+// then EVAL, on each key's own node).
+func TestClusterOddKeys(t *testing.T) {
+	cl := sharedCluster(t)
+	ctx := context.Background()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+	defer c.Close()
+	l, err := redisbucket.New(c, 1, 0, redisbucket.WithPrefix(uniquePrefix("cl:odd:")), redisbucket.WithTimeout(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"", "{", "}", "{}", "}{x}", "{t}a", "{t}b", "t", "\x00{\xff}\r\n",
+		strings.Repeat("{", redisbucket.MaxKeyBytes), strings.Repeat("{t}", 30)}
+	limits := []admit.Limit{{Name: "", Capacity: 2}, {Name: "a:b}", Capacity: 3}, {Name: "9:{x", Capacity: 5}}
+	expect := func(key string, n int64, lims []admit.Limit, allowed bool, remaining int64, policy string) {
+		t.Helper()
+		d, err := l.AllowLimits(ctx, key, n, lims...)
+		if err != nil || d.Allowed != allowed || d.Remaining != remaining || d.Policy != policy {
+			t.Fatalf("key %q, n=%d: %+v, %v; want allowed %v, %d left, policy %q", key, n, d, err, allowed, remaining, policy)
+		}
+	}
+	for _, key := range keys {
+		expect(key, 1, limits, true, 1, "")
+		expect(key, 1, limits, true, 0, "")
+		expect(key, 1, limits, false, 0, "") // all or nothing: the others keep 1 and 3
+	}
+	if err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.ScriptFlush(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range keys {
+		expect(key, 1, limits[1:], true, 0, "a:b}")
+		expect(key, 1, limits[1:], false, 0, "a:b}")
+		expect(key, 0, limits[2:], true, 2, "9:{x")
 	}
 }
