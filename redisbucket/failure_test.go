@@ -335,8 +335,9 @@ func TestFallbackThroughWrapper(t *testing.T) {
 // replyDropper is a TCP proxy to upstream that, once armed, closes the
 // client's connection in place of forwarding the next reply: the server ran
 // the command, and the client saw the connection end (a reset, a proxy or a
-// failover) before its reply.
-func replyDropper(t *testing.T, upstream string) (addr string, arm func()) {
+// failover) before its reply. cut closes every connection the proxy holds
+// (an idle timeout, a load balancer, a restart).
+func replyDropper(t *testing.T, upstream string) (addr string, arm, cut func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -394,7 +395,15 @@ func replyDropper(t *testing.T, upstream string) (addr string, arm func()) {
 			}()
 		}
 	}()
-	return ln.Addr().String(), func() { armed.Store(true) }
+	cut = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+		conns = nil
+	}
+	return ln.Addr().String(), func() { armed.Store(true) }, cut
 }
 
 // A connection that ends after Redis ran the script, before its reply came
@@ -405,7 +414,7 @@ func replyDropper(t *testing.T, upstream string) (addr string, arm func()) {
 func TestLostReplyTakesOnce(t *testing.T) {
 	for _, call := range []string{"AllowN", "AllowLimits"} {
 		t.Run(call, func(t *testing.T) {
-			addr, arm := replyDropper(t, srv.Addr)
+			addr, arm, _ := replyDropper(t, srv.Addr)
 			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 1})
 			t.Cleanup(func() { c.Close() })
 			lim, err := redisbucket.New(c, 3, 0, redisbucket.WithEvictionAccepted(), redisbucket.WithTimeout(5*time.Second))
@@ -445,5 +454,29 @@ func TestLostReplyTakesOnce(t *testing.T) {
 				t.Errorf("after one request of 1 token (reply lost): %d of 3 left, want 2: the script ran %d times", p.Remaining, 3-p.Remaining)
 			}
 		})
+	}
+}
+
+// A pooled connection closed while idle (Redis's timeout, a load
+// balancer) is no outage: go-redis finds it closed when it takes it from
+// the pool and dials another, which the script's NoRetry (see
+// TestLostReplyTakesOnce) leaves alone.
+func TestIdleConnectionClosedIsNoOutage(t *testing.T) {
+	addr, _, cut := replyDropper(t, srv.Addr)
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 2})
+	t.Cleanup(func() { c.Close() })
+	lim, err := redisbucket.New(c, 3, 0, redisbucket.WithEvictionAccepted(), redisbucket.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	key := uniquePrefix("idle-closed-")
+	limits := []admit.Limit{{Name: "burst", Capacity: 3}, {Name: "day", Capacity: 5}}
+	for i := range 3 {
+		if d, err := lim.AllowLimits(ctx, key, 1, limits...); err != nil || !d.Allowed || d.Remaining != int64(2-i) {
+			t.Fatalf("call %d: %+v, %v", i, d, err)
+		}
+		cut()
+		time.Sleep(50 * time.Millisecond) // the FIN reaches the client's socket
 	}
 }
