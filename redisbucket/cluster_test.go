@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -267,5 +270,68 @@ func TestClusterOddKeys(t *testing.T) {
 		expect(key, 1, limits[1:], true, 0, "a:b}")
 		expect(key, 1, limits[1:], false, 0, "a:b}")
 		expect(key, 0, limits[2:], true, 2, "9:{x")
+	}
+}
+
+// lossyConn is a connection whose next read, once armed, takes the
+// server's reply and loses it with the connection: the script ran, the
+// client saw the connection end.
+type lossyConn struct {
+	net.Conn
+	armed *atomic.Bool
+}
+
+func (c *lossyConn) Read(b []byte) (int, error) {
+	if c.armed.CompareAndSwap(true, false) {
+		_, _ = c.Conn.Read(b) // the reply, lost
+		c.Conn.Close()
+		return 0, io.EOF
+	}
+	return c.Conn.Read(b)
+}
+
+// TestLostReplyTakesOnce on a Cluster: a ClusterClient retries a command
+// whose connection ended, on the same node and then another, so a lost
+// reply must not send the script again there either.
+func TestClusterLostReplyTakesOnce(t *testing.T) {
+	cl := sharedCluster(t)
+	ctx := context.Background()
+	var armed atomic.Bool
+	var d net.Dialer
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &lossyConn{Conn: conn, armed: &armed}, nil
+		}})
+	defer c.Close()
+	prefix := uniquePrefix("cl:lost:")
+	l, err := redisbucket.New(c, 3, 0, redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := []admit.Limit{{Name: "burst", Capacity: 3}, {Name: "day", Capacity: 5}}
+	// The key's node connected and its script loaded, so that the next
+	// read is the decision's reply.
+	if _, err := l.AllowLimits(ctx, "k", 0, limits...); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	dec, err := l.AllowLimits(ctx, "k", 1, limits...)
+	if !errors.Is(err, admit.ErrUnavailable) || dec.Allowed {
+		t.Errorf("reply lost: %+v, %v; want denied (fail closed) with ErrUnavailable", dec, err)
+	}
+	check, err := redisbucket.New(c, 3, 0, redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := check.AllowLimits(ctx, "k", 0, limits...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Remaining != 2 {
+		t.Errorf("after one request of 1 token (reply lost): %d of 3 left, want 2: the script ran %d times", p.Remaining, 3-p.Remaining)
 	}
 }
