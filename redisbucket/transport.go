@@ -91,8 +91,10 @@ func (g *goRedis) cmd(ctx context.Context, name, body any, key string, n, want i
 // or timed out (MaxRetries, 3 by default), which for the script may be
 // after Redis ran it: a retry would take the tokens a second time
 // (TestLostReplyTakesOnce saw 2 of capacity 3 taken for 1, and admitted).
-// A failure is an outage for the failure policy instead. Redirects (MOVED,
-// ASK) and READONLY are still followed: the script did not run.
+// A failure is an outage for the failure policy instead. A ClusterClient
+// still follows MOVED, ASK and READONLY (the script did not run), and the
+// pool still dials again after a refused dial and replaces a pooled
+// connection found closed.
 type onceCmd struct{ *redis.IntSliceCmd }
 
 func (onceCmd) NoRetry() bool { return true }
