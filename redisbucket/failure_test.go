@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +14,7 @@ import (
 	"github.com/admit-go/admit"
 	"github.com/admit-go/admit/mutexbucket"
 	"github.com/admit-go/admit/redisbucket"
+	"github.com/admit-go/admit/redisbucket/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
@@ -332,80 +331,6 @@ func TestFallbackThroughWrapper(t *testing.T) {
 	}
 }
 
-// replyDropper is a TCP proxy to upstream that, once armed, closes the
-// client's connection in place of forwarding the next reply: the server ran
-// the command, and the client saw the connection end (a reset, a proxy or a
-// failover) before its reply. cut closes every connection the proxy holds
-// (an idle timeout, a load balancer, a restart).
-func replyDropper(t *testing.T, upstream string) (addr string, arm, cut func()) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var armed atomic.Bool
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			down, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", upstream)
-			if err != nil {
-				down.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, down, up)
-			mu.Unlock()
-			wg.Add(2)
-			go func() { defer wg.Done(); _, _ = io.Copy(up, down); up.Close() }()
-			go func() {
-				defer wg.Done()
-				defer down.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := up.Read(buf)
-					if n > 0 {
-						if armed.CompareAndSwap(true, false) {
-							return // the reply is lost with the connection
-						}
-						if _, werr := down.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	cut = func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-		conns = nil
-	}
-	return ln.Addr().String(), func() { armed.Store(true) }, cut
-}
-
 // A connection that ends after Redis ran the script, before its reply came
 // back, is an outage for the failure policy: the decision is not sent
 // again, which would take its tokens a second time. go-redis retries a
@@ -414,7 +339,7 @@ func replyDropper(t *testing.T, upstream string) (addr string, arm, cut func()) 
 func TestLostReplyTakesOnce(t *testing.T) {
 	for _, call := range []string{"AllowN", "AllowLimits"} {
 		t.Run(call, func(t *testing.T) {
-			addr, arm, _ := replyDropper(t, srv.Addr)
+			addr, arm, _ := redistest.ReplyDropper(t, srv.Addr)
 			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 1})
 			t.Cleanup(func() { c.Close() })
 			lim, err := redisbucket.New(c, 3, 0, redisbucket.WithEvictionAccepted(), redisbucket.WithTimeout(5*time.Second))
@@ -462,7 +387,7 @@ func TestLostReplyTakesOnce(t *testing.T) {
 // the pool and dials another, which the script's NoRetry (see
 // TestLostReplyTakesOnce) leaves alone.
 func TestIdleConnectionClosedIsNoOutage(t *testing.T) {
-	addr, _, cut := replyDropper(t, srv.Addr)
+	addr, _, cut := redistest.ReplyDropper(t, srv.Addr)
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 2})
 	t.Cleanup(func() { c.Close() })
 	lim, err := redisbucket.New(c, 3, 0, redisbucket.WithEvictionAccepted(), redisbucket.WithTimeout(5*time.Second))

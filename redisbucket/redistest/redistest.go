@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -149,6 +151,82 @@ func (s *Server) Signal(sig syscall.Signal) error {
 // slots split among them.
 type Cluster struct {
 	Nodes []*Server
+}
+
+// ReplyDropper starts a TCP proxy on loopback to upstream, closed when tb's
+// test ends, and returns its address. Once armed, it closes the client's
+// connection in place of forwarding the next reply: the server ran the
+// command, and the client saw the connection end (a reset, a proxy or a
+// failover) before its reply, the case in which a client that retries
+// sends a write twice. cut closes every connection the proxy holds (an
+// idle timeout, a load balancer, a restart).
+func ReplyDropper(tb testing.TB, upstream string) (addr string, arm, cut func()) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var armed atomic.Bool
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	tb.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			down, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", upstream)
+			if err != nil {
+				down.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, down, up)
+			mu.Unlock()
+			wg.Add(2)
+			go func() { defer wg.Done(); _, _ = io.Copy(up, down); up.Close() }()
+			go func() {
+				defer wg.Done()
+				defer down.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := up.Read(buf)
+					if n > 0 {
+						if armed.CompareAndSwap(true, false) {
+							return // the reply is lost with the connection
+						}
+						if _, werr := down.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	cut = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+		conns = nil
+	}
+	return ln.Addr().String(), func() { armed.Store(true) }, cut
 }
 
 // NewCluster starts a Cluster with StartCluster under tb.TempDir() and stops
