@@ -43,9 +43,11 @@
 // to a replica, or a slot's move to a master, whose clock is behind) while
 // a key is emptied and refilled within a round trip, and that a give-back
 // reaches its key within 10 s of its decision (WithTimeout at most 5 s).
-// A give-back that a client retries (go-redis retries a script on EOF)
-// finds its receipt in the key and changes nothing, unless eight others
-// gave back to the key in between. A request that an enforced hit refused is refused (no
+// A give-back sent twice finds its receipt in the key and changes nothing,
+// unless eight others gave back to the key in between; neither client
+// sends a script twice (go-redis is told not to retry it: a decision
+// retried after a lost reply would take twice), so a lost reply is an
+// outage. A request that an enforced hit refused is refused (no
 // error) even when another key's node or a give-back (on a timeout of its
 // own) failed: what those left taken errs on the side of refusing. Only
 // a request that nothing refused and some node failed to decide fails,
@@ -164,11 +166,15 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	s := &Store{prefix: DefaultPrefix, timeout: time.Second}
 	s.exec = func(ctx context.Context, keys, args []string) ([]int64, error) {
-		a := make([]any, len(args))
-		for i := range args {
-			a[i] = args[i]
+		cmd := scriptCmd(ctx, "evalsha", script.Hash(), keys, args)
+		_ = c.Process(ctx, onceCmd{cmd})
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			// A restarted or flushed server, or a new Cluster node: EVAL
+			// loads the script too.
+			cmd = scriptCmd(ctx, "eval", src, keys, args)
+			_ = c.Process(ctx, onceCmd{cmd})
 		}
-		return script.Run(ctx, c, keys, a...).Int64Slice()
+		return cmd.Int64Slice()
 	}
 	deadlines := true
 	switch c := c.(type) {
@@ -187,6 +193,37 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	return s.apply(opts)
 }
+
+// scriptCmd is the script's command, EVALSHA or EVAL, with its key
+// position and step count set, so that a ClusterClient routes it by its
+// first key without looking the command up in COMMAND's table (which it
+// does on a context of its own, ignoring the decision's deadline).
+func scriptCmd(ctx context.Context, name, body string, keys, args []string) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, body, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	for _, v := range args {
+		a = append(a, v)
+	}
+	cmd := redis.NewCmd(ctx, a...)
+	cmd.SetFirstKeyPos(3)
+	cmd.SetStepCount(1)
+	return cmd
+}
+
+// onceCmd is the script's command as go-redis runs it: never sent again
+// after a failed attempt. go-redis retries a command whose connection
+// ended or timed out (MaxRetries, 3 by default), which for the script may
+// be after Redis ran it: a decision would take its tokens twice
+// (TestLostReplyTakesOnce: 2 of 3 taken for one, and admitted). Such a
+// failure is an outage instead. A ClusterClient still follows MOVED and
+// ASK (the script did not run there), and the pool still dials again after
+// a refused dial.
+type onceCmd struct{ *redis.Cmd }
+
+func (onceCmd) NoRetry() bool { return true }
 
 // NewRueidis returns a Store on a rueidis client, which pipelines
 // concurrent commands on shared connections by itself (the faster client

@@ -510,3 +510,45 @@ func TestClusterRefusalStands(t *testing.T) {
 		t.Errorf("a key over its limit beside a node past the timeout: admitted %v, %v, results %+v; want refused, no error", ok, err, res)
 	}
 }
+
+// TestLostReplyTakesOnce: a connection that ends after Redis ran a
+// decision's script, before its reply came back, is an outage, and the
+// decision is not sent again: go-redis retries a command on such an error
+// (MaxRetries, 3 by default), which for the script would take its tokens a
+// second time. The give-back path keeps receipts for its retries; a
+// decision has none.
+func TestLostReplyTakesOnce(t *testing.T) {
+	addr, arm, _ := redistest.ReplyDropper(t, single.Addr)
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 1})
+	t.Cleanup(func() { c.Close() })
+	p := newPrefix()
+	s, err := redisstore.New(c, redisstore.WithPrefix(p), redisstore.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := rls.Hit{Key: "lost", Capacity: 3, Count: 1, Period: time.Hour, N: 0}
+	res := make([]rls.Result, 1)
+	// The pooled connection open and the script loaded, so that the next
+	// reply through the proxy is the decision's.
+	if _, err := s.Decide(context.Background(), []rls.Hit{h}, res); err != nil {
+		t.Fatal(err)
+	}
+	arm()
+	h.N = 1
+	if ok, err := s.Decide(context.Background(), []rls.Hit{h}, res); !errors.Is(err, admit.ErrUnavailable) {
+		t.Errorf("reply lost: %v, %v; want ErrUnavailable", ok, err)
+	}
+	dc := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { dc.Close() })
+	direct, err := redisstore.New(dc, redisstore.WithPrefix(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.N = 0
+	if _, err := direct.Decide(context.Background(), []rls.Hit{h}, res); err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Remaining != 2 {
+		t.Errorf("after one request of 1 token (reply lost): %d of 3 left, want 2: the script ran %d times", res[0].Remaining, 3-res[0].Remaining)
+	}
+}
