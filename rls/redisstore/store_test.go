@@ -552,3 +552,44 @@ func TestLostReplyTakesOnce(t *testing.T) {
 		t.Errorf("after one request of 1 token (reply lost): %d of 3 left, want 2: the script ran %d times", res[0].Remaining, 3-res[0].Remaining)
 	}
 }
+
+// TestScriptFlushed: a store on go-redis whose script the server no longer
+// holds (a restart, a SCRIPT FLUSH, a new Cluster node) sends EVAL after
+// EVALSHA's NOSCRIPT and decides, taking once. The store builds its script
+// command itself (NoRetry), not through redis.Script.Run, so the fallback
+// is its own.
+func TestScriptFlushed(t *testing.T) {
+	ctx := context.Background()
+	for name, c := range map[string]redis.UniversalClient{
+		"single":  redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true}),
+		"cluster": redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true}),
+	} {
+		t.Cleanup(func() { c.Close() })
+		t.Run(name, func(t *testing.T) {
+			s, err := redisstore.New(c, redisstore.WithPrefix(newPrefix()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := rls.Hit{Key: "flushed", Capacity: 3, Count: 1, Period: time.Hour, N: 1}
+			res := make([]rls.Result, 1)
+			if ok, err := s.Decide(ctx, []rls.Hit{h}, res); !ok || err != nil {
+				t.Fatalf("first request: %v, %v", ok, err)
+			}
+			flush := func(ctx context.Context, n *redis.Client) error { return n.ScriptFlush(ctx).Err() }
+			if cc, ok := c.(*redis.ClusterClient); ok {
+				err = cc.ForEachShard(ctx, flush)
+			} else {
+				err = flush(ctx, c.(*redis.Client))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := s.Decide(ctx, []rls.Hit{h}, res); !ok || err != nil {
+				t.Fatalf("after SCRIPT FLUSH: %v, %v; want the decision through EVAL", ok, err)
+			}
+			if res[0].Remaining != 1 {
+				t.Errorf("after two requests of 1 token: %d of 3 left, want 1", res[0].Remaining)
+			}
+		})
+	}
+}
