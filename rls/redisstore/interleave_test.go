@@ -434,8 +434,9 @@ func TestGiveBackAfterSaturatedDebt(t *testing.T) {
 	}
 }
 
-// TestGiveBackRetried: a client that retries a script (go-redis, on EOF
-// after Redis ran it) sends a give-back twice. A key with 5 of 10 left
+// TestGiveBackRetried: a client that retries a script after Redis ran it
+// (as go-redis did on EOF until the store told it not to, 6ee3735) sends a
+// give-back twice. A key with 5 of 10 left
 // takes 3 for a refused request and gets them back: 5 again. The retry
 // must change nothing; it found the key changed since its decision and,
 // until 2026-12-07, gave the 3 back again: 8 left.

@@ -343,8 +343,8 @@ for i = 1, #KEYS do
       end
       if vd > 0 and not s.carried then s.newrc = vd end
       if dup then
-        -- a retry of a give-back done already (go-redis retries a script
-        -- on EOF): nothing
+        -- a give-back done already, sent again (the store's clients
+        -- do not resend a script; a client or proxy that does): nothing
         s.newrc = nil
       elseif same then
         -- untouched since the decision wrote it: set the state a refused
