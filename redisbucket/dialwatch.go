@@ -16,9 +16,10 @@ import (
 var dialWatchers sync.Map // redis.UniversalClient → *dialWatcher
 
 // dialWatcher is a go-redis hook that remembers the latest failed dial.
-// go-redis retries a refused connection with backoff until the command's
-// deadline and then returns the context's error alone, so without it an
-// outage's cause ("connection refused") would never reach the caller. It
+// go-redis's pool dials a refused connection again with backoff, and when
+// the command's deadline cuts those dials short it returns the context's
+// error alone, so without it an outage's cause ("connection refused")
+// would not reach the caller. It
 // only observes: dials, commands and pipelines pass through unchanged, and
 // the command hooks add no layer at all.
 type dialWatcher struct {

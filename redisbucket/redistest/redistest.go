@@ -169,10 +169,12 @@ func ReplyDropper(tb testing.TB, upstream string) (addr string, arm, cut func())
 	var armed atomic.Bool
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var conns []net.Conn
+	var conns []net.Conn // requires mu
+	closed := false      // requires mu: no connection is kept after cleanup
 	tb.Cleanup(func() {
 		ln.Close()
 		mu.Lock()
+		closed = true
 		for _, c := range conns {
 			c.Close()
 		}
@@ -193,6 +195,12 @@ func ReplyDropper(tb testing.TB, upstream string) (addr string, arm, cut func())
 				continue
 			}
 			mu.Lock()
+			if closed { // accepted as cleanup closed the others
+				mu.Unlock()
+				down.Close()
+				up.Close()
+				return
+			}
 			conns = append(conns, down, up)
 			mu.Unlock()
 			wg.Add(2)
