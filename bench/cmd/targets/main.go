@@ -11,6 +11,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
@@ -34,7 +35,11 @@ func main() {
 	flag.Parse()
 	path := flag.Arg(0)
 	if path == "" {
-		path = newest(*results)
+		var err error
+		if path, err = newest(*results); err != nil {
+			fmt.Fprintln(os.Stderr, "targets:", err)
+			os.Exit(1)
+		}
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -190,25 +195,35 @@ func median(v []float64) (float64, bool) {
 }
 
 // newest returns the most recent raw result file in dir (not a -benchstat
-// table, not a storm table).
-func newest(dir string) string {
+// table, not a storm table): the one whose name carries the latest date
+// (names start with YYYY-MM-DD, as cmd/plots reads them), the latest
+// modified among those of that date. The modification time alone is no
+// guide: a fresh clone gives every file the time of the checkout, and
+// editing an old result makes it the newest.
+func newest(dir string) (string, error) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.txt"))
 	var raw []string
 	for _, f := range files {
-		b := filepath.Base(f)
-		if !provenance.FullResult.MatchString(b) {
-			continue
+		if provenance.FullResult.MatchString(filepath.Base(f)) {
+			raw = append(raw, f)
 		}
-		raw = append(raw, f)
 	}
 	if len(raw) == 0 {
-		fmt.Fprintln(os.Stderr, "targets: no raw result in", dir)
-		os.Exit(1)
+		return "", fmt.Errorf("no raw result in %s", dir)
 	}
-	sort.Slice(raw, func(i, j int) bool {
-		fi, _ := os.Stat(raw[i])
-		fj, _ := os.Stat(raw[j])
-		return fi.ModTime().Before(fj.ModTime())
+	mtime := func(f string) int64 {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return 0
+		}
+		return fi.ModTime().UnixNano()
+	}
+	slices.SortStableFunc(raw, func(a, b string) int {
+		// FullResult guarantees the YYYY-MM-DD prefix.
+		if c := strings.Compare(filepath.Base(a)[:10], filepath.Base(b)[:10]); c != 0 {
+			return c
+		}
+		return cmp.Compare(mtime(a), mtime(b))
 	})
-	return raw[len(raw)-1]
+	return raw[len(raw)-1], nil
 }
