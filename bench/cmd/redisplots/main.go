@@ -9,14 +9,15 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"flag"
 	"fmt"
 	"image/color"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -34,13 +35,10 @@ func main() {
 	flag.Parse()
 	path := *in
 	if path == "" {
-		m, _ := filepath.Glob(filepath.Join(*results, "redis-*.txt"))
-		if len(m) == 0 {
-			fail(fmt.Errorf("no redis-*.txt in %s; run make bench-redis first", *results))
+		var err error
+		if path, err = newest(*results); err != nil {
+			fail(err)
 		}
-		// The names start with the date; within a date, take the newest file.
-		sort.Slice(m, func(i, j int) bool { return modTime(m[i]) < modTime(m[j]) })
-		path = m[len(m)-1]
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -161,13 +159,52 @@ var palette = []color.Color{
 	color.RGBA{0x94, 0x67, 0xbd, 0xff},
 }
 
+// median returns the median of xs (the mean of the two middle values when
+// their number is even), 0 if there are none.
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	return s[len(s)/2]
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// redisResult matches the name of a redisbench run,
+// redis-<YYYY-MM-DD>-<host>-<commit>.txt; its benchstat table, the paired,
+// decision, limits and other runs carry another suffix or prefix.
+var redisResult = regexp.MustCompile(`^redis-(\d{4}-\d{2}-\d{2})-.+-[0-9a-f]{7,40}\.txt$`)
+
+// newest returns the redisbench run in dir with the latest date in its
+// name, the latest modified among those of that date: after a clone every
+// file has the checkout's time, so the modification time alone picks at
+// random (and may pick a benchstat table or another benchmark's file).
+func newest(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	var m []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && redisResult.MatchString(e.Name()) {
+			m = append(m, filepath.Join(dir, e.Name()))
+		}
+	}
+	if len(m) == 0 {
+		return "", fmt.Errorf("no redis-<date>-<host>-<commit>.txt in %s; run make bench-redis first", dir)
+	}
+	date := func(p string) string { return redisResult.FindStringSubmatch(filepath.Base(p))[1] }
+	slices.SortStableFunc(m, func(a, b string) int {
+		if c := strings.Compare(date(a), date(b)); c != 0 {
+			return c
+		}
+		return cmp.Compare(modTime(a), modTime(b))
+	})
+	return m[len(m)-1], nil
 }
 
 func modTime(p string) int64 {
