@@ -2,12 +2,11 @@ package redisbucket_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/admit-go/admit/redisbucket/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -16,60 +15,8 @@ import (
 // It stops when t ends.
 func slowProxy(t *testing.T, upstream string, delay time.Duration) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	track := func(c net.Conn) { mu.Lock(); conns = append(conns, c); mu.Unlock() }
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			down, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", upstream)
-			if err != nil {
-				down.Close()
-				continue
-			}
-			track(down)
-			track(up)
-			wg.Add(2)
-			go func() { defer wg.Done(); _, _ = io.Copy(up, down); up.Close() }()
-			go func() {
-				defer wg.Done()
-				defer down.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := up.Read(buf)
-					if n > 0 {
-						time.Sleep(delay)
-						if _, werr := down.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return // EOF or closed: the proxy's side closes too
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	addr, _ := redistest.Proxy(t, upstream, func() bool { time.Sleep(delay); return true })
+	return addr
 }
 
 // warmPool opens n of c's pooled connections at once, before a test's

@@ -153,20 +153,17 @@ type Cluster struct {
 	Nodes []*Server
 }
 
-// ReplyDropper starts a TCP proxy on loopback to upstream, closed when tb's
-// test ends, and returns its address. Once armed, it closes the client's
-// connection in place of forwarding the next reply: the server ran the
-// command, and the client saw the connection end (a reset, a proxy or a
-// failover) before its reply, the case in which a client that retries
-// sends a write twice. cut closes every connection the proxy holds (an
-// idle timeout, a load balancer, a restart).
-func ReplyDropper(tb testing.TB, upstream string) (addr string, arm, cut func()) {
+// Proxy starts a TCP proxy on loopback to upstream, closed when tb's test
+// ends, and returns its address, and cut, which closes every connection it
+// holds (an idle timeout, a load balancer, a restart). Before it forwards
+// each chunk of upstream's replies it calls reply (from the connection's
+// goroutine): false closes the client's connection in place of the chunk.
+func Proxy(tb testing.TB, upstream string, reply func() bool) (addr string, cut func()) {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var armed atomic.Bool
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var conns []net.Conn // requires mu
@@ -212,7 +209,7 @@ func ReplyDropper(tb testing.TB, upstream string) (addr string, arm, cut func())
 				for {
 					n, err := up.Read(buf)
 					if n > 0 {
-						if armed.CompareAndSwap(true, false) {
+						if !reply() {
 							return // the reply is lost with the connection
 						}
 						if _, werr := down.Write(buf[:n]); werr != nil {
@@ -220,7 +217,7 @@ func ReplyDropper(tb testing.TB, upstream string) (addr string, arm, cut func())
 						}
 					}
 					if err != nil {
-						return
+						return // EOF or closed: the proxy's side closes too
 					}
 				}
 			}()
@@ -234,7 +231,19 @@ func ReplyDropper(tb testing.TB, upstream string) (addr string, arm, cut func())
 		}
 		conns = nil
 	}
-	return ln.Addr().String(), func() { armed.Store(true) }, cut
+	return ln.Addr().String(), cut
+}
+
+// ReplyDropper is a Proxy that, once armed, closes the client's connection
+// in place of forwarding the next reply: the server ran the command, and
+// the client saw the connection end (a reset, a proxy or a failover)
+// before its reply, the case in which a client that retries sends a write
+// twice.
+func ReplyDropper(tb testing.TB, upstream string) (addr string, arm, cut func()) {
+	tb.Helper()
+	var armed atomic.Bool
+	addr, cut = Proxy(tb, upstream, func() bool { return !armed.CompareAndSwap(true, false) })
+	return addr, func() { armed.Store(true) }, cut
 }
 
 // NewCluster starts a Cluster with StartCluster under tb.TempDir() and stops
