@@ -34,8 +34,9 @@
 //
 // and `benchstat -col /impl` gives one row per case and mode, one column per
 // implementation. mode=parallel uses RunParallel; GOMAXPROCS is set only
-// through -cpu. Every benchmark reports admit/op, the fraction of calls
-// admitted, which shows that admit never empties, reject never admits, and
+// through -cpu. Every benchmark of limiters' decisions (TryAcquire,
+// Acquire, the keyed ones, Middleware) reports admit/op, the fraction of
+// calls admitted, which shows that admit never empties, reject never admits, and
 // what part mixed admits. BenchmarkRate calls rate and x/time/rate
 // directly, without the adapter, API call for API call (see docs/rate.md).
 //
