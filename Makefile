@@ -15,13 +15,17 @@ help: ## this list
 # tests start their own redis-server: .ci/redis-server installs it when
 # missing), and golang.org/x/time/rate v0.16.0's own tests
 # run against ./rate (taken from the module cache through a build overlay;
-# see rate/testdata/xtime.sh). The race detector needs cgo and a C
+# see rate/testdata/xtime.sh). adaptive's simulator tests skip under the
+# race detector (one goroutine at a time on a virtual clock, ten times
+# slower under it) and run in the plain pass of ./adaptive. The race
+# detector needs cgo and a C
 # compiler: .ci/cc installs gcc when missing.
 test: export CGO_ENABLED = 1
 test: ## go vet + race tests over every module (starts redis-server itself)
 	GO=$(GO) .ci/cc
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 ./adaptive
 	$(GO) vet -tags admit_purego ./... && $(GO) test -tags admit_purego -count=1 ./keyed ./shardedbucket ./internal/tsc
 	$(GO) vet -tags admit_nocounter ./internal/... ./keyed && $(GO) test -tags admit_nocounter -count=1 ./internal/tsc ./internal/refill ./keyed
 	GO=$(GO) bash rate/testdata/xtime.sh -race -count=1

@@ -20,6 +20,7 @@ import (
 // workers 10 s later the limit stayed at 11, goodput 0.645 of the new
 // capacity. Now the limiter's time goes on from where it was.
 func TestClockStepBack(t *testing.T) {
+	simulated(t)
 	m := model{name: "fifo/fixed", workers: 8, d: distFixed}
 	const back, at = int64(time.Hour), int64(30 * time.Second)
 	sc := &scenario{m: m, classes: []classLoad{{factor: 3}}, duration: int64(120 * time.Second), deadline: simDeadline, seed: 1,
@@ -59,6 +60,7 @@ func TestClockStepBack(t *testing.T) {
 // limiter cannot see a queue shorter than the clock's tick; it holds it
 // to about 1.5 ticks.)
 func TestCoarseClock(t *testing.T) {
+	simulated(t)
 	for _, c := range []struct {
 		m        model
 		grain    int64
