@@ -43,9 +43,6 @@ import (
 	"github.com/admit-go/admit/internal/provenance"
 )
 
-// rawName matches the raw result files cmd/report writes.
-var rawName = provenance.FullResult
-
 func main() {
 	results := flag.String("results", "../results", "directory holding the raw results")
 	in := flag.String("in", "", "raw result file to plot (default: the newest in -results)")
@@ -61,8 +58,10 @@ func main() {
 	path := *in
 	if path == "" {
 		var err error
-		path, err = latest(*results)
-		check(err)
+		path, err = provenance.Newest(*results, provenance.FullResult)
+		if err != nil {
+			check(fmt.Errorf("%w; run make bench-full first", err))
+		}
 	}
 	data, err := load(path)
 	check(err)
@@ -76,26 +75,6 @@ func main() {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "plots: %d charts from %s in %s\n", n, path, *outDir)
-}
-
-// latest returns the raw result with the greatest name: names start with the
-// date, and within a date the order is arbitrary but stable.
-func latest(dir string) (string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return "", err
-	}
-	var names []string
-	for _, e := range entries {
-		if n := e.Name(); e.Type().IsRegular() && rawName.MatchString(n) && !strings.HasSuffix(n, "-benchstat.txt") {
-			names = append(names, n)
-		}
-	}
-	if len(names) == 0 {
-		return "", fmt.Errorf("no raw result (YYYY-MM-DD-*.txt) in %s; run make bench-full first", dir)
-	}
-	slices.Sort(names)
-	return filepath.Join(dir, names[len(names)-1]), nil
 }
 
 // group is one chart: a benchmark with every name key fixed but impl.

@@ -9,14 +9,13 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"flag"
 	"fmt"
+	"github.com/admit-go/admit/internal/provenance"
 	"image/color"
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,8 +35,8 @@ func main() {
 	path := *in
 	if path == "" {
 		var err error
-		if path, err = newest(*results); err != nil {
-			fail(err)
+		if path, err = provenance.Newest(*results, provenance.RedisResult); err != nil {
+			fail(fmt.Errorf("%w; run make bench-redis first", err))
 		}
 	}
 	b, err := os.ReadFile(path)
@@ -172,47 +171,6 @@ func median(xs []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// redisResult matches the name of a redisbench run,
-// redis-<YYYY-MM-DD>-<host>-<commit>.txt; its benchstat table, the paired,
-// decision, limits and other runs carry another suffix or prefix.
-var redisResult = regexp.MustCompile(`^redis-(\d{4}-\d{2}-\d{2})-.+-[0-9a-f]{7,40}\.txt$`)
-
-// newest returns the redisbench run in dir with the latest date in its
-// name, the latest modified among those of that date: after a clone every
-// file has the checkout's time, so the modification time alone picks at
-// random (and may pick a benchstat table or another benchmark's file).
-func newest(dir string) (string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return "", err
-	}
-	var m []string
-	for _, e := range entries {
-		if e.Type().IsRegular() && redisResult.MatchString(e.Name()) {
-			m = append(m, filepath.Join(dir, e.Name()))
-		}
-	}
-	if len(m) == 0 {
-		return "", fmt.Errorf("no redis-<date>-<host>-<commit>.txt in %s; run make bench-redis first", dir)
-	}
-	date := func(p string) string { return redisResult.FindStringSubmatch(filepath.Base(p))[1] }
-	slices.SortStableFunc(m, func(a, b string) int {
-		if c := strings.Compare(date(a), date(b)); c != 0 {
-			return c
-		}
-		return cmp.Compare(modTime(a), modTime(b))
-	})
-	return m[len(m)-1], nil
-}
-
-func modTime(p string) int64 {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return 0
-	}
-	return fi.ModTime().UnixNano()
 }
 
 func fail(err error) {

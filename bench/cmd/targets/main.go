@@ -11,11 +11,9 @@
 package main
 
 import (
-	"cmp"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -36,7 +34,7 @@ func main() {
 	path := flag.Arg(0)
 	if path == "" {
 		var err error
-		if path, err = newest(*results); err != nil {
+		if path, err = provenance.Newest(*results, provenance.FullResult); err != nil {
 			fmt.Fprintln(os.Stderr, "targets:", err)
 			os.Exit(1)
 		}
@@ -192,38 +190,4 @@ func median(v []float64) (float64, bool) {
 		return v[len(v)/2], true
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2, true
-}
-
-// newest returns the most recent raw result file in dir (not a -benchstat
-// table, not a storm table): the one whose name carries the latest date
-// (names start with YYYY-MM-DD, as cmd/plots reads them), the latest
-// modified among those of that date. The modification time alone is no
-// guide: a fresh clone gives every file the time of the checkout, and
-// editing an old result makes it the newest.
-func newest(dir string) (string, error) {
-	files, _ := filepath.Glob(filepath.Join(dir, "*.txt"))
-	var raw []string
-	for _, f := range files {
-		if provenance.FullResult.MatchString(filepath.Base(f)) {
-			raw = append(raw, f)
-		}
-	}
-	if len(raw) == 0 {
-		return "", fmt.Errorf("no raw result in %s", dir)
-	}
-	mtime := func(f string) int64 {
-		fi, err := os.Stat(f)
-		if err != nil {
-			return 0
-		}
-		return fi.ModTime().UnixNano()
-	}
-	slices.SortStableFunc(raw, func(a, b string) int {
-		// FullResult guarantees the YYYY-MM-DD prefix.
-		if c := strings.Compare(filepath.Base(a)[:10], filepath.Base(b)[:10]); c != 0 {
-			return c
-		}
-		return cmp.Compare(mtime(a), mtime(b))
-	})
-	return raw[len(raw)-1], nil
 }
