@@ -15,9 +15,9 @@ help: ## this list
 # tests start their own redis-server: .ci/redis-server installs it when
 # missing), and golang.org/x/time/rate v0.16.0's own tests
 # run against ./rate (taken from the module cache through a build overlay;
-# see rate/testdata/xtime.sh). adaptive's simulator tests skip under the
-# race detector (one goroutine at a time on a virtual clock, ten times
-# slower under it) and run in the plain pass of ./adaptive. The race
+# see rate/testdata/xtime.sh). adaptive's simulator tests are built without
+# the race detector (//go:build !race: one goroutine at a time on a virtual
+# clock, ten times slower under it) and run in the plain pass of ./adaptive. The race
 # detector needs cgo and a C
 # compiler: .ci/cc installs gcc when missing.
 test: export CGO_ENABLED = 1

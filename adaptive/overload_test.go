@@ -1,3 +1,5 @@
+//go:build !race
+
 package adaptive
 
 // The targets of the overload simulation, each a test. Every run is
@@ -138,7 +140,6 @@ func eachOverload(t *testing.T, check func(t *testing.T, seed uint64, me metrics
 // every backend model, with the defaults. Without a limiter the same loads
 // collapse (checked too, so that the scenario is known to be hard).
 func TestTarget1Goodput(t *testing.T) {
-	simulated(t)
 	eachOverload(t, func(t *testing.T, seed uint64, me metrics) {
 		if me.goodput < 0.90 {
 			t.Errorf("seed %d: goodput %.3f of capacity, want >= 0.90", seed, me.goodput)
@@ -156,7 +157,6 @@ func TestTarget1Goodput(t *testing.T) {
 // and p50, at 2× to 5×, on every backend model. A request admitted and
 // then abandoned at its deadline counts as infinitely slow.
 func TestTarget2Latency(t *testing.T) {
-	simulated(t)
 	eachOverload(t, func(t *testing.T, seed uint64, me metrics) {
 		if me.p99 > 2.5 || me.p50 > 2 {
 			t.Errorf("seed %d: p50 %.2fx p99 %.2fx of no-load, want <= 2x and <= 2.5x", seed, me.p50, me.p99)
@@ -167,7 +167,6 @@ func TestTarget2Latency(t *testing.T) {
 // Target 3: at half the capacity at most 0.5% rejected, and p99 within
 // 1.2× of the same run without a limiter.
 func TestTarget3LightLoad(t *testing.T) {
-	simulated(t)
 	for _, m := range simModels {
 		t.Run("model="+m.name, func(t *testing.T) {
 			for _, seed := range loadSeeds {
@@ -203,7 +202,6 @@ func (s *sim) updatesAfter(t int64, n int) int64 {
 // on, measured against the capacity of the moment. The offered load is 2×
 // the full capacity throughout: 4× the halved one.
 func TestTarget4CapacityStep(t *testing.T) {
-	simulated(t)
 	const stepDown, stepUp, end = int64(40 * time.Second), int64(80 * time.Second), int64(120 * time.Second)
 	for _, m := range simModels {
 		t.Run("model="+m.name, func(t *testing.T) {
@@ -271,7 +269,6 @@ func TestTarget4CapacityStep(t *testing.T) {
 // limit fixed at the backend's true capacity, the best any limit can do
 // with this backlog. At 0.25× + 0.25× nobody is shed.
 func TestTarget5Priorities(t *testing.T) {
-	simulated(t)
 	opts := []Option{WithBacklog(backlogN, time.Duration(backlogWait*float64(simDeadline)))}
 	for _, m := range simModels {
 		t.Run("model="+m.name, func(t *testing.T) {
@@ -346,7 +343,6 @@ func TestTarget5Priorities(t *testing.T) {
 // 2.5× of 100 ms allows 150 ms of wait), for lognormal 96.1% (b = 14).
 // A low class competing only adds work ahead of the high calls.
 func TestTarget5ArrivalLatencyBound(t *testing.T) {
-	simulated(t)
 	for _, m := range simModels[:3] {
 		best, bestB := 0.0, 0
 		for b := 4; b <= 16; b++ {
@@ -398,7 +394,6 @@ func TestTarget5ArrivalLatencyBound(t *testing.T) {
 // processor sharing) only after about 60 windows, when the periodic probe
 // or two windows reading below 0.9 of it caught it (docs/adaptive.md).
 func TestLatencyStep(t *testing.T) {
-	simulated(t)
 	const at, end = int64(30 * time.Second), int64(60 * time.Second)
 	for _, dir := range []string{"slower", "faster"} {
 		for _, m := range simModels {
@@ -451,7 +446,6 @@ func TestLatencyStep(t *testing.T) {
 // moment of their call, half load still rejects at most 0.5% (target 3)
 // and 3× load stays within targets 1 and 2.
 func TestUnrelatedDrops(t *testing.T) {
-	simulated(t)
 	for _, m := range simModels {
 		for _, f := range []float64{0.5, 3} {
 			sc := &scenario{m: m, classes: []classLoad{{factor: f}}, duration: simDuration, deadline: simDeadline, seed: 1, noise: 0.02}
@@ -477,7 +471,6 @@ func TestUnrelatedDrops(t *testing.T) {
 // the service time throughout. (A baseline that averages recent latencies
 // climbs toward the overloaded latency and stops shedding.)
 func TestTarget6BaselineDoesNotDrift(t *testing.T) {
-	simulated(t)
 	m := model{name: "fifo/fixed", workers: 8, d: distFixed}
 	const surge = int64(20 * time.Second)
 	sc := &scenario{m: m, classes: []classLoad{{factor: 0.5}, {factor: 4.5, from: surge}}, duration: int64(80 * time.Second), deadline: simDeadline, seed: 1}
@@ -504,7 +497,6 @@ func TestTarget6BaselineDoesNotDrift(t *testing.T) {
 // target 2. (Gradient2's queue term raises it a little every window while
 // the gradient sits near 1.)
 func TestTarget6NoRiseUnderModestOverload(t *testing.T) {
-	simulated(t)
 	m := model{name: "fifo/fixed", workers: 8, d: distFixed}
 	sc := &scenario{m: m, classes: []classLoad{{factor: 1.2}}, duration: int64(300 * time.Second), deadline: simDeadline, seed: 1}
 	s := runSim(sc)
@@ -534,7 +526,6 @@ func TestTarget6NoRiseUnderModestOverload(t *testing.T) {
 // at most 1.2 s (a probe's window still takes its full count), and from
 // 20 s on the run is within targets 1 and 2.
 func TestTarget6FloorReachesRealConcurrency(t *testing.T) {
-	simulated(t)
 	m := model{name: "fifo/fixed", workers: 2, d: distFixed}
 	const dur, warm = int64(120 * time.Second), int64(20 * time.Second)
 	for _, f := range []float64{2, 5} {
@@ -574,7 +565,6 @@ func TestTarget6FloorReachesRealConcurrency(t *testing.T) {
 // find the limit by touching it: a refusal takes 1 ms, so the few windows
 // above it produce many refusals, logged, at no cost to the goodput.)
 func TestTarget6DropsLowerTheLimit(t *testing.T) {
-	simulated(t)
 	m := model{name: "fifo/fixed/refusing", workers: 8, d: distFixed, maxQueue: 2}
 	for _, alg := range []Algorithm{Gradient(), Vegas(), AIMD()} {
 		s, me := load(m, 3, 1, WithAlgorithm(alg))
@@ -597,7 +587,6 @@ func TestTarget6DropsLowerTheLimit(t *testing.T) {
 // backend works off what the callers left behind, and from 20 s on the run
 // is within targets 1 and 2.
 func TestTarget6RecoversFromTimeouts(t *testing.T) {
-	simulated(t)
 	m := model{name: "fifo/fixed", workers: 8, d: distFixed}
 	sc := &scenario{m: m, classes: []classLoad{{factor: 3}}, duration: simDuration, deadline: simDeadline, seed: 1, opts: []Option{WithInitialLimit(500)}}
 	s := runSim(sc)
@@ -619,7 +608,6 @@ func TestTarget6RecoversFromTimeouts(t *testing.T) {
 // below the knee.) Every model, at 2×, 3× and 5×, three seeds, 20 s: fewer than
 // 200 windows, so no periodic probe is due.
 func TestStartupProbeOnce(t *testing.T) {
-	simulated(t)
 	models := append([]model{{name: "fifo/fixed 40ms", workers: 8, d: fixedDist{40 * ms}}}, simModels...)
 	for _, m := range models {
 		for _, f := range []float64{2, 3, 5} {
@@ -647,7 +635,6 @@ func TestStartupProbeOnce(t *testing.T) {
 // 2.1-2.6× (1.5-1.9× from 2 s on, where neither reaches). A first window
 // in which the limit did not bind (half load) keeps its limit.
 func TestStartupProbeAfterFirstWindow(t *testing.T) {
-	simulated(t)
 	models := append([]model{{name: "fifo/fixed 40ms", workers: 8, d: fixedDist{40 * ms}}}, simModels...)
 	for _, m := range models {
 		for _, f := range []float64{0.5, 2, 3, 5} {
@@ -679,7 +666,6 @@ func TestStartupProbeAfterFirstWindow(t *testing.T) {
 // 40 ms), the start-up probe's window at a limit of 5 took 40 calls, 0.32 s
 // at 5/8 of the capacity: at 2× the first 2 s completed 0.92 of it.
 func TestProbeWindowSteadyBackend(t *testing.T) {
-	simulated(t)
 	const minSamples = 40 // the default
 	for _, m := range []model{
 		{name: "fifo/fixed 40ms", workers: 8, d: fixedDist{40 * ms}},
@@ -717,78 +703,6 @@ func TestProbeWindowSteadyBackend(t *testing.T) {
 	}
 }
 
-// The slower-backend doubt (a run of cuts that lowered the in-flight and
-// the throughput but not the latency) is read in the window after a cut,
-// not again in a window that held the limit: held windows bring nothing
-// new, and enough noisy draws of the same comparison satisfy it by chance.
-// One window, read with and without a cut before it.
-func TestSlowerDoubtOnlyAfterCut(t *testing.T) {
-	for _, tc := range []struct {
-		moved int8
-		want  bool
-	}{{-1, true}, {0, false}, {1, false}} {
-		l, err := New()
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.base, l.lossless = float64(100*ms), 5
-		w := window{
-			limit: 12, inflight: 11, latency: float64(160 * ms), successes: 40, saturated: true,
-			moved: tc.moved,
-			// A fifth below the run's first window in flight and in
-			// throughput, the latency nearly where it was, r = 1.6.
-			ci: 0.78, cm: 0.95, cx: 0.78,
-		}
-		if got := l.estimate(&w, true); got != tc.want {
-			t.Errorf("moved %d: doubt %v, want %v", tc.moved, got, tc.want)
-		}
-	}
-}
-
-// A probe that reads more than 15% below the estimate (a backend that got
-// faster, or one noisy window: a window of 40 lognormal calls can be a
-// fifth off) reads a second window at the same limit and sets the estimate
-// to the two windows' pooled latency; one that reads more than 15% above
-// it sets it at once. Explicit windows through estimate and probe.
-func TestProbeConfirmsALowReading(t *testing.T) {
-	start := func() *Limiter {
-		l, err := New()
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.base, l.lossless, l.probes = float64(100*ms), 5, 1
-		l.probing, l.probeStep = true, 0
-		l.probeFrom, l.probeBase, l.restore = float64(120*ms), float64(100*ms), 12
-		return l
-	}
-	win := func(lat int64) *window {
-		return &window{limit: 6, inflight: 5, latency: float64(lat), successes: 40, saturated: true}
-	}
-
-	l := start()
-	w := win(80 * ms)
-	l.estimate(w, true)
-	if next := l.probe(w, 6, false); next != 6 || !l.probing {
-		t.Fatalf("after a reading 20%% low: next limit %v, probing %v; want the same limit, still probing", next, l.probing)
-	}
-	w = win(100 * ms)
-	l.estimate(w, true)
-	if next := l.probe(w, 6, false); l.probing || next <= 6 {
-		t.Fatalf("after the second window: next limit %v, probing %v; want the probe over and the limit restored", next, l.probing)
-	}
-	if l.base != float64(90*ms) {
-		t.Errorf("estimate %v after readings of 80 and 100 ms, want their pooled 90ms", time.Duration(l.base))
-	}
-
-	l = start()
-	w = win(130 * ms)
-	l.estimate(w, true)
-	if next := l.probe(w, 6, false); l.probing || next <= 6 || l.base != float64(130*ms) {
-		t.Errorf("after a reading 30%% high: next limit %v, probing %v, estimate %v; want the probe over and the estimate 130ms",
-			next, l.probing, time.Duration(l.base))
-	}
-}
-
 // TestTimeoutsOnlyOverload: a backend that answers nothing past two queued
 // calls (a full accept queue: the call hangs until the caller's 1 s
 // deadline) while every call it takes finishes in 100 ms, so the overload
@@ -802,7 +716,6 @@ func TestProbeConfirmsALowReading(t *testing.T) {
 // 2× (its raises of up to a quarter a window outran the late drops). Now
 // AIMD 5–6%, Gradient 0–4.8%, Vegas 7–8%.
 func TestTimeoutsOnlyOverload(t *testing.T) {
-	simulated(t)
 	m := model{name: "fifo/fixed/hanging", workers: 8, d: distFixed, maxQueue: 2, refuseAfter: int64(10 * time.Second)}
 	for _, alg := range []Algorithm{AIMD(), Gradient(), Vegas()} {
 		for _, f := range []float64{2, 3, 5} {
@@ -826,7 +739,6 @@ func TestTimeoutsOnlyOverload(t *testing.T) {
 // the no-load latency and held the limit at 2 whatever the load (goodput
 // 0.24 at 3×). A window now gathers at least 5.
 func TestSmallMinSamplesLearns(t *testing.T) {
-	simulated(t)
 	m := model{name: "fifo/fixed", workers: 8, d: distFixed}
 	for _, alg := range []Algorithm{Gradient(), Vegas()} {
 		for _, n := range []int{1, 4} {
@@ -852,7 +764,6 @@ func TestSmallMinSamplesLearns(t *testing.T) {
 // newest waiters first until it empties. A backlog must not make the
 // limiter worse than none (goodput >= 0.9 at 3× without one).
 func TestBacklogWaitPastDeadline(t *testing.T) {
-	simulated(t)
 	m := model{name: "fifo/fixed", workers: 8, d: distFixed}
 	for _, alg := range []Algorithm{Gradient(), Vegas(), AIMD()} {
 		for _, b := range []struct {
@@ -881,7 +792,6 @@ func TestBacklogWaitPastDeadline(t *testing.T) {
 // and the cut it brings is not undone at half load, where windows are
 // seldom saturated: 0.26-1.08% shed (docs/adaptive.md).
 func TestBimodalLightLoad(t *testing.T) {
-	simulated(t)
 	for _, c := range []struct {
 		hit, most float64
 	}{{0.9, 0.005}, {0.8, 0.005}, {0.7, 0.015}} {

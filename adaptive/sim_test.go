@@ -1,3 +1,5 @@
+//go:build !race
+
 package adaptive
 
 // The overload simulator: a discrete-event simulation on virtual time that
@@ -17,13 +19,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"testing"
 	"time"
 
 	"github.com/admit-go/admit"
 )
-
-const ms = int64(time.Millisecond)
 
 // dist is a service-time distribution.
 type dist interface {
@@ -354,18 +353,6 @@ func (s *sim) push(e event) {
 	s.seq++
 	e.seq = s.seq
 	heap.Push(&s.q, e)
-}
-
-// simulated marks a test that runs the simulator: its callers and backend
-// take turns on one virtual clock, handing off through channels, so the
-// race detector, which slows it tenfold, has nothing to find there (the
-// limiter's concurrency has tests of its own under it). Under -race such
-// a test is skipped; make test runs the package again without -race.
-func simulated(t *testing.T) {
-	t.Helper()
-	if raceEnabled {
-		t.Skip("the simulator runs without the race detector (make test runs this package without -race too)")
-	}
 }
 
 func runSim(sc *scenario) *sim {
